@@ -1,0 +1,227 @@
+// Package app composes redlock-proxy from its parts: the backend links
+// (netio), the front end (proxy), the embedded demo backends, and the admin
+// HTTP server. main.go and the tests start the proxy through it.
+//
+// It promises: New either returns a listening proxy or releases everything
+// it started; Run stops accepting on cancellation, lets in-flight commands
+// and their undos finish within a bound, then closes every part in reverse
+// order of start.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/demo"
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Version is the proxy's version, set at build time with -ldflags.
+var Version = "0.1.0-dev"
+
+// App is a running proxy.
+type App struct {
+	cfg     config.Config
+	log     *slog.Logger
+	demo    *demo.Set
+	pool    *netio.Pool
+	srv     *proxy.Server
+	ln      net.Listener
+	admin   *http.Server
+	adminLn net.Listener
+	served  chan error
+}
+
+// NewLogger builds the logger the configuration asks for.
+func NewLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// New starts the backends' links and listens for clients and the admin
+// HTTP server. The configuration must have been validated.
+func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
+	a = &App{cfg: cfg, log: log, served: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			a.close()
+			a = nil
+		}
+	}()
+	backends := []string(cfg.Backends)
+	if len(backends) == 0 {
+		a.demo, err = demo.Start(cfg.EmbeddedBackends)
+		if err != nil {
+			return nil, err
+		}
+		backends = a.demo.Addrs()
+		log.Warn("NO BACKENDS CONFIGURED: running on embedded in-process demo backends. "+
+			"They share this process and fail with it: this is a demo, NOT FOR PRODUCTION. "+
+			"Pass -backends host:port,host:port,host:port for real Redis masters.",
+			"embedded_backends", backends)
+	}
+	timing := quorum.Timing{DriftFactor: cfg.DriftFactor, DriftFloor: cfg.DriftFloor, MinValidity: cfg.MinValidity}
+	hold := cfg.MaxTTL + timing.Drift(cfg.MaxTTL)
+	rule := quorum.RestartRule{Hold: hold, Strict: cfg.RestartQuarantine == "strict"}
+	if cfg.RestartQuarantine == "off" {
+		rule = quorum.RestartRule{}
+		log.Warn("restart_quarantine is off: a restarted backend counts at once (UNSAFE, for tests and control runs)")
+	}
+	var opts []netio.Options
+	for _, b := range backends {
+		opts = append(opts, netio.Options{
+			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
+		})
+	}
+	a.pool = netio.NewPool(opts)
+	a.pool.Start()
+
+	a.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	a.srv = proxy.New(proxy.Config{
+		Timing:         timing,
+		BackendTimeout: cfg.BackendTimeout,
+		UndoTimeout:    cfg.UndoTimeout,
+		MaxTTL:         cfg.MaxTTL,
+		Logger:         log,
+		Version:        Version,
+		Addr:           a.ln.Addr().String(),
+	}, backendsOf{a.pool})
+	if cfg.Admin != "" {
+		a.adminLn, err = net.Listen("tcp", cfg.Admin)
+		if err != nil {
+			return nil, fmt.Errorf("admin listen: %w", err)
+		}
+		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	}
+	log.Info("redlock-proxy starting",
+		"version", Version, "listen", a.ln.Addr().String(), "admin", cfg.Admin,
+		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)),
+		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
+		"backend_timeout", cfg.BackendTimeout, "undo_timeout", cfg.UndoTimeout, "max_ttl", cfg.MaxTTL,
+		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold)
+	return a, nil
+}
+
+// Addr is the address clients connect to.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// AdminAddr is the admin HTTP address, or "".
+func (a *App) AdminAddr() string {
+	if a.adminLn == nil {
+		return ""
+	}
+	return a.adminLn.Addr().String()
+}
+
+// Pool exposes the backend links (for tests and the benchmark harness).
+func (a *App) Pool() *netio.Pool { return a.pool }
+
+// ShutdownGrace bounds how long in-flight commands and undos may take to
+// finish after a stop is asked for.
+const ShutdownGrace = 5 * time.Second
+
+// Run serves until ctx is cancelled or a listener fails, then shuts down.
+func (a *App) Run(ctx context.Context) error {
+	go func() { a.served <- a.srv.Serve(a.ln) }() // ends when Shutdown closes the listener
+	if a.admin != nil {
+		go func() { a.served <- a.admin.Serve(a.adminLn) }() // ends at admin.Shutdown
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-a.served:
+		if errors.Is(err, proxy.ErrServerClosed) || errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	a.log.Info("shutting down: no new clients; finishing commands in flight")
+	if serr := a.srv.Shutdown(sctx); serr != nil {
+		a.log.Warn("clients did not finish in time", "err", serr)
+	}
+	if derr := a.pool.Drain(sctx); derr != nil {
+		a.log.Warn("backend commands (undo included) did not finish in time", "err", derr)
+	}
+	if a.admin != nil {
+		a.admin.Shutdown(sctx)
+	}
+	a.close()
+	a.log.Info("stopped")
+	return err
+}
+
+// close releases what New started, in reverse order.
+func (a *App) close() {
+	if a.ln != nil && a.srv == nil {
+		a.ln.Close()
+	}
+	if a.adminLn != nil && a.admin == nil {
+		a.adminLn.Close()
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	if a.demo != nil {
+		a.demo.Close()
+	}
+}
+
+// backendsOf adapts the netio pool to what the proxy needs.
+type backendsOf struct{ *netio.Pool }
+
+func (b backendsOf) Status() []proxy.BackendStatus {
+	hs := b.Health()
+	out := make([]proxy.BackendStatus, len(hs))
+	for i, h := range hs {
+		out[i] = proxy.BackendStatus{
+			Addr: h.Addr, Up: h.Up, Latency: h.Latency, RunID: h.RunID,
+			QuarantinedUntil: h.QuarantinedUntil, LastError: h.LastError,
+			Connects: h.Connects, Restarts: h.Restarts, Timeouts: h.Timeouts, Errors: h.Errors,
+		}
+	}
+	return out
+}
+
+// adminHandler serves health; metrics come with the operations work.
+func (a *App) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		counting := 0
+		hs := a.pool.Health()
+		for _, h := range hs {
+			if h.Counts(now) {
+				counting++
+			}
+		}
+		if counting < quorum.Majority(len(hs)) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %d of %d backends count, %d needed\n", counting, len(hs), quorum.Majority(len(hs)))
+			return
+		}
+		fmt.Fprintf(w, "ready: %d of %d backends count\n", counting, len(hs))
+	})
+	return mux
+}

@@ -1,0 +1,257 @@
+// Package config reads redlock-proxy's configuration from a YAML file and
+// command-line flags (flags override the file; both use the same names) and
+// validates it.
+//
+// It promises: every configuration it returns has passed Validate; every
+// refusal names the key and the rule it breaks; unknown keys are refused,
+// not ignored.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration. YAML keys and flag names are the same.
+type Config struct {
+	Listen           string        `yaml:"listen"`            // client address (default 127.0.0.1:7379)
+	Admin            string        `yaml:"admin"`             // HTTP metrics and health address; "" disables (default 127.0.0.1:7380)
+	Backends         List          `yaml:"backends"`          // Redis masters, host:port; none: embedded demo backends
+	EmbeddedBackends int           `yaml:"embedded_backends"` // in-process backends when none are configured (default 3)
+	DriftFactor      float64       `yaml:"drift_factor"`      // clock drift allowance per unit of TTL (default 0.01)
+	DriftFloor       time.Duration `yaml:"drift_floor"`       // added to the drift (default 2ms)
+	MinValidity      time.Duration `yaml:"min_validity"`      // least validity a granted lock leaves (default 0)
+	BackendTimeout   time.Duration `yaml:"backend_timeout"`   // per-backend timeout of each command (default 50ms)
+	UndoTimeout      time.Duration `yaml:"undo_timeout"`      // per-backend timeout of an undo (default 1s)
+	MaxTTL           time.Duration `yaml:"max_ttl"`           // longest TTL a client may ask for (default 60s)
+	// RestartQuarantine is how a restarted backend is kept out of quorums for
+	// max_ttl + drift: "run-id" (a changed run_id or shorter uptime on
+	// reconnect; default), "strict" (also a backend first seen with uptime
+	// below that hold), "off" (never: unsafe, for tests and control runs).
+	RestartQuarantine string `yaml:"restart_quarantine"`
+	LogLevel          string `yaml:"log_level"`  // debug, info, warn, error (default info)
+	LogFormat         string `yaml:"log_format"` // text or json (default text)
+}
+
+// List is a list of strings, written in YAML as a sequence or as one
+// comma-separated string, and as a flag always comma-separated.
+type List []string
+
+// UnmarshalYAML accepts a sequence or a comma-separated scalar.
+func (l *List) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = splitList(n.Value)
+		return nil
+	case yaml.SequenceNode:
+		var s []string
+		if err := n.Decode(&s); err != nil {
+			return err
+		}
+		*l = s
+		return nil
+	}
+	return fmt.Errorf("line %d: expected a list or a comma-separated string", n.Line)
+}
+
+func splitList(s string) List {
+	var out List
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Default is the configuration with nothing set.
+func Default() Config {
+	return Config{
+		Listen:            "127.0.0.1:7379",
+		Admin:             "127.0.0.1:7380",
+		EmbeddedBackends:  3,
+		DriftFactor:       0.01,
+		DriftFloor:        2 * time.Millisecond,
+		BackendTimeout:    50 * time.Millisecond,
+		UndoTimeout:       time.Second,
+		MaxTTL:            60 * time.Second,
+		RestartQuarantine: "run-id",
+		LogLevel:          "info",
+		LogFormat:         "text",
+	}
+}
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid configuration")
+
+func invalid(key, format string, a ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, a...))
+}
+
+// Validate checks every key. It returns warnings for settings that work but
+// are probably not what the operator wants.
+func (c *Config) Validate() (warnings []string, err error) {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil, invalid("listen", "must be host:port, got %q", c.Listen)
+	}
+	if c.Admin != "" {
+		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
+			return nil, invalid("admin", "must be host:port or empty, got %q", c.Admin)
+		}
+	}
+	seen := map[string]bool{}
+	for _, b := range c.Backends {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" {
+			return nil, invalid("backends", "each backend must be host:port, got %q", b)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, invalid("backends", "port of %q must be 1-65535", b)
+		}
+		if seen[b] {
+			return nil, invalid("backends", "%q is listed twice; every backend must be an independent master", b)
+		}
+		seen[b] = true
+	}
+	n := len(c.Backends)
+	if n == 0 {
+		if c.EmbeddedBackends < 1 {
+			return nil, invalid("embedded_backends", "must be at least 1, got %d", c.EmbeddedBackends)
+		}
+		n = c.EmbeddedBackends
+	}
+	if n%2 == 0 {
+		warnings = append(warnings, fmt.Sprintf("backends: %d backends (even) tolerate no more failures than %d; use an odd number", n, n-1))
+	}
+	if n < 3 {
+		warnings = append(warnings, fmt.Sprintf("backends: with %d backend(s) no failure is tolerated; Redlock needs at least 3", n))
+	}
+	switch {
+	case c.DriftFactor != c.DriftFactor || c.DriftFactor < 0 || c.DriftFactor >= 1:
+		return nil, invalid("drift_factor", "must be at least 0 and below 1, got %v", c.DriftFactor)
+	case c.DriftFloor < 0:
+		return nil, invalid("drift_floor", "must not be negative, got %v", c.DriftFloor)
+	case c.MinValidity < 0:
+		return nil, invalid("min_validity", "must not be negative, got %v", c.MinValidity)
+	case c.MaxTTL <= 0:
+		return nil, invalid("max_ttl", "must be positive, got %v", c.MaxTTL)
+	case c.BackendTimeout <= 0:
+		return nil, invalid("backend_timeout", "must be positive, got %v", c.BackendTimeout)
+	case c.BackendTimeout >= c.MaxTTL:
+		return nil, invalid("backend_timeout", "must be far below max_ttl (%v), got %v", c.MaxTTL, c.BackendTimeout)
+	case c.UndoTimeout <= 0:
+		return nil, invalid("undo_timeout", "must be positive, got %v", c.UndoTimeout)
+	case c.MinValidity >= c.MaxTTL:
+		return nil, invalid("min_validity", "must be below max_ttl (%v), got %v", c.MaxTTL, c.MinValidity)
+	}
+	if c.BackendTimeout > c.MaxTTL/10 {
+		warnings = append(warnings, fmt.Sprintf("backend_timeout: %v is more than a tenth of max_ttl (%v); a slow backend would eat most of a lock's validity", c.BackendTimeout, c.MaxTTL))
+	}
+	switch c.RestartQuarantine {
+	case "run-id", "strict":
+	case "off":
+		warnings = append(warnings, "restart_quarantine: off: a backend that restarts forgetting its locks can hand out a lock that is still held (unsafe; for tests only)")
+	default:
+		return nil, invalid("restart_quarantine", "must be run-id, strict or off, got %q", c.RestartQuarantine)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, invalid("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return nil, invalid("log_format", "must be text or json, got %q", c.LogFormat)
+	}
+	return warnings, nil
+}
+
+// ReadFile decodes a YAML file over c. Unknown keys are refused.
+func (c *Config) ReadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return c.ReadYAML(data, path)
+}
+
+// ReadYAML decodes YAML over c; name is used in errors.
+func (c *Config) ReadYAML(data []byte, name string) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	return nil
+}
+
+// Load builds the configuration from command-line arguments: defaults, then
+// the file named by -config, then every flag given. Usage goes to out.
+func Load(args []string, out io.Writer) (Config, []string, error) {
+	c := Default()
+	if path := configPath(args); path != "" {
+		if err := c.ReadFile(path); err != nil {
+			return c, nil, err
+		}
+	}
+	// The flags' defaults are the file's values, so only flags given override.
+	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.String("config", "", "YAML configuration file (flags override it)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address for Redis clients")
+	fs.StringVar(&c.Admin, "admin", c.Admin, "address for HTTP /metrics, /healthz, /readyz (empty: off)")
+	fs.Func("backends", "comma-separated Redis masters host:port (none: embedded demo backends)", func(s string) error {
+		c.Backends = splitList(s)
+		return nil
+	})
+	fs.IntVar(&c.EmbeddedBackends, "embedded_backends", c.EmbeddedBackends, "in-process demo backends when no backends are given")
+	fs.Float64Var(&c.DriftFactor, "drift_factor", c.DriftFactor, "clock drift allowance per unit of TTL")
+	fs.DurationVar(&c.DriftFloor, "drift_floor", c.DriftFloor, "added to the drift allowance")
+	fs.DurationVar(&c.MinValidity, "min_validity", c.MinValidity, "least validity a granted lock must leave")
+	fs.DurationVar(&c.BackendTimeout, "backend_timeout", c.BackendTimeout, "per-backend timeout of each command")
+	fs.DurationVar(&c.UndoTimeout, "undo_timeout", c.UndoTimeout, "per-backend timeout of an undo")
+	fs.DurationVar(&c.MaxTTL, "max_ttl", c.MaxTTL, "longest TTL a client may ask for")
+	fs.StringVar(&c.RestartQuarantine, "restart_quarantine", c.RestartQuarantine, "run-id, strict or off")
+	fs.StringVar(&c.LogLevel, "log_level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log_format", c.LogFormat, "text or json")
+	if err := fs.Parse(args); err != nil {
+		return c, nil, err
+	}
+	if fs.NArg() > 0 {
+		return c, nil, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
+	}
+	warnings, err := c.Validate()
+	return c, warnings, err
+}
+
+// configPath finds -config FILE (or --config, or =FILE) among the arguments.
+func configPath(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if hasVal {
+			return val
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,55 @@
+// Command redlock-proxy is a Redis-protocol proxy that turns every
+// single-instance lock command into a Redlock majority vote over N
+// independent Redis masters. See README.md.
+//
+// main only composes: it reads the configuration, sets up logging and
+// GOMAXPROCS, runs the app until SIGINT or SIGTERM, and exits 0 after a
+// clean shutdown.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/automaxprocs/maxprocs"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
+	"github.com/redlock-proxy/redlock-proxy/internal/config"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	cfg, warnings, err := config.Load(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		return 2
+	}
+	log := app.NewLogger(cfg, os.Stderr)
+	for _, w := range warnings {
+		log.Warn("configuration: " + w)
+	}
+	if _, err := maxprocs.Set(maxprocs.Logger(func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) })); err != nil {
+		log.Warn("automaxprocs", "err", err)
+	}
+	a, err := app.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx); err != nil {
+		log.Error("stopped on error", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,571 @@
+package netio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Options configure one backend link. Zero values mean the default written
+// on the field.
+type Options struct {
+	Addr  string // host:port
+	Index int    // the backend's position in the pool, passed back in errors
+
+	Username string      // AUTH user for the backend (default: none)
+	Password string      // AUTH password for the backend (default: none)
+	TLS      *tls.Config // dial with TLS when set
+
+	DialTimeout    time.Duration // default 1s; also bounds the INFO handshake
+	Timeout        time.Duration // per-command timeout for the link's own commands (default 50ms)
+	DeadAfter      time.Duration // disconnect when a reply is this late (default max(1s, 20*Timeout))
+	HealthInterval time.Duration // PING period while idle or busy (default 1s)
+	MaxPending     int           // commands waiting for replies before sends fail (default 1<<16)
+
+	Restart quorum.RestartRule // when a restarted backend's votes count again
+	Logger  *slog.Logger       // default slog.Default()
+	Events  Events             // optional hooks for metrics
+}
+
+// Events receives what a link observes, for metrics. Methods are called from
+// link goroutines and must not block. Nil means no hooks.
+type Events interface {
+	Reply(node int, latency time.Duration, isError bool)
+	Timeout(node int)
+	StateChange(node int, up bool)
+	Restarted(node int, quarantinedUntil time.Time)
+	Reconnect(node int)
+}
+
+func (o *Options) defaults() {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = max(time.Second, 20*o.Timeout)
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = time.Second
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 1 << 16
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Tags of the link's own commands (it is their Receiver).
+const (
+	tagAuth = iota
+	tagInfo
+	tagPing
+	tagScriptLoad
+)
+
+// Link is one backend: a shared, pipelined connection that redials itself.
+type Link struct {
+	opt Options
+	log *slog.Logger
+
+	errDown, errTimeout, errLost, errOverloaded, errClosed *BackendError
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	conn     net.Conn      // nil while down
+	kick     chan struct{} // wakes the current connection's writer
+	kicked   bool
+	wbuf     []byte
+	q        ring
+	loaded   map[string]bool // scripts loaded on the current connection
+	timer    *time.Timer
+	armedAt  time.Time // when timer fires; zero when not armed
+	verified bool      // the current connection told the backend's identity
+	watch    quorum.Watch
+	health   Health
+}
+
+// Health is a snapshot of a backend's state.
+type Health struct {
+	Node             int
+	Addr             string
+	Up               bool          // connected and identity verified
+	Latency          time.Duration // smoothed reply latency
+	LastError        string
+	RunID            string
+	QuarantinedUntil time.Time // votes do not count before this instant
+	Connects         uint64    // connections established
+	Restarts         uint64    // restarts detected
+	Timeouts         uint64    // commands that got no reply in time
+	Errors           uint64    // error replies and failed sends
+	Since            time.Time // when Up last changed
+}
+
+// Counts reports whether the backend's votes count at now.
+func (h Health) Counts(now time.Time) bool { return h.Up && !now.Before(h.QuarantinedUntil) }
+
+// NewLink prepares a link; Start connects it.
+func NewLink(opt Options) *Link {
+	opt.defaults()
+	l := &Link{opt: opt, log: opt.Logger.With("backend", opt.Index, "addr", opt.Addr)}
+	mk := func(err error) *BackendError { return &BackendError{Node: opt.Index, Addr: opt.Addr, Err: err} }
+	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed =
+		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed)
+	l.watch.Rule = opt.Restart
+	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.timer = time.AfterFunc(time.Hour, l.sweep)
+	l.timer.Stop()
+	return l
+}
+
+// Start launches the goroutines that connect, redial and health-check the
+// backend. Close stops them.
+func (l *Link) Start() {
+	l.wg.Add(2)
+	go l.run()
+	go l.pinger()
+}
+
+// Addr is the backend's address.
+func (l *Link) Addr() string { return l.opt.Addr }
+
+// Health returns a snapshot of the backend's state.
+func (l *Link) Health() Health {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.health
+	h.Up = l.conn != nil && l.verified
+	h.RunID = l.watch.RunID()
+	h.QuarantinedUntil = l.watch.QuarantinedUntil()
+	return h
+}
+
+// Send queues cmd (one or more encoded commands' worth of bytes forming
+// exactly one command) for the backend. When script is set, cmd is an
+// EVALSHA of it and the script is loaded first on a connection that has not
+// seen it. rcv.Receive(tag, ...) is called exactly once: with the reply, or
+// with an error at deadline, on connection loss, or at once when the
+// backend is down.
+func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+	l.mu.Lock()
+	if l.conn == nil {
+		l.health.Errors++
+		l.mu.Unlock()
+		rcv.Receive(tag, resp.Result{Err: l.errDown})
+		return
+	}
+	if l.q.len() >= l.opt.MaxPending {
+		l.health.Errors++
+		l.mu.Unlock()
+		rcv.Receive(tag, resp.Result{Err: l.errOverloaded})
+		return
+	}
+	now := time.Now()
+	if script != nil && !l.loaded[script.Sha] {
+		l.loaded[script.Sha] = true
+		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
+		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
+		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
+		l.wbuf = resp.AppendBulk(l.wbuf, script.Body)
+		l.q.push(entry{rcv: l, tag: tagScriptLoad, sent: now, deadline: deadline})
+	}
+	l.wbuf = append(l.wbuf, cmd...)
+	l.q.push(entry{rcv: rcv, tag: tag, sent: now, deadline: deadline, script: script})
+	l.armLocked(deadline)
+	if !l.kicked {
+		l.kicked = true
+		l.kick <- struct{}{} // capacity 1, and kicked guarantees it is empty
+	}
+	l.mu.Unlock()
+}
+
+// armLocked makes sure the sweep timer fires no later than t.
+func (l *Link) armLocked(t time.Time) {
+	if l.armedAt.IsZero() || t.Before(l.armedAt) {
+		l.armedAt = t
+		l.timer.Reset(time.Until(t))
+	}
+}
+
+// sweep runs when the earliest deadline may have passed: it answers every
+// expired command with ErrTimeout (their entries stay queued so that late
+// replies are matched and dropped), and disconnects a backend whose oldest
+// reply is DeadAfter late.
+func (l *Link) sweep() {
+	now := time.Now()
+	var expired []entry
+	var kill net.Conn
+	l.mu.Lock()
+	l.armedAt = time.Time{}
+	var next time.Time
+	for i := 0; i < l.q.len(); i++ {
+		e := l.q.at(i)
+		if e.expired {
+			continue
+		}
+		if !e.deadline.After(now) {
+			e.expired = true
+			expired = append(expired, *e)
+			continue
+		}
+		if next.IsZero() || e.deadline.Before(next) {
+			next = e.deadline
+		}
+	}
+	if l.q.len() > 0 {
+		dead := l.q.at(0).deadline.Add(l.opt.DeadAfter)
+		if !dead.After(now) && l.conn != nil {
+			kill = l.conn
+		} else if next.IsZero() || dead.Before(next) {
+			next = dead
+		}
+	}
+	l.health.Timeouts += uint64(len(expired))
+	if !next.IsZero() {
+		l.armLocked(next)
+	}
+	l.mu.Unlock()
+	for _, e := range expired {
+		if l.opt.Events != nil && e.rcv != resp.Receiver(l) {
+			l.opt.Events.Timeout(l.opt.Index)
+		}
+		e.rcv.Receive(e.tag, resp.Result{Err: l.errTimeout})
+	}
+	if kill != nil {
+		l.log.Warn("backend stopped answering; disconnecting", "late", l.opt.DeadAfter)
+		kill.Close()
+	}
+}
+
+// run dials, serves and redials until Close.
+func (l *Link) run() {
+	defer l.wg.Done()
+	backoff := 10 * time.Millisecond
+	for l.ctx.Err() == nil {
+		c, err := l.dial()
+		if err != nil {
+			l.noteDown(err)
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		start := time.Now()
+		l.serve(c)
+		if time.Since(start) > 5*time.Second {
+			backoff = 10 * time.Millisecond
+		}
+	}
+}
+
+func (l *Link) dial() (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if l.opt.TLS != nil {
+		d := tls.Dialer{Config: l.opt.TLS}
+		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", l.opt.Addr, err)
+	}
+	return c, nil
+}
+
+func (l *Link) noteDown(err error) {
+	l.mu.Lock()
+	changed := l.health.LastError != err.Error()
+	l.health.LastError = err.Error()
+	l.mu.Unlock()
+	if changed {
+		l.log.Warn("backend unreachable", "err", err)
+	}
+}
+
+// serve runs one connection until it fails or the link closes.
+func (l *Link) serve(c net.Conn) {
+	kick := make(chan struct{}, 1)
+	now := time.Now()
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		c.Close()
+		return
+	}
+	l.conn, l.kick, l.kicked = c, kick, false
+	l.loaded = make(map[string]bool)
+	l.verified = false
+	l.wbuf = l.wbuf[:0]
+	l.health.Connects++
+	hs := now.Add(l.opt.DialTimeout)
+	if l.opt.Password != "" {
+		if l.opt.Username != "" {
+			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Username, l.opt.Password)
+		} else {
+			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
+		}
+		l.q.push(entry{rcv: l, tag: tagAuth, sent: now, deadline: hs})
+	}
+	l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
+	l.q.push(entry{rcv: l, tag: tagInfo, sent: now, deadline: hs})
+	l.armLocked(hs)
+	l.kicked = true
+	kick <- struct{}{}
+	l.mu.Unlock()
+	if l.opt.Events != nil {
+		l.opt.Events.Reconnect(l.opt.Index)
+	}
+
+	writerDone := make(chan struct{})
+	go func() { // owned by serve, which waits for it below
+		defer close(writerDone)
+		l.writeLoop(c, kick)
+	}()
+	err := l.readLoop(c)
+	c.Close()
+	<-writerDone
+
+	l.mu.Lock()
+	wasUp := l.verified
+	l.conn, l.kick, l.verified = nil, nil, false
+	var lost []entry
+	for l.q.len() > 0 {
+		if e := l.q.pop(); !e.expired {
+			lost = append(lost, e)
+		}
+	}
+	if err != nil {
+		l.health.LastError = err.Error()
+	}
+	l.health.Since = time.Now()
+	l.mu.Unlock()
+	for _, e := range lost {
+		e.rcv.Receive(e.tag, resp.Result{Err: l.errLost})
+	}
+	if wasUp && l.ctx.Err() == nil {
+		l.log.Warn("backend connection lost", "err", err)
+		if l.opt.Events != nil {
+			l.opt.Events.StateChange(l.opt.Index, false)
+		}
+	}
+}
+
+// writeLoop writes whatever Send queued, one write per wake-up: commands
+// queued while a write is in progress share the next one.
+func (l *Link) writeLoop(c net.Conn, kick chan struct{}) {
+	var spare []byte
+	for {
+		select {
+		case <-kick:
+		case <-l.ctx.Done():
+			return
+		}
+		l.mu.Lock()
+		if l.conn != c {
+			l.mu.Unlock()
+			return
+		}
+		buf := l.wbuf
+		l.wbuf = spare[:0]
+		l.kicked = false
+		l.mu.Unlock()
+		c.SetWriteDeadline(time.Now().Add(l.opt.DeadAfter))
+		if _, err := c.Write(buf); err != nil {
+			c.Close()
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not keep a burst's buffer forever
+		}
+		spare = buf
+	}
+}
+
+// readLoop matches replies to queued commands, in order.
+func (l *Link) readLoop(c net.Conn) error {
+	rd := resp.NewReader(bufio.NewReaderSize(c, 64<<10), resp.ReaderLimits{})
+	for {
+		v, err := rd.Read()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		l.mu.Lock()
+		if l.q.len() == 0 {
+			l.mu.Unlock()
+			return errors.New("reply with no command waiting for it")
+		}
+		e := l.q.pop()
+		counts := l.verified && l.watch.Counts(now)
+		isErr := v.Kind == resp.KindError
+		if isErr {
+			l.health.Errors++
+			if e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
+				delete(l.loaded, e.script.Sha) // flushed behind our back: load again next time
+			}
+		}
+		lat := now.Sub(e.sent)
+		if l.health.Latency == 0 {
+			l.health.Latency = lat
+		} else {
+			l.health.Latency += (lat - l.health.Latency) / 8
+		}
+		l.mu.Unlock()
+		if l.opt.Events != nil && e.rcv != resp.Receiver(l) {
+			l.opt.Events.Reply(l.opt.Index, lat, isErr)
+		}
+		if e.expired {
+			continue
+		}
+		e.rcv.Receive(e.tag, resp.Result{V: v, Counts: counts})
+	}
+}
+
+// Receive handles the replies to the link's own commands.
+func (l *Link) Receive(tag int, r resp.Result) {
+	switch tag {
+	case tagAuth:
+		if r.Err == nil && r.V.Kind == resp.KindError {
+			l.log.Error("backend refused the proxy's credentials", "reply", string(r.V.Str))
+			l.dropConn()
+		}
+	case tagInfo:
+		l.identify(r)
+	case tagScriptLoad, tagPing:
+	}
+}
+
+// identify processes the INFO server reply that opens every connection.
+func (l *Link) identify(r resp.Result) {
+	if r.Err != nil {
+		l.log.Warn("backend did not answer the identity check", "err", r.Err)
+		l.dropConn()
+		return
+	}
+	id := quorum.Identity{Uptime: -1}
+	if r.V.Kind == resp.KindBulk {
+		id = parseIdentity(r.V.Str)
+	}
+	now := time.Now()
+	l.mu.Lock()
+	restarted := l.watch.Observe(id, now)
+	until := l.watch.QuarantinedUntil()
+	l.verified = true
+	l.health.LastError = ""
+	l.health.Since = now
+	if restarted {
+		l.health.Restarts++
+	}
+	l.mu.Unlock()
+	if id.RunID == "" {
+		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect, so every reconnect quarantines it")
+	}
+	if restarted {
+		l.log.Warn("backend restarted: its votes do not count until every lock it forgot has expired",
+			"run_id", id.RunID, "quarantined_until", until.Format(time.RFC3339Nano))
+		if l.opt.Events != nil {
+			l.opt.Events.Restarted(l.opt.Index, until)
+		}
+	} else if now.Before(until) {
+		l.log.Warn("backend quarantined (restart rule)", "run_id", id.RunID, "quarantined_until", until.Format(time.RFC3339Nano))
+	}
+	l.log.Info("backend up", "run_id", id.RunID)
+	if l.opt.Events != nil {
+		l.opt.Events.StateChange(l.opt.Index, true)
+	}
+}
+
+func (l *Link) dropConn() {
+	l.mu.Lock()
+	c := l.conn
+	l.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// parseIdentity reads run_id and uptime_in_seconds from INFO server.
+func parseIdentity(info []byte) quorum.Identity {
+	id := quorum.Identity{Uptime: -1}
+	for _, line := range bytes.Split(info, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
+			id.RunID = string(v)
+		} else if v, ok := bytes.CutPrefix(line, []byte("uptime_in_seconds:")); ok {
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
+				id.Uptime = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return id
+}
+
+var pingCmd = resp.AppendCommand(nil, "PING")
+
+// pinger keeps latency fresh and lets an idle link notice a hung backend.
+func (l *Link) pinger() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opt.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+			l.mu.Lock()
+			up := l.conn != nil
+			l.mu.Unlock()
+			if up {
+				l.Send(pingCmd, nil, l, tagPing, time.Now().Add(l.opt.Timeout))
+			}
+		}
+	}
+}
+
+// Pending is the number of commands waiting for a reply.
+func (l *Link) Pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for i := 0; i < l.q.len(); i++ {
+		if !l.q.at(i).expired {
+			n++
+		}
+	}
+	return n
+}
+
+// Close disconnects and stops every goroutine of the link. Commands still
+// waiting get ErrConnLost.
+func (l *Link) Close() error {
+	l.cancel()
+	l.dropConn()
+	l.wg.Wait()
+	l.timer.Stop()
+	return nil
+}

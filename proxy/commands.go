@@ -1,0 +1,314 @@
+package proxy
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// command is one entry of the command table. Arity follows Redis: n > 0
+// means exactly n arguments (name included), n < 0 at least -n.
+type command struct {
+	name   string
+	arity  int
+	flags  []string // as COMMAND reports them
+	first  int      // first key position, for COMMAND
+	last   int
+	step   int
+	noAuth bool // allowed before AUTH
+	fn     func(c *client, args [][]byte)
+}
+
+var commands = map[string]*command{}
+
+func register(cmds ...*command) {
+	for _, c := range cmds {
+		commands[c.name] = c
+	}
+}
+
+func init() {
+	// Connection commands: enough for every client's handshake.
+	register(
+		&command{name: "ping", arity: -1, flags: []string{"fast"}, fn: cmdPing},
+		&command{name: "echo", arity: 2, flags: []string{"fast"}, fn: cmdEcho},
+		&command{name: "quit", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdQuit},
+		&command{name: "select", arity: 2, flags: []string{"fast"}, fn: cmdSelect},
+		&command{name: "client", arity: -2, flags: []string{"fast"}, fn: cmdClient},
+		&command{name: "hello", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdHello},
+		&command{name: "info", arity: -1, flags: []string{"fast"}, fn: cmdInfo},
+		&command{name: "command", arity: -1, flags: []string{"fast"}, fn: cmdCommand},
+	)
+	// Lock commands: fanned out to every backend.
+	register(
+		&command{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
+		&command{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
+		&command{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
+		&command{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
+		&command{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
+		&command{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEval},
+		&command{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEvalSha},
+		&command{name: "script", arity: -2, flags: []string{"noscript"}, fn: cmdScript},
+	)
+}
+
+// lookup finds a command by name, in any case, without allocating.
+func lookup(name []byte) *command {
+	var buf [24]byte
+	if len(name) > len(buf) {
+		return nil
+	}
+	for i, ch := range name {
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return commands[string(buf[:len(name)])]
+}
+
+// exec runs one command, checking existence, arity and authentication in
+// the order Redis does.
+func (c *client) exec(args [][]byte) {
+	c.s.stats.commands.Add(1)
+	cmd := lookup(args[0])
+	if cmd == nil {
+		c.lastCmd = "unknown"
+		c.replyErr(msgUnknownCommand(args))
+		return
+	}
+	c.lastCmd = cmd.name
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		c.replyErr(msgWrongArgs(cmd.name))
+		return
+	}
+	if !c.authed && !cmd.noAuth {
+		c.replyErr(msgNoAuth)
+		return
+	}
+	cmd.fn(c, args)
+}
+
+// is compares an argument to an ASCII word, ignoring case.
+func is(a []byte, s string) bool {
+	if len(a) != len(s) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], s[i]
+		if x >= 'A' && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if y >= 'A' && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdPing(c *client, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.replyRaw([]byte("+PONG\r\n"))
+	case 2:
+		c.reply(resp.BulkValue(args[1]))
+	default:
+		c.replyErr(msgWrongArgs("ping"))
+	}
+}
+
+func cmdEcho(c *client, args [][]byte) { c.reply(resp.BulkValue(args[1])) }
+
+func cmdQuit(c *client, args [][]byte) {
+	c.replyRaw([]byte("+OK\r\n"))
+	c.closeAfter = true
+}
+
+func cmdSelect(c *client, args [][]byte) {
+	n, ok := resp.ParseInt(args[1])
+	switch {
+	case !ok:
+		c.replyErr(msgNotInteger)
+	case n < 0 || n > 15:
+		c.replyErr(msgDBRange)
+	case n != 0:
+		c.replyErr(msgOnlyDB0)
+	default:
+		c.replyRaw([]byte("+OK\r\n"))
+	}
+}
+
+// validClientName is Redis's rule for CLIENT SETNAME.
+func validClientName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(c *client, args [][]byte) {
+	sub := args[1]
+	switch {
+	case is(sub, "setname") && len(args) == 3:
+		if !validClientName(args[2]) {
+			c.replyErr("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.name = append(c.name[:0], args[2]...)
+		c.replyRaw([]byte("+OK\r\n"))
+	case is(sub, "getname") && len(args) == 2:
+		if len(c.name) == 0 {
+			c.reply(resp.Nil)
+			return
+		}
+		c.reply(resp.BulkValue(c.name))
+	case is(sub, "id") && len(args) == 2:
+		c.reply(resp.IntValue(c.id))
+	case is(sub, "setinfo") && len(args) == 4:
+		switch {
+		case is(args[2], "lib-name"):
+			c.libName = append(c.libName[:0], args[3]...)
+		case is(args[2], "lib-ver"):
+			c.libVer = append(c.libVer[:0], args[3]...)
+		default:
+			c.replyErr("ERR Unrecognized option '" + string(args[2]) + "'")
+			return
+		}
+		c.replyRaw([]byte("+OK\r\n"))
+	case is(sub, "info") && len(args) == 2:
+		c.reply(resp.BulkValue([]byte(c.describe() + "\n")))
+	case (is(sub, "no-evict") || is(sub, "no-touch")) && len(args) == 3:
+		if !is(args[2], "on") && !is(args[2], "off") {
+			c.replyErr(msgSyntax)
+			return
+		}
+		c.replyRaw([]byte("+OK\r\n"))
+	case is(sub, "help"):
+		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>"))
+	case is(sub, "setname") || is(sub, "getname") || is(sub, "id") || is(sub, "setinfo") ||
+		is(sub, "info") || is(sub, "no-evict") || is(sub, "no-touch"):
+		c.replyErr(msgWrongArgs("client|" + strings.ToLower(string(sub))))
+	default:
+		c.replyErr(msgUnknownSubcommand(string(sub), "CLIENT"))
+	}
+}
+
+// describe is the client's CLIENT INFO line.
+func (c *client) describe() string {
+	var b strings.Builder
+	b.WriteString("id=")
+	b.WriteString(itoa(c.id))
+	b.WriteString(" addr=")
+	b.WriteString(c.nc.RemoteAddr().String())
+	b.WriteString(" laddr=")
+	b.WriteString(c.nc.LocalAddr().String())
+	b.WriteString(" name=")
+	b.Write(c.name)
+	b.WriteString(" age=")
+	b.WriteString(itoa(int64(time.Since(c.created).Seconds())))
+	b.WriteString(" db=0 resp=")
+	if c.resp3 {
+		b.WriteString("3")
+	} else {
+		b.WriteString("2")
+	}
+	b.WriteString(" lib-name=")
+	b.Write(c.libName)
+	b.WriteString(" lib-ver=")
+	b.Write(c.libVer)
+	return b.String()
+}
+
+func helpReply(cmd string, lines ...string) resp.Value {
+	v := resp.Value{Kind: resp.KindArray}
+	v.Elems = append(v.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(cmd + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")})
+	for _, l := range lines {
+		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(l)})
+	}
+	v.Elems = append(v.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte("HELP")})
+	return v
+}
+
+func cmdHello(c *client, args [][]byte) {
+	proto3 := c.resp3
+	if len(args) >= 2 {
+		v, ok := resp.ParseInt(args[1])
+		if !ok {
+			c.replyErr("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v < 2 || v > 3 {
+			c.replyErr(msgNoProto)
+			return
+		}
+		proto3 = v == 3
+	}
+	var setname []byte
+	for j := 2; j < len(args); j++ {
+		more := len(args) - j - 1
+		switch {
+		case is(args[j], "auth") && more >= 2:
+			if !c.s.checkAuth(args[j+1], args[j+2]) {
+				c.replyErr(msgWrongPass)
+				return
+			}
+			j += 2
+		case is(args[j], "setname") && more >= 1:
+			if !validClientName(args[j+1]) {
+				c.replyErr("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			setname = args[j+1]
+			j++
+		default:
+			c.replyErr("ERR Syntax error in HELLO option '" + string(args[j]) + "'")
+			return
+		}
+	}
+	if !c.authed {
+		c.replyErr("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if setname != nil {
+		c.name = append(c.name[:0], setname...)
+	}
+	c.resp3 = proto3
+	var b []byte
+	if proto3 {
+		b = append(b, "%7\r\n"...)
+	} else {
+		b = resp.AppendArrayHeader(b, 14)
+	}
+	b = resp.AppendBulkString(b, "server")
+	b = resp.AppendBulkString(b, "redis")
+	b = resp.AppendBulkString(b, "version")
+	b = resp.AppendBulkString(b, redisVersion)
+	b = resp.AppendBulkString(b, "proto")
+	if proto3 {
+		b = append(b, ":3\r\n"...)
+	} else {
+		b = append(b, ":2\r\n"...)
+	}
+	b = resp.AppendBulkString(b, "id")
+	b = appendReply(b, resp.IntValue(c.id), false)
+	b = resp.AppendBulkString(b, "mode")
+	b = resp.AppendBulkString(b, "standalone")
+	b = resp.AppendBulkString(b, "role")
+	b = resp.AppendBulkString(b, "master")
+	b = resp.AppendBulkString(b, "modules")
+	b = resp.AppendArrayHeader(b, 0)
+	c.replyRaw(b)
+}
+
+// checkAuth verifies client credentials. Authentication of clients comes
+// with the hardening work; until then no password is configured.
+func (s *Server) checkAuth(user, pass []byte) bool { return false }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

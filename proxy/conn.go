@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"net"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// maxBatch is how many pipelined commands of one client run concurrently
+// before their replies are written.
+const maxBatch = 256
+
+// slot is one command's place in the reply order: an answer already
+// encoded in scratch[a:b], or the results of ops still deciding.
+type slot struct {
+	ops   []*op // the reply is ops[0]'s result, or the sum of their integer results
+	a, b  int
+	resp3 bool
+}
+
+// client is one connection. Its goroutine reads a batch of pipelined
+// commands, starts them all (lock commands run concurrently on the
+// backends), then writes their replies in order.
+type client struct {
+	s   *Server
+	nc  net.Conn
+	rd  *reader
+	id  int64
+	out []byte
+
+	name       []byte
+	libName    []byte
+	libVer     []byte
+	resp3      bool
+	authed     bool
+	closeAfter bool
+
+	done     chan struct{} // one signal per decided op
+	inflight int
+	slots    []slot
+	scratch  []byte
+	cmd      []byte // encoding buffer for backend commands
+	created  time.Time
+	lastCmd  string
+}
+
+func newClient(s *Server, nc net.Conn) *client {
+	c := &client{
+		s: s, nc: nc, id: s.nextID.Add(1), done: make(chan struct{}, maxBatch+s.cfg.Limits.MaxArgs),
+		authed: true, created: time.Now(),
+	}
+	c.rd = newReader(nc, &s.cfg.Limits)
+	c.rd.authed = c.authed
+	return c
+}
+
+func (c *client) serve() {
+	defer c.nc.Close()
+	for {
+		needMore := true
+		for n := 0; n < maxBatch && !c.closeAfter; n++ {
+			args, err := c.rd.next()
+			if err != nil {
+				c.flush()
+				c.writeRaw(appendReply(nil, resp.ErrorValue("ERR "+err.Error()), false))
+				return
+			}
+			if args == nil {
+				break
+			}
+			c.exec(args)
+			if n == maxBatch-1 {
+				needMore = false
+			}
+		}
+		if err := c.flush(); err != nil || c.closeAfter {
+			return
+		}
+		if !needMore {
+			continue
+		}
+		select {
+		case <-c.s.shutdown:
+			return
+		default:
+		}
+		if t := c.s.cfg.IdleTimeout; t > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(t))
+		}
+		if err := c.rd.fill(); err != nil {
+			return
+		}
+	}
+}
+
+// flush waits for the batch's ops, then writes every reply in order.
+func (c *client) flush() error {
+	for ; c.inflight > 0; c.inflight-- {
+		<-c.done
+	}
+	for _, sl := range c.slots {
+		switch {
+		case len(sl.ops) == 1:
+			c.out = appendReply(c.out, sl.ops[0].result, sl.resp3)
+		case len(sl.ops) > 1:
+			var sum int64
+			for _, o := range sl.ops {
+				sum += o.result.Int
+			}
+			c.out = appendReply(c.out, resp.IntValue(sum), sl.resp3)
+		default:
+			c.out = append(c.out, c.scratch[sl.a:sl.b]...)
+		}
+	}
+	c.slots = c.slots[:0]
+	c.scratch = c.scratch[:0]
+	if len(c.out) == 0 {
+		return nil
+	}
+	err := c.writeRaw(c.out)
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+func (c *client) writeRaw(b []byte) error {
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// reply queues an immediate answer, after any earlier command still deciding.
+func (c *client) reply(v resp.Value) {
+	if len(c.slots) == 0 {
+		c.out = appendReply(c.out, v, c.resp3)
+		return
+	}
+	a := len(c.scratch)
+	c.scratch = appendReply(c.scratch, v, c.resp3)
+	c.slots = append(c.slots, slot{a: a, b: len(c.scratch)})
+}
+
+// replyRaw queues an answer already encoded.
+func (c *client) replyRaw(b []byte) {
+	if len(c.slots) == 0 {
+		c.out = append(c.out, b...)
+		return
+	}
+	a := len(c.scratch)
+	c.scratch = append(c.scratch, b...)
+	c.slots = append(c.slots, slot{a: a, b: len(c.scratch)})
+}
+
+func (c *client) replyErr(msg string) {
+	c.s.stats.rejected.Add(1)
+	if c.s.cfg.Observer != nil {
+		c.s.cfg.Observer.Command(c.lastCmd, ResultError, 0)
+	}
+	c.reply(resp.ErrorValue(msg))
+}
+
+// reserve makes room for k more ops in flight: done must never be full,
+// or a backend goroutine signalling it would block.
+func (c *client) reserve(k int) {
+	if c.inflight+k > cap(c.done) {
+		c.flush()
+	}
+}
+
+// await queues the reply of ops already started.
+func (c *client) await(ops ...*op) {
+	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3})
+	c.inflight += len(ops)
+}

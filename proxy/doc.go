@@ -1,0 +1,19 @@
+// Package proxy is the RESP front end of redlock-proxy: it accepts Redis
+// clients, reads their commands within strict input limits, and runs each
+// lock command on every backend at once, answering as one Redis holding the
+// majority state would.
+//
+// It promises:
+//   - SET key token NX PX|EX|PXAT|EXAT replies OK only when a majority of
+//     backends (not counting quarantined ones) set the key and the lock's
+//     validity (TTL minus elapsed minus drift) is still positive; otherwise
+//     it replies nil and compare-and-deletes the token on every backend that
+//     did not refuse, after the SET on that backend's connection;
+//   - a release or extend script succeeds only when a majority did it; the
+//     client sees the reply its library expects from one Redis;
+//   - GET, PTTL, TTL and DEL answer from the majority state;
+//   - malformed input gets Redis's own error wording and closes only that
+//     connection; replies to pipelined commands come back in order;
+//   - every client goroutine is owned by the Server and waited for by
+//     Shutdown.
+package proxy

@@ -1,0 +1,51 @@
+package proxy
+
+import "fmt"
+
+// Wire error replies, worded as Redis words them where Redis has a reply for
+// the case, and prefixed with "ERR redlock-proxy:" where the refusal is the
+// proxy's own. The protocol text lives here and nowhere else.
+const (
+	msgSyntax            = "ERR syntax error"
+	msgNotInteger        = "ERR value is not an integer or out of range"
+	msgInvalidExpireSet  = "ERR invalid expire time in 'set' command"
+	msgNumkeysTooBig     = "ERR Number of keys can't be greater than number of args"
+	msgNumkeysNegative   = "ERR Number of keys can't be negative"
+	msgNoScript          = "NOSCRIPT No matching script. Please use EVAL."
+	msgNoProto           = "NOPROTO unsupported protocol version"
+	msgDBRange           = "ERR DB index is out of range"
+	msgNoAuth            = "NOAUTH Authentication required."
+	msgWrongPass         = "WRONGPASS invalid username-password pair or user is disabled."
+	msgAuthNotConfigured = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	msgMaxClients        = "ERR max number of clients reached"
+
+	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT)"
+	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
+	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
+	msgExpiryPast     = "ERR redlock-proxy: the lock's expiry time is already in the past"
+	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
+)
+
+func msgWrongArgs(name string) string {
+	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
+}
+
+func msgUnknownSubcommand(sub, cmd string) string {
+	return fmt.Sprintf("ERR unknown subcommand '%.128s'. Try %s HELP.", sub, cmd)
+}
+
+func msgTTLTooLong(ttlMs, maxMs int64) string {
+	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
+}
+
+// msgUnknownCommand is Redis's reply to a command it does not have.
+func msgUnknownCommand(args [][]byte) string {
+	var rest string
+	for _, a := range args[1:] {
+		if len(rest) >= 128 {
+			break
+		}
+		rest += fmt.Sprintf("'%.*s' ", 128-len(rest), a)
+	}
+	return fmt.Sprintf("ERR unknown command '%.128s', with args beginning with: %s", args[0], rest)
+}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// redisVersion is the Redis version the proxy presents: the command set and
+// replies of Redis 7.0, which its backends run.
+const redisVersion = "7.0.15"
+
+// infoSections lists INFO's sections in order, and whether plain INFO
+// ("default") includes each.
+var infoSections = []struct {
+	name    string
+	deflt   bool
+	content func(s *Server) string
+}{
+	{"server", true, (*Server).infoServer},
+	{"clients", true, (*Server).infoClients},
+	{"persistence", true, func(*Server) string { return "loading:0\r\nasync_loading:0\r\n" }},
+	{"stats", true, (*Server).infoStats},
+	{"replication", true, func(*Server) string { return "role:master\r\nconnected_slaves:0\r\n" }},
+	{"proxy", true, (*Server).infoProxy},
+	{"keyspace", true, func(*Server) string { return "" }},
+}
+
+func cmdInfo(c *client, args [][]byte) {
+	want := map[string]bool{}
+	all := false
+	for _, a := range args[1:] {
+		s := strings.ToLower(string(a))
+		switch s {
+		case "all", "everything":
+			all = true
+		case "default":
+			for _, sec := range infoSections {
+				if sec.deflt {
+					want[sec.name] = true
+				}
+			}
+		default:
+			want[s] = true
+		}
+	}
+	if len(args) == 1 {
+		all = true
+	}
+	var parts []string
+	for _, sec := range infoSections {
+		if !all && !want[sec.name] {
+			continue
+		}
+		title := strings.ToUpper(sec.name[:1]) + sec.name[1:]
+		parts = append(parts, "# "+title+"\r\n"+sec.content(c.s))
+	}
+	c.reply(resp.BulkValue([]byte(strings.Join(parts, "\r\n"))))
+}
+
+func (s *Server) infoServer() string {
+	up := time.Since(s.started)
+	port := ""
+	if i := strings.LastIndexByte(s.cfg.Addr, ':'); i >= 0 {
+		port = s.cfg.Addr[i+1:]
+	}
+	return fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy_version:%s\r\n"+
+		"os:%s %s\r\narch_bits:64\r\ngo_version:%s\r\nprocess_id:%d\r\nrun_id:%s\r\ntcp_port:%s\r\n"+
+		"uptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+		redisVersion, s.cfg.Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), os.Getpid(), s.runID, port,
+		int64(up.Seconds()), int64(up.Hours()/24))
+}
+
+func (s *Server) infoClients() string {
+	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+}
+
+func (s *Server) infoStats() string {
+	st := &s.stats
+	return fmt.Sprintf("total_connections_received:%d\r\ntotal_commands_processed:%d\r\n"+
+		"lock_granted:%d\r\nlock_refused:%d\r\nlock_no_quorum:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nrejected_commands:%d\r\n",
+		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.noQuorum.Load(),
+		st.undos.Load(), st.undoFailed.Load(), st.rejected.Load())
+}
+
+func (s *Server) infoProxy() string {
+	var b strings.Builder
+	n := s.be.N()
+	now := time.Now()
+	st := s.be.Status()
+	counting := 0
+	for _, h := range st {
+		if h.Up && !now.Before(h.QuarantinedUntil) {
+			counting++
+		}
+	}
+	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\n", n, quorum.Majority(n), counting)
+	fmt.Fprintf(&b, "drift_factor:%g\r\ndrift_floor_ms:%d\r\nbackend_timeout_ms:%d\r\nmax_ttl_ms:%d\r\n",
+		s.cfg.Timing.DriftFactor, s.cfg.Timing.DriftFloor.Milliseconds(), s.cfg.BackendTimeout.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
+	for i, h := range st {
+		state := "down"
+		switch {
+		case h.Up && now.Before(h.QuarantinedUntil):
+			state = "quarantined"
+		case h.Up:
+			state = "up"
+		}
+		q := int64(0)
+		if now.Before(h.QuarantinedUntil) {
+			q = h.QuarantinedUntil.Sub(now).Milliseconds()
+		}
+		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d\r\n",
+			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors)
+	}
+	return b.String()
+}
+
+// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
+// from the command table: enough for redis-cli and client libraries.
+func cmdCommand(c *client, args [][]byte) {
+	if len(args) == 1 {
+		c.reply(commandTable(sortedCommands()))
+		return
+	}
+	sub := args[1]
+	switch {
+	case is(sub, "count") && len(args) == 2:
+		c.reply(resp.IntValue(int64(len(commands))))
+	case is(sub, "info"):
+		var cmds []*command
+		for _, a := range args[2:] {
+			cmds = append(cmds, lookup(a))
+		}
+		if len(args) == 2 {
+			cmds = sortedCommands()
+		}
+		c.reply(commandTable(cmds))
+	case is(sub, "docs"):
+		// No docs: redis-cli then falls back to its built-in help.
+		c.reply(resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}})
+	case is(sub, "list") && len(args) == 2:
+		v := resp.Value{Kind: resp.KindArray}
+		for _, cmd := range sortedCommands() {
+			v.Elems = append(v.Elems, resp.BulkValue([]byte(cmd.name)))
+		}
+		c.reply(v)
+	case is(sub, "help"):
+		c.reply(helpReply("COMMAND", "COUNT", "DOCS [<command-name> ...]", "INFO [<command-name> ...]", "LIST"))
+	default:
+		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
+	}
+}
+
+func sortedCommands() []*command {
+	cmds := make([]*command, 0, len(commands))
+	for _, cmd := range commands {
+		cmds = append(cmds, cmd)
+	}
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
+	return cmds
+}
+
+func commandTable(cmds []*command) resp.Value {
+	v := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+	for _, cmd := range cmds {
+		if cmd == nil {
+			v.Elems = append(v.Elems, resp.Nil)
+			continue
+		}
+		flags := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		for _, f := range cmd.flags {
+			flags.Elems = append(flags.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(f)})
+		}
+		empty := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
+			resp.BulkValue([]byte(cmd.name)), resp.IntValue(int64(cmd.arity)), flags,
+			resp.IntValue(int64(cmd.first)), resp.IntValue(int64(cmd.last)), resp.IntValue(int64(cmd.step)),
+			empty, empty, empty, empty,
+		}})
+	}
+	return v
+}

@@ -1,0 +1,372 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Backends is what the proxy needs from its backend connections: N
+// independent Redis masters, each taking commands without blocking and
+// answering each through a resp.Receiver.
+type Backends interface {
+	N() int
+	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time)
+	Status() []BackendStatus
+}
+
+// BackendStatus is one backend's state, for INFO and readiness.
+type BackendStatus struct {
+	Addr             string
+	Up               bool
+	Latency          time.Duration
+	RunID            string
+	QuarantinedUntil time.Time
+	LastError        string
+	Connects         uint64
+	Restarts         uint64
+	Timeouts         uint64
+	Errors           uint64
+}
+
+// Scripts the proxy itself runs on the backends.
+var (
+	// undoScript deletes every given key that still holds the token: the
+	// compare-and-delete that undoes a partial acquisition.
+	undoScript = resp.NewScript([]byte(`local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[1] then n = n + redis.call('del', k) end
+end
+return n`))
+	// readScript reads a key's value and PTTL atomically.
+	readScript = resp.NewScript([]byte(`return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
+)
+
+// opKind selects how an op reads votes and decides.
+type opKind uint8
+
+const (
+	opAcquire opKind = iota + 1 // SET NX PX: OK granted, nil refused
+	opScript                    // a known lock script, read through its spec
+	opGet                       // GET: the majority value
+	opPTTL                      // PTTL/TTL: the majority's remaining validity
+	opDel                       // DEL of one key: 1 granted, 0 refused
+)
+
+// op is one client command fanned out to every backend. It receives one
+// result per backend, decides as early as the outcome is known, answers
+// the client through done, and arranges the undo of a failed acquisition.
+// Results that arrive after the decision are recorded and, for a failed
+// acquisition, already covered by the undo.
+type op struct {
+	e       *engine
+	name    string // the client's command, for metrics
+	kind    opKind
+	spec    *script.Spec
+	nkeys   int
+	seconds bool          // TTL rather than PTTL
+	ttl     time.Duration // requested TTL (acquire, extend)
+	undoCmd []byte        // compare-and-delete of this attempt's keys and token
+	t1      time.Time
+	done    chan<- struct{}
+
+	mu         sync.Mutex
+	tally      quorum.Tally
+	replies    []resp.Value
+	decided    bool
+	dispatched bool
+	undoNodes  []int
+	result     resp.Value
+}
+
+// engine runs ops against the backends.
+type engine struct {
+	be          Backends
+	n           int
+	timing      quorum.Timing
+	timeout     time.Duration
+	undoTimeout time.Duration
+	stats       *stats
+}
+
+func (e *engine) newOp(name string, kind opKind, done chan<- struct{}) *op {
+	return &op{e: e, name: name, kind: kind, done: done, tally: quorum.NewTally(e.n), replies: make([]resp.Value, e.n)}
+}
+
+// start sends cmd to every backend. Decisions reached while sending (a
+// backend that is down answers at once) take effect, but an undo waits
+// until every backend has been sent the command, so that on each backend
+// the undo runs after the command it undoes.
+func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
+	o.t1 = time.Now()
+	deadline := o.t1.Add(e.timeout)
+	if o.ttl > 0 {
+		// Waiting longer than the TTL cannot produce a valid lock.
+		deadline = minTime(deadline, o.t1.Add(o.ttl))
+	}
+	for i := 0; i < e.n; i++ {
+		e.be.Send(i, cmd, sc, o, i, deadline)
+	}
+	o.mu.Lock()
+	o.dispatched = true
+	undo := o.takeUndoLocked()
+	o.mu.Unlock()
+	o.sendUndo(undo)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Receive records one backend's result.
+func (o *op) Receive(node int, r resp.Result) {
+	o.mu.Lock()
+	o.replies[node] = r.V
+	vote := o.classify(r)
+	o.tally.Record(node, vote, r.Counts)
+	signal := false
+	if !o.decided {
+		signal = o.decideLocked()
+		o.decided = signal
+	}
+	undo := o.takeUndoLocked()
+	o.mu.Unlock()
+	o.sendUndo(undo)
+	if signal {
+		o.done <- struct{}{}
+	}
+}
+
+func (o *op) classify(r resp.Result) quorum.Vote {
+	if r.Err != nil {
+		return quorum.Unknown
+	}
+	v := r.V
+	switch o.kind {
+	case opAcquire:
+		switch {
+		case v.IsOK():
+			return quorum.Granted
+		case v.Kind == resp.KindNil:
+			return quorum.Refused
+		}
+	case opScript:
+		g, ref := o.spec.Classify(v, o.nkeys)
+		switch {
+		case g:
+			return quorum.Granted
+		case ref:
+			return quorum.Refused
+		}
+	case opDel:
+		if v.Kind == resp.KindInt {
+			if v.Int > 0 {
+				return quorum.Granted
+			}
+			return quorum.Refused
+		}
+	case opGet:
+		if v.Kind == resp.KindBulk || v.Kind == resp.KindNil {
+			return quorum.Granted // an answer; the value decides
+		}
+	case opPTTL:
+		if v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[1].Kind == resp.KindInt {
+			return quorum.Granted
+		}
+	}
+	return quorum.Unknown
+}
+
+// decideLocked sets the result once the outcome is known.
+func (o *op) decideLocked() bool {
+	switch o.kind {
+	case opGet, opPTTL:
+		return o.decideReadLocked()
+	}
+	var success bool
+	switch o.tally.Outcome() {
+	case quorum.Undecided:
+		return false
+	case quorum.Won:
+		success = true
+		if o.validityBound() {
+			validity := o.e.timing.Validity(o.ttl, time.Since(o.t1))
+			success = o.e.timing.Valid(validity)
+			if o.e.stats != nil {
+				o.e.stats.margin(o.ttl, validity)
+			}
+		}
+	case quorum.Lost:
+	}
+	if !success && o.undoCmd != nil {
+		o.undoNodes = o.tally.UndoSet(make([]int, 0, o.e.n))
+	}
+	o.result = o.reply(success)
+	if o.e.stats != nil {
+		result := ResultGranted
+		if !success {
+			result = ResultNoQuorum
+			if o.tally.Refused() >= quorum.Majority(o.e.n) {
+				result = ResultRefused
+			}
+		}
+		o.e.stats.decided(o.name, result, time.Since(o.t1))
+	}
+	return true
+}
+
+// validityBound reports whether success also needs validity left: for
+// everything that sets a TTL.
+func (o *op) validityBound() bool {
+	if o.kind == opAcquire {
+		return true
+	}
+	if o.kind == opScript {
+		switch o.spec.Role {
+		case script.RoleAcquire, script.RoleExtend, script.RoleExtendOrAcquire:
+			return o.ttl > 0
+		}
+	}
+	return false
+}
+
+// reply is what one Redis holding the majority state would have said.
+func (o *op) reply(success bool) resp.Value {
+	switch o.kind {
+	case opAcquire:
+		if success {
+			return resp.OK
+		}
+		return resp.Nil
+	case opDel:
+		if success {
+			return resp.IntValue(1)
+		}
+		return resp.IntValue(0)
+	}
+	// A script: the reply a majority of counted backends agree on, when it
+	// says the same as the decision; else the spec's canonical reply.
+	m := quorum.Majority(o.e.n)
+	for i := range o.replies {
+		v, counted := o.tally.Vote(i)
+		if v == quorum.Pending || v == quorum.Unknown || !counted {
+			continue
+		}
+		agree := 0
+		for j := range o.replies {
+			if w, c := o.tally.Vote(j); c && w != quorum.Pending && o.replies[j].Equal(o.replies[i]) {
+				agree++
+			}
+		}
+		if agree >= m && (v == quorum.Granted) == success {
+			return o.replies[i]
+		}
+	}
+	if success {
+		return o.spec.Success.Value(o.nkeys)
+	}
+	return o.spec.Failure.Value(o.nkeys)
+}
+
+func (o *op) decideReadLocked() bool {
+	hs := make([]quorum.Holding, o.e.n)
+	for i := range hs {
+		v, counted := o.tally.Vote(i)
+		if v != quorum.Granted {
+			continue
+		}
+		r := o.replies[i]
+		h := quorum.Holding{Answered: true, Counts: counted}
+		switch o.kind {
+		case opGet:
+			h.Exists, h.Value = r.Kind == resp.KindBulk, r.Str
+		case opPTTL:
+			h.Exists, h.Value = r.Elems[0].Kind == resp.KindBulk, r.Elems[0].Str
+			h.PTTL = time.Duration(r.Elems[1].Int) * time.Millisecond
+			if r.Elems[1].Int == -1 {
+				h.PTTL = quorum.NoExpiry
+			}
+		}
+		hs[i] = h
+	}
+	switch o.kind {
+	case opGet:
+		if v, _, ok := quorum.MajorityValue(o.e.n, hs); ok {
+			o.result = resp.BulkValue(v)
+			return true
+		}
+		if o.tally.Done() {
+			o.result = resp.Nil
+			return true
+		}
+	case opPTTL:
+		if !o.tally.Done() {
+			return false
+		}
+		_, rem, ok := quorum.MajorityRemaining(o.e.n, hs)
+		switch {
+		case !ok:
+			o.result = resp.IntValue(-2)
+		case rem == quorum.NoExpiry:
+			o.result = resp.IntValue(-1)
+		default:
+			ms := o.e.timing.RemainingValidity(rem, time.Since(o.t1)).Milliseconds()
+			if o.seconds {
+				ms = (ms + 500) / 1000
+			}
+			o.result = resp.IntValue(ms)
+		}
+		return true
+	}
+	return false
+}
+
+// takeUndoLocked hands over the undo set once it is decided and every
+// backend has been sent the command.
+func (o *op) takeUndoLocked() []int {
+	if !o.dispatched || o.undoNodes == nil {
+		return nil
+	}
+	u := o.undoNodes
+	o.undoNodes = o.undoNodes[:0:0]
+	return u
+}
+
+// sendUndo runs compare-and-delete with this attempt's token on each node,
+// on the proxy's own deadline: the client's fate does not matter to it.
+func (o *op) sendUndo(nodes []int) {
+	if len(nodes) == 0 {
+		return
+	}
+	deadline := time.Now().Add(o.e.undoTimeout)
+	for _, n := range nodes {
+		o.e.be.Send(n, o.undoCmd, undoScript, undoReceiver{o.e.stats}, n, deadline)
+	}
+}
+
+// undoReceiver counts undo results.
+type undoReceiver struct{ s *stats }
+
+func (u undoReceiver) Receive(node int, r resp.Result) {
+	if u.s != nil {
+		u.s.undone(r.Err == nil && r.V.Kind == resp.KindInt)
+	}
+}
+
+// appendUndoCmd encodes EVALSHA undo nkeys keys... token.
+func appendUndoCmd(dst []byte, keys [][]byte, token []byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 4+len(keys))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, undoScript.Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	return resp.AppendBulk(dst, token)
+}

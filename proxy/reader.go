@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// Limits bound what one client may make the proxy buffer or parse. They are
+// enforced on each header before the data it announces is read.
+type Limits struct {
+	MaxArgs         int // arguments in one command (default 4096)
+	MaxBulk         int // bytes in one argument (default 512 KiB)
+	MaxInline       int // bytes in one inline (telnet-style) command line (default 64 KiB)
+	MaxCommandBytes int // bytes buffered for one command (default 1 MiB)
+	// Before AUTH, when a password is required, Redis allows far less.
+	PreAuthArgs int // default 10
+	PreAuthBulk int // default 16 KiB
+}
+
+func (l *Limits) defaults() {
+	if l.MaxArgs <= 0 {
+		l.MaxArgs = 4096
+	}
+	if l.MaxBulk <= 0 {
+		l.MaxBulk = 512 << 10
+	}
+	if l.MaxInline <= 0 {
+		l.MaxInline = 64 << 10
+	}
+	if l.MaxCommandBytes <= 0 {
+		l.MaxCommandBytes = 1 << 20
+	}
+	if l.PreAuthArgs <= 0 {
+		l.PreAuthArgs = 10
+	}
+	if l.PreAuthBulk <= 0 {
+		l.PreAuthBulk = 16 << 10
+	}
+}
+
+// ProtocolError is a malformed request: the client gets "-ERR Protocol
+// error: <msg>" and the connection closes, as in Redis.
+type ProtocolError string
+
+func (e ProtocolError) Error() string { return "Protocol error: " + string(e) }
+
+// The protocol errors, worded as Redis words them.
+const (
+	errInvalidMultibulk   ProtocolError = "invalid multibulk length"
+	errInvalidBulk        ProtocolError = "invalid bulk length"
+	errTooBigInline       ProtocolError = "too big inline request"
+	errTooBigMbulkCount   ProtocolError = "too big mbulk count string"
+	errTooBigBulkCount    ProtocolError = "too big bulk count string"
+	errUnbalancedQuotes   ProtocolError = "unbalanced quotes in request"
+	errUnauthMultibulk    ProtocolError = "unauthenticated multibulk length"
+	errUnauthBulk         ProtocolError = "unauthenticated bulk length"
+	errCommandTooBig      ProtocolError = "command larger than the proxy's max_command_bytes"
+	maxHeaderLine                       = 64 << 10 // Redis's PROTO_INLINE_MAX_SIZE for count lines
+	readChunk                           = 16 << 10
+	errExpectedDollarHead               = "expected '$', got '"
+)
+
+// reader parses client requests (RESP arrays of bulk strings, or inline
+// commands) from a connection, within Limits. Arguments returned by next
+// point into its buffer and stay valid until the next fill.
+type reader struct {
+	rd    io.Reader
+	lim   *Limits
+	buf   []byte
+	start int // first unparsed byte
+	end   int // end of buffered data
+	args  [][]byte
+	// authed selects the full limits; false applies the pre-auth limits.
+	authed bool
+}
+
+func newReader(rd io.Reader, lim *Limits) *reader {
+	return &reader{rd: rd, lim: lim, buf: make([]byte, readChunk)}
+}
+
+var errIncomplete = errors.New("incomplete")
+
+// next parses one command from the buffered bytes. It returns nil, nil
+// when more input is needed.
+func (r *reader) next() ([][]byte, error) {
+	for r.start < r.end {
+		args, n, err := r.parse(r.buf[r.start:r.end])
+		if err == errIncomplete {
+			if r.end-r.start >= r.lim.MaxCommandBytes {
+				return nil, errCommandTooBig
+			}
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.start += n
+		if len(args) > 0 {
+			return args, nil
+		}
+	}
+	return nil, nil
+}
+
+// buffered reports whether unparsed bytes remain.
+func (r *reader) buffered() bool { return r.start < r.end }
+
+// fill reads more input. Arguments returned before are invalid afterwards.
+func (r *reader) fill() error {
+	if r.start == r.end {
+		r.start, r.end = 0, 0
+		if len(r.buf) > 4*readChunk {
+			r.buf = make([]byte, readChunk) // give a burst's memory back
+		}
+	} else if r.start > 0 {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+	}
+	if r.end == len(r.buf) {
+		size := min(2*len(r.buf), r.lim.MaxCommandBytes+readChunk)
+		if size <= len(r.buf) {
+			return errCommandTooBig
+		}
+		nb := make([]byte, size)
+		copy(nb, r.buf[:r.end])
+		r.buf = nb
+	}
+	n, err := r.rd.Read(r.buf[r.end:])
+	r.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+func (r *reader) limits() (args, bulk int) {
+	if r.authed {
+		return r.lim.MaxArgs, r.lim.MaxBulk
+	}
+	return min(r.lim.PreAuthArgs, r.lim.MaxArgs), min(r.lim.PreAuthBulk, r.lim.MaxBulk)
+}
+
+// parse decodes one command at the start of b and returns it with the
+// number of bytes it used. An empty command (an empty inline line, "*0")
+// returns no arguments and a positive length.
+func (r *reader) parse(b []byte) ([][]byte, int, error) {
+	if b[0] != '*' {
+		return r.parseInline(b)
+	}
+	maxArgs, maxBulk := r.limits()
+	line, pos, ok := cutLine(b, 1)
+	if !ok {
+		if len(b) > maxHeaderLine {
+			return nil, 0, errTooBigMbulkCount
+		}
+		return nil, 0, errIncomplete
+	}
+	count, ok := resp.ParseInt(line)
+	if !ok || count > 1<<31-1 {
+		return nil, 0, errInvalidMultibulk
+	}
+	if count <= 0 {
+		return nil, pos, nil
+	}
+	if count > int64(maxArgs) {
+		if !r.authed && count > int64(r.lim.PreAuthArgs) {
+			return nil, 0, errUnauthMultibulk
+		}
+		return nil, 0, errInvalidMultibulk
+	}
+	args := r.args[:0]
+	for i := int64(0); i < count; i++ {
+		if pos >= len(b) {
+			return nil, 0, errIncomplete
+		}
+		if b[pos] != '$' {
+			return nil, 0, ProtocolError(errExpectedDollarHead + string(b[pos]) + "'")
+		}
+		line, next, ok := cutLine(b, pos+1)
+		if !ok {
+			if len(b)-pos > maxHeaderLine {
+				return nil, 0, errTooBigBulkCount
+			}
+			return nil, 0, errIncomplete
+		}
+		n, ok := resp.ParseInt(line)
+		if !ok || n < 0 {
+			return nil, 0, errInvalidBulk
+		}
+		if n > int64(maxBulk) {
+			if !r.authed && n > int64(r.lim.PreAuthBulk) {
+				return nil, 0, errUnauthBulk
+			}
+			return nil, 0, errInvalidBulk
+		}
+		if int64(len(b)-next) < n+2 {
+			// Know early that the command cannot fit.
+			if int64(next)+n+2 > int64(r.lim.MaxCommandBytes) {
+				return nil, 0, errCommandTooBig
+			}
+			return nil, 0, errIncomplete
+		}
+		// Like Redis, take the two bytes after the data as the terminator
+		// without looking at them.
+		args = append(args, b[next:next+int(n):next+int(n)])
+		pos = next + int(n) + 2
+	}
+	r.args = args
+	return args, pos, nil
+}
+
+// cutLine finds the CRLF-terminated line starting at from. Like Redis, a
+// line must end with "\r\n".
+func cutLine(b []byte, from int) (line []byte, next int, ok bool) {
+	for i := from; i < len(b); i++ {
+		if b[i] == '\r' {
+			if i+1 >= len(b) {
+				return nil, 0, false
+			}
+			return b[from:i], i + 2, true
+		}
+	}
+	return nil, 0, false
+}
+
+// parseInline decodes a telnet-style command line, splitting it as Redis's
+// sdssplitargs does (quotes, backslash escapes, \xHH).
+func (r *reader) parseInline(b []byte) ([][]byte, int, error) {
+	nl := -1
+	lim := min(len(b), r.lim.MaxInline+2)
+	for i := 0; i < lim; i++ {
+		if b[i] == '\n' {
+			nl = i
+			break
+		}
+	}
+	if nl < 0 {
+		if len(b) > r.lim.MaxInline {
+			return nil, 0, errTooBigInline
+		}
+		return nil, 0, errIncomplete
+	}
+	line := b[:nl]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	maxArgs, _ := r.limits()
+	args, err := splitArgs(line, r.args[:0], maxArgs)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.args = args
+	return args, nl + 1, nil
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func hexVal(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f'
+}
+
+// splitArgs is Redis's sdssplitargs. Arguments are written back into line
+// (unquoting only shrinks), so no allocation is needed.
+func splitArgs(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
+	p := 0
+	w := 0 // write position in line
+	for {
+		for p < len(line) && isSpace(line[p]) {
+			p++
+		}
+		if p >= len(line) {
+			return args, nil
+		}
+		if len(args) >= maxArgs {
+			return nil, errInvalidMultibulk
+		}
+		start := w
+		inq, insq := false, false
+		done := false
+		for !done {
+			if inq {
+				switch {
+				case p >= len(line):
+					return nil, errUnbalancedQuotes
+				case line[p] == '\\' && p+3 < len(line) && line[p+1] == 'x' && isHex(line[p+2]) && isHex(line[p+3]):
+					line[w] = hexVal(line[p+2])*16 + hexVal(line[p+3])
+					w++
+					p += 3
+				case line[p] == '\\' && p+1 < len(line):
+					p++
+					c := line[p]
+					switch c {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					case 'b':
+						c = '\b'
+					case 'a':
+						c = '\a'
+					}
+					line[w] = c
+					w++
+				case line[p] == '"':
+					if p+1 < len(line) && !isSpace(line[p+1]) {
+						return nil, errUnbalancedQuotes
+					}
+					done = true
+				default:
+					line[w] = line[p]
+					w++
+				}
+			} else if insq {
+				switch {
+				case p >= len(line):
+					return nil, errUnbalancedQuotes
+				case line[p] == '\\' && p+1 < len(line) && line[p+1] == '\'':
+					p++
+					line[w] = '\''
+					w++
+				case line[p] == '\'':
+					if p+1 < len(line) && !isSpace(line[p+1]) {
+						return nil, errUnbalancedQuotes
+					}
+					done = true
+				default:
+					line[w] = line[p]
+					w++
+				}
+			} else {
+				switch {
+				case p >= len(line):
+					done = true
+				case isSpace(line[p]):
+					done = true
+				case line[p] == '"':
+					inq = true
+				case line[p] == '\'':
+					insq = true
+				default:
+					line[w] = line[p]
+					w++
+				}
+			}
+			if p < len(line) {
+				p++
+			}
+		}
+		args = append(args, line[start:w:w])
+	}
+}

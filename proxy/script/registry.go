@@ -1,0 +1,227 @@
+package script
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// Role is what a lock script does on one backend.
+type Role uint8
+
+// The roles of lock scripts.
+const (
+	RoleUnknown         Role = iota
+	RoleAcquire              // take the lock (all its keys) if free
+	RoleRelease              // delete the lock if it holds the caller's token
+	RoleExtend               // re-arm the lock's TTL if it holds the caller's token
+	RoleExtendOrAcquire      // extend if ours, take if free
+	RoleTTL                  // report the lock's remaining TTL if ours
+)
+
+var roleNames = map[Role]string{
+	RoleUnknown: "unknown", RoleAcquire: "acquire", RoleRelease: "release",
+	RoleExtend: "extend", RoleExtendOrAcquire: "extend-or-acquire", RoleTTL: "ttl",
+}
+
+func (r Role) String() string { return roleNames[r] }
+
+// ParseRole reads a role name as written in the configuration.
+func ParseRole(s string) (Role, error) {
+	for r, n := range roleNames {
+		if n == s && r != RoleUnknown {
+			return r, nil
+		}
+	}
+	return RoleUnknown, fmt.Errorf("script: unknown role %q (acquire, release, extend, extend-or-acquire, ttl)", s)
+}
+
+// PatternKind is a shape a backend reply can have.
+type PatternKind uint8
+
+// Reply shapes.
+const (
+	PatOK        PatternKind = iota + 1 // +OK
+	PatNil                              // nil bulk / nil array
+	PatInt                              // integer equal to Int
+	PatIntNKeys                         // integer equal to the number of keys
+	PatIntPos                           // integer > 0
+	PatError                            // error reply starting with Str
+	PatSimpleStr                        // simple string equal to Str
+)
+
+// Pattern matches one backend reply.
+type Pattern struct {
+	Kind PatternKind
+	Int  int64
+	Str  string
+}
+
+// Match reports whether v has the pattern's shape.
+func (p Pattern) Match(v resp.Value, nkeys int) bool {
+	switch p.Kind {
+	case PatOK:
+		return v.IsOK()
+	case PatNil:
+		return v.Kind == resp.KindNil
+	case PatInt:
+		return v.Kind == resp.KindInt && v.Int == p.Int
+	case PatIntNKeys:
+		return v.Kind == resp.KindInt && v.Int == int64(nkeys)
+	case PatIntPos:
+		return v.Kind == resp.KindInt && v.Int > 0
+	case PatError:
+		return v.Kind == resp.KindError && len(v.Str) >= len(p.Str) && string(v.Str[:len(p.Str)]) == p.Str
+	case PatSimpleStr:
+		return v.Kind == resp.KindSimple && string(v.Str) == p.Str
+	}
+	return false
+}
+
+// Value is the reply the pattern describes, for answering the client.
+func (p Pattern) Value(nkeys int) resp.Value {
+	switch p.Kind {
+	case PatOK:
+		return resp.OK
+	case PatNil:
+		return resp.Nil
+	case PatInt:
+		return resp.IntValue(p.Int)
+	case PatIntNKeys:
+		return resp.IntValue(int64(nkeys))
+	case PatIntPos:
+		return resp.IntValue(1)
+	case PatError:
+		return resp.ErrorValue(p.Str)
+	case PatSimpleStr:
+		return resp.Value{Kind: resp.KindSimple, Str: []byte(p.Str)}
+	}
+	return resp.Nil
+}
+
+// Spec describes one known script: what it does and how to read it.
+type Spec struct {
+	Name     string // library and version, for logs and errors
+	Role     Role
+	Keys     int           // number of keys it takes; 0 means one or more (multi-key)
+	TokenArg int           // index in ARGV of the caller's token
+	TTLArg   int           // index in ARGV of the TTL, -1 when it takes none
+	TTLUnit  time.Duration // unit of the TTL argument
+	Granted  []Pattern     // replies meaning the backend did it
+	Refused  []Pattern     // replies meaning it definitively did not; anything else is unknown
+	Success  Pattern       // reply to the client on success when no majority agrees on one
+	Failure  Pattern       // reply to the client on failure when no majority agrees on one
+}
+
+// Classify reads one backend's reply.
+func (s *Spec) Classify(v resp.Value, nkeys int) (granted, refused bool) {
+	for _, p := range s.Granted {
+		if p.Match(v, nkeys) {
+			return true, false
+		}
+	}
+	for _, p := range s.Refused {
+		if p.Match(v, nkeys) {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// Known is a script the proxy has seen, with its sha1 and spec (nil when the
+// registry does not know it).
+type Known struct {
+	Script *resp.Script
+	Spec   *Spec
+}
+
+// Registry maps scripts to specs. It is safe for concurrent use.
+type Registry struct {
+	byCanon map[string]*Spec
+
+	mu     sync.RWMutex
+	bySha  map[string]*Known // scripts seen through EVAL or SCRIPT LOAD
+	bytes  int               // script bytes held in bySha
+	budget int               // most script bytes bySha may hold
+}
+
+// NewRegistry returns a registry with the built-in specs (see builtin.go).
+func NewRegistry() *Registry {
+	r := &Registry{byCanon: map[string]*Spec{}, bySha: map[string]*Known{}, budget: 32 << 20}
+	for _, b := range builtins {
+		for _, src := range b.sources {
+			if err := r.Register(src, b.spec); err != nil {
+				panic(fmt.Sprintf("script: built-in %s: %v", b.spec.Name, err))
+			}
+		}
+	}
+	return r
+}
+
+// Register adds a script text with its spec. Any script that normalizes
+// to the same canonical text is recognised as the same.
+func (r *Registry) Register(src string, spec *Spec) error {
+	canon, err := Normalize([]byte(src))
+	if err != nil {
+		return fmt.Errorf("register %s: %w", spec.Name, err)
+	}
+	if prev, ok := r.byCanon[canon]; ok && prev != spec {
+		return fmt.Errorf("register %s: the same script is already registered as %s", spec.Name, prev.Name)
+	}
+	r.byCanon[canon] = spec
+	return nil
+}
+
+// RegisterSha adds a script known only by its sha1; it is recognised only
+// when its exact bytes arrive (EVAL, or SCRIPT LOAD before EVALSHA).
+func (r *Registry) RegisterSha(sha string, spec *Spec) {
+	r.byCanon["sha:"+sha] = spec
+}
+
+// Lookup recognises a script body and remembers it by sha1, so that a
+// later EVALSHA finds it, as long as the registry's memory budget allows.
+// The Known is shared and must not be modified.
+func (r *Registry) Lookup(body []byte) *Known {
+	sum := sha1.Sum(body)
+	sha := hex.EncodeToString(sum[:])
+	r.mu.RLock()
+	k, ok := r.bySha[sha]
+	r.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = &Known{Script: &resp.Script{Sha: sha, Body: append([]byte(nil), body...)}}
+	if spec, ok := r.byCanon["sha:"+sha]; ok {
+		k.Spec = spec
+	} else if canon, err := Normalize(body); err == nil {
+		k.Spec = r.byCanon[canon]
+	}
+	r.mu.Lock()
+	if _, ok := r.bySha[sha]; !ok && r.bytes+len(body) <= r.budget {
+		r.bySha[sha] = k
+		r.bytes += len(body)
+	}
+	r.mu.Unlock()
+	return k
+}
+
+// BySha returns a script seen before, or nil.
+func (r *Registry) BySha(sha []byte) *Known {
+	var buf [40]byte
+	if len(sha) != 40 {
+		return nil
+	}
+	for i, c := range sha {
+		if c >= 'A' && c <= 'F' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.bySha[string(buf[:])]
+}

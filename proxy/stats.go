@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Observer receives what the proxy decides, for metrics. Methods are called
+// on hot paths and must not block. Nil means none.
+type Observer interface {
+	// Command is called when a command's reply is known.
+	Command(name string, result string, elapsed time.Duration)
+	// Margin is the validity left at a successful acquire or extend.
+	Margin(ttl, validity time.Duration)
+	// Undo is called for each compare-and-delete that undoes a partial
+	// acquisition, with whether the backend answered it.
+	Undo(ok bool)
+	// Clients is called with the number of connected clients when it changes.
+	Clients(n int)
+}
+
+// Results of a command, as counted.
+const (
+	ResultGranted  = "granted"   // a lock command that succeeded
+	ResultRefused  = "refused"   // a majority said no (held by another, not ours)
+	ResultNoQuorum = "no_quorum" // not enough backends answered, or validity ran out
+	ResultError    = "error"     // the command was rejected (syntax, limits...)
+	ResultOK       = "ok"        // a non-lock command that was answered
+)
+
+// stats counts what INFO shows and forwards to the Observer.
+type stats struct {
+	obs Observer
+
+	commands   atomic.Uint64
+	granted    atomic.Uint64
+	refused    atomic.Uint64
+	noQuorum   atomic.Uint64
+	undos      atomic.Uint64
+	undoFailed atomic.Uint64
+	rejected   atomic.Uint64
+	connsTotal atomic.Uint64
+	clients    atomic.Int64
+}
+
+func (s *stats) margin(ttl, validity time.Duration) {
+	if s.obs != nil && validity > 0 {
+		s.obs.Margin(ttl, validity)
+	}
+}
+
+// decided counts a decided lock op.
+func (s *stats) decided(name, result string, elapsed time.Duration) {
+	switch result {
+	case ResultGranted:
+		s.granted.Add(1)
+	case ResultRefused:
+		s.refused.Add(1)
+	default:
+		s.noQuorum.Add(1)
+	}
+	if s.obs != nil {
+		s.obs.Command(name, result, elapsed)
+	}
+}
+
+func (s *stats) undone(ok bool) {
+	s.undos.Add(1)
+	if !ok {
+		s.undoFailed.Add(1)
+	}
+	if s.obs != nil {
+		s.obs.Undo(ok)
+	}
+}

@@ -1,0 +1,66 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Timing holds the clock assumptions of the algorithm.
+type Timing struct {
+	// DriftFactor is the fraction of the TTL allowed for clock drift
+	// between the proxy and the backends (default 0.01).
+	DriftFactor float64
+	// DriftFloor is added to the drift so short TTLs keep a margin
+	// (default 2ms).
+	DriftFloor time.Duration
+	// MinValidity is the least validity a successful acquisition or
+	// extension may leave the client (default 0: any positive validity).
+	MinValidity time.Duration
+}
+
+// DefaultTiming returns the values of the Redlock page and most clients.
+func DefaultTiming() Timing {
+	return Timing{DriftFactor: 0.01, DriftFloor: 2 * time.Millisecond}
+}
+
+// ErrTiming is wrapped by Validate's errors.
+var ErrTiming = errors.New("quorum: invalid timing")
+
+// Validate checks the timing assumptions.
+func (t Timing) Validate() error {
+	switch {
+	case t.DriftFactor < 0 || t.DriftFactor >= 1 || t.DriftFactor != t.DriftFactor:
+		return fmt.Errorf("%w: drift_factor must be at least 0 and below 1, got %v", ErrTiming, t.DriftFactor)
+	case t.DriftFloor < 0:
+		return fmt.Errorf("%w: drift_floor must not be negative, got %v", ErrTiming, t.DriftFloor)
+	case t.MinValidity < 0:
+		return fmt.Errorf("%w: min_validity must not be negative, got %v", ErrTiming, t.MinValidity)
+	}
+	return nil
+}
+
+// Drift is the clock drift allowance for a TTL: ttl*DriftFactor + DriftFloor.
+func (t Timing) Drift(ttl time.Duration) time.Duration {
+	if ttl < 0 {
+		ttl = 0
+	}
+	return time.Duration(float64(ttl)*t.DriftFactor) + t.DriftFloor
+}
+
+// Validity is how long a lock acquired with ttl is safe to use after elapsed
+// time was spent acquiring it: ttl - elapsed - drift. It never exceeds ttl
+// and is negative once the lock can no longer be trusted. elapsed must come
+// from a monotonic clock.
+func (t Timing) Validity(ttl, elapsed time.Duration) time.Duration {
+	if elapsed < 0 {
+		elapsed = 0
+	}
+	return ttl - elapsed - t.Drift(ttl)
+}
+
+// Valid reports whether a round won with the given validity may be reported
+// as a success: validity is positive and at least MinValidity.
+func (t Timing) Valid(validity time.Duration) bool {
+	return validity > 0 && validity >= t.MinValidity
+}
