@@ -43,4 +43,3 @@ func AppendCommand(b []byte, args ...string) []byte {
 	}
 	return b
 }
-
