@@ -101,27 +101,24 @@ func invalid(key, format string, a ...any) error {
 // Validate checks every key. It returns warnings for settings that work but
 // are probably not what the operator wants.
 func (c *Config) Validate() (warnings []string, err error) {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return nil, invalid("listen", "must be host:port, got %q", c.Listen)
+	if _, err := parseAddr(c.Listen, true); err != nil {
+		return nil, invalid("listen", "%v", err)
 	}
 	if c.Admin != "" {
-		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
-			return nil, invalid("admin", "must be host:port or empty, got %q", c.Admin)
+		if _, err := parseAddr(c.Admin, true); err != nil {
+			return nil, invalid("admin", "%v (or empty to turn it off)", err)
 		}
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for _, b := range c.Backends {
-		host, port, err := net.SplitHostPort(b)
-		if err != nil || host == "" {
-			return nil, invalid("backends", "each backend must be host:port, got %q", b)
+		canon, err := parseAddr(b, false)
+		if err != nil {
+			return nil, invalid("backends", "%v", err)
 		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, invalid("backends", "port of %q must be 1-65535", b)
+		if prev, ok := seen[canon]; ok {
+			return nil, invalid("backends", "%q and %q are the same backend; every backend must be an independent master", prev, b)
 		}
-		if seen[b] {
-			return nil, invalid("backends", "%q is listed twice; every backend must be an independent master", b)
-		}
-		seen[b] = true
+		seen[canon] = b
 	}
 	n := len(c.Backends)
 	if n == 0 {
@@ -177,6 +174,31 @@ func (c *Config) Validate() (warnings []string, err error) {
 	return warnings, nil
 }
 
+// parseAddr checks host:port and returns a canonical spelling, so that two
+// spellings of one address compare equal. A listening address may leave
+// the host empty and use port 0 (any free port).
+func parseAddr(s string, listening bool) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || (host == "" && !listening) {
+		return "", fmt.Errorf("must be host:port, got %q", s)
+	}
+	for _, ch := range port {
+		if ch < '0' || ch > '9' {
+			return "", fmt.Errorf("port of %q must be a number", s)
+		}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p > 65535 || (p < 1 && !listening) {
+		return "", fmt.Errorf("port of %q must be 1-65535", s)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	} else {
+		host = strings.ToLower(strings.TrimSuffix(host, "."))
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
+}
+
 // ReadFile decodes a YAML file over c. Unknown keys are refused.
 func (c *Config) ReadFile(path string) error {
 	data, err := os.ReadFile(path)
@@ -186,11 +208,47 @@ func (c *Config) ReadFile(path string) error {
 	return c.ReadYAML(data, path)
 }
 
-// ReadYAML decodes YAML over c; name is used in errors.
+// ReadYAML decodes YAML over c; name is used in errors. A key written
+// with no value is refused, except admin (off) and backends (none).
 func (c *Config) ReadYAML(data []byte, name string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %s: holds more than one YAML document", ErrInvalid, name)
+	}
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		m := doc.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			if v.Kind != yaml.ScalarNode || v.Tag != "!!null" {
+				continue
+			}
+			switch k.Value {
+			case "admin":
+				c.Admin = ""
+			case "backends":
+				c.Backends = nil
+			default:
+				return fmt.Errorf("%w: %s: line %d: %s has no value", ErrInvalid, name, k.Line, k.Value)
+			}
+		}
+	}
+	if err := doc.Decode(c); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	// doc.Decode ignores KnownFields; decode once more strictly to refuse unknown keys.
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	var probe Config
+	if err := strict.Decode(&probe); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 	}
 	return nil
@@ -235,8 +293,9 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	return c, warnings, err
 }
 
-// configPath finds -config FILE (or --config, or =FILE) among the arguments.
-func configPath(args []string) string {
+// configPath finds the last -config FILE (or --config, or =FILE) among the
+// arguments, as the flag package would.
+func configPath(args []string) (path string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -247,11 +306,11 @@ func configPath(args []string) string {
 			continue
 		}
 		if hasVal {
-			return val
-		}
-		if i+1 < len(args) {
-			return args[i+1]
+			path = val
+		} else if i+1 < len(args) {
+			path = args[i+1]
+			i++
 		}
 	}
-	return ""
+	return path
 }

@@ -1,0 +1,182 @@
+// Package integration runs the proxy against real redis-server processes
+// and real client libraries. A missing redis-server fails these tests: run
+// the README's test command (./test.sh), which installs it.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
+	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+)
+
+// cluster is N real Redis masters with a proxy in front.
+type cluster struct {
+	t       testing.TB
+	servers []*redisproc.Server
+	app     *app.App
+	direct  []*redis.Client // straight to each backend, to check what it holds
+	stopApp func()
+}
+
+// testLogger sends the proxy's warnings and errors to the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tlogWriter struct{ t testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startRedis starts n redis-server processes, stopped at cleanup.
+func startRedis(t testing.TB, n int, extra ...string) []*redisproc.Server {
+	t.Helper()
+	servers, err := redisproc.StartN(t.TempDir(), n, extra...)
+	if err != nil {
+		t.Fatalf("starting %d redis-server processes: %v", n, err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})
+	return servers
+}
+
+// newCluster starts n backends and a proxy over them. mutate may adjust the
+// configuration before it is validated.
+func newCluster(t testing.TB, n int, mutate ...func(*config.Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, servers: startRedis(t, n)}
+	var addrs []string
+	for _, s := range c.servers {
+		addrs = append(addrs, s.Addr)
+		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		c.direct = append(c.direct, d)
+		t.Cleanup(func() { d.Close() })
+	}
+	c.app, c.stopApp = startApp(t, addrs, mutate...)
+	return c
+}
+
+// startApp runs a proxy over addrs (the embedded default when empty) and
+// waits until every backend is up.
+func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*app.App, func()) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Backends = addrs
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if _, err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("app.Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	want := len(addrs)
+	if want == 0 {
+		want = cfg.EmbeddedBackends
+	}
+	if err := a.Pool().WaitUp(wctx, want); err != nil {
+		t.Fatalf("backends not up: %v", err)
+	}
+	return a, stop
+}
+
+// client returns a go-redis client to the proxy (RESP2 unless proto 3).
+func (c *cluster) client(proto int) *redis.Client {
+	return proxyClient(c.t, c.app.Addr(), proto)
+}
+
+func proxyClient(t testing.TB, addr string, proto int) *redis.Client {
+	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// holders returns the indexes of the running backends that hold value
+// under key.
+func (c *cluster) holders(key, value string) []int {
+	var out []int
+	for i, d := range c.direct {
+		if !c.servers[i].Running() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		v, err := d.Get(ctx, key).Result()
+		cancel()
+		if err == nil && v == value {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// eventuallyHolders waits until exactly want backends hold value under
+// key (an undo runs just after the reply that announced it).
+func (c *cluster) eventuallyHolders(key, value string, want int) []int {
+	c.t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		h := c.holders(key, value)
+		if len(h) == want || time.Now().After(deadline) {
+			return h
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var keySeq struct {
+	sync.Mutex
+	n int
+}
+
+// uniqueKey returns a key no other test uses.
+func uniqueKey(prefix string) string {
+	keySeq.Lock()
+	defer keySeq.Unlock()
+	keySeq.n++
+	return fmt.Sprintf("%s:%d:%d", prefix, time.Now().UnixNano(), keySeq.n)
+}
+
+// rawDo sends one command to addr with a fresh connection and returns the
+// raw reply bytes read until the deadline or the first full line set.
+func rawDo(t testing.TB, addr string, payload string) string {
+	t.Helper()
+	return rawExchange(t, addr, payload, 300*time.Millisecond)
+}
+
+var _ = io.EOF

@@ -1,0 +1,732 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeConfig writes a YAML file into a fresh temporary directory and returns
+// its path.
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "redlock-proxy.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mustLoad runs Load and fails the test on an error.
+func mustLoad(t *testing.T, args ...string) (Config, []string) {
+	t.Helper()
+	var out bytes.Buffer
+	c, warnings, err := Load(args, &out)
+	if err != nil {
+		t.Fatalf("Load(%q): %v (output %q)", args, err, out.String())
+	}
+	return c, warnings
+}
+
+// yamlKeys lists the yaml tags of Config's fields, in order.
+func yamlKeys(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			t.Fatalf("field %s has no yaml key", f.Name)
+		}
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+func TestDefaultValidates(t *testing.T) {
+	c := Default()
+	warnings, err := c.Validate()
+	if err != nil {
+		t.Fatalf("Default().Validate(): %v", err)
+	}
+	// Three embedded backends, 50ms against 60s, run-id quarantine: nothing
+	// to warn about.
+	if len(warnings) != 0 {
+		t.Errorf("Default().Validate() warnings = %q, want none", warnings)
+	}
+	if len(c.Backends) != 0 || c.EmbeddedBackends != 3 {
+		t.Errorf("Default() backends = %q, embedded = %d; want none and 3", c.Backends, c.EmbeddedBackends)
+	}
+}
+
+func TestLoadNoArgsIsDefault(t *testing.T) {
+	for _, args := range [][]string{nil, {}} {
+		c, warnings := mustLoad(t, args...)
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("Load(%q) = %+v, want Default() %+v", args, c, Default())
+		}
+		if len(warnings) != 0 {
+			t.Errorf("Load(%q) warnings = %q, want none", args, warnings)
+		}
+	}
+}
+
+func TestLoadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want func(*Config)
+	}{
+		{"listen", []string{"-listen", "0.0.0.0:6000"}, func(c *Config) { c.Listen = "0.0.0.0:6000" }},
+		{"listen=", []string{"-listen=[::1]:6000"}, func(c *Config) { c.Listen = "[::1]:6000" }},
+		{"--listen", []string{"--listen", ":6000"}, func(c *Config) { c.Listen = ":6000" }},
+		{"admin", []string{"-admin", "10.0.0.1:9000"}, func(c *Config) { c.Admin = "10.0.0.1:9000" }},
+		{"admin empty", []string{"-admin="}, func(c *Config) { c.Admin = "" }},
+		{"backends", []string{"-backends", "a:6379, b:6379 ,c:6379,"}, func(c *Config) {
+			c.Backends = List{"a:6379", "b:6379", "c:6379"}
+		}},
+		{"embedded_backends", []string{"-embedded_backends", "5"}, func(c *Config) { c.EmbeddedBackends = 5 }},
+		{"drift_factor", []string{"-drift_factor", "0.05"}, func(c *Config) { c.DriftFactor = 0.05 }},
+		{"drift_factor 0", []string{"-drift_factor=0"}, func(c *Config) { c.DriftFactor = 0 }},
+		{"drift_factor 0.99", []string{"-drift_factor=0.99"}, func(c *Config) { c.DriftFactor = 0.99 }},
+		{"drift_floor", []string{"-drift_floor", "5ms"}, func(c *Config) { c.DriftFloor = 5 * time.Millisecond }},
+		{"drift_floor 0", []string{"-drift_floor", "0s"}, func(c *Config) { c.DriftFloor = 0 }},
+		{"min_validity", []string{"-min_validity", "100ms"}, func(c *Config) { c.MinValidity = 100 * time.Millisecond }},
+		{"backend_timeout", []string{"-backend_timeout", "20ms"}, func(c *Config) { c.BackendTimeout = 20 * time.Millisecond }},
+		{"undo_timeout", []string{"-undo_timeout", "3s"}, func(c *Config) { c.UndoTimeout = 3 * time.Second }},
+		{"max_ttl", []string{"-max_ttl", "2m"}, func(c *Config) { c.MaxTTL = 2 * time.Minute }},
+		{"restart_quarantine strict", []string{"-restart_quarantine", "strict"}, func(c *Config) { c.RestartQuarantine = "strict" }},
+		{"restart_quarantine run-id", []string{"-restart_quarantine", "run-id"}, func(c *Config) { c.RestartQuarantine = "run-id" }},
+		{"log_level debug", []string{"-log_level", "debug"}, func(c *Config) { c.LogLevel = "debug" }},
+		{"log_level warn", []string{"-log_level", "warn"}, func(c *Config) { c.LogLevel = "warn" }},
+		{"log_level error", []string{"-log_level", "error"}, func(c *Config) { c.LogLevel = "error" }},
+		{"log_format", []string{"-log_format", "json"}, func(c *Config) { c.LogFormat = "json" }},
+		{"last flag wins", []string{"-log_level", "debug", "-log_level", "error"}, func(c *Config) { c.LogLevel = "error" }},
+		{"several", []string{"-listen", ":1", "-max_ttl", "10s", "-backend_timeout", "1s", "-log_format", "json"}, func(c *Config) {
+			c.Listen = ":1"
+			c.MaxTTL = 10 * time.Second
+			c.BackendTimeout = time.Second
+			c.LogFormat = "json"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, warnings := mustLoad(t, tt.args...)
+			want := Default()
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Load(%q)\n got %+v\nwant %+v", tt.args, got, want)
+			}
+			if len(warnings) != 0 {
+				t.Errorf("Load(%q) warnings = %q, want none", tt.args, warnings)
+			}
+		})
+	}
+}
+
+// Every YAML key has a flag of the same name.
+func TestEveryKeyHasAFlag(t *testing.T) {
+	var out bytes.Buffer
+	_, _, err := Load([]string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Load(-h) error = %v, want flag.ErrHelp", err)
+	}
+	for _, key := range append(yamlKeys(t), "config") {
+		if !strings.Contains(out.String(), "-"+key+" ") && !strings.Contains(out.String(), "-"+key+"\n") {
+			t.Errorf("usage has no flag -%s:\n%s", key, out.String())
+		}
+	}
+}
+
+const allKeysYAML = `# every key, none at its default
+listen: 0.0.0.0:6000
+admin: 0.0.0.0:6001
+backends:
+  - 10.0.0.1:6379
+  - 10.0.0.2:6379
+  - 10.0.0.3:6379
+  - 10.0.0.4:6379
+  - 10.0.0.5:6379
+embedded_backends: 7
+drift_factor: 0.02
+drift_floor: 3ms
+min_validity: 100ms
+backend_timeout: 40ms
+undo_timeout: 2s
+max_ttl: 1m30s
+restart_quarantine: strict
+log_level: debug
+log_format: json
+`
+
+func allKeysConfig() Config {
+	return Config{
+		Listen:            "0.0.0.0:6000",
+		Admin:             "0.0.0.0:6001",
+		Backends:          List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"},
+		EmbeddedBackends:  7,
+		DriftFactor:       0.02,
+		DriftFloor:        3 * time.Millisecond,
+		MinValidity:       100 * time.Millisecond,
+		BackendTimeout:    40 * time.Millisecond,
+		UndoTimeout:       2 * time.Second,
+		MaxTTL:            90 * time.Second,
+		RestartQuarantine: "strict",
+		LogLevel:          "debug",
+		LogFormat:         "json",
+	}
+}
+
+func TestLoadFileEveryKey(t *testing.T) {
+	want := allKeysConfig()
+	// The file must really set every key: no field of want is at its default.
+	def := reflect.ValueOf(Default())
+	wv := reflect.ValueOf(want)
+	for i := range wv.NumField() {
+		if reflect.DeepEqual(wv.Field(i).Interface(), def.Field(i).Interface()) {
+			t.Fatalf("test is stale: field %s is at its default", wv.Type().Field(i).Name)
+		}
+	}
+	for _, key := range yamlKeys(t) {
+		if !strings.Contains(allKeysYAML, "\n"+key+":") {
+			t.Fatalf("test is stale: allKeysYAML does not set %s", key)
+		}
+	}
+
+	path := writeConfig(t, allKeysYAML)
+	got, warnings := mustLoad(t, "-config", path)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load(-config FILE)\n got %+v\nwant %+v", got, want)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings = %q, want none", warnings)
+	}
+}
+
+func TestReadFileEveryKey(t *testing.T) {
+	c := Default()
+	if err := c.ReadFile(writeConfig(t, allKeysYAML)); err != nil {
+		t.Fatal(err)
+	}
+	if want := allKeysConfig(); !reflect.DeepEqual(c, want) {
+		t.Errorf("ReadFile\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestLoadFileBackendsForms(t *testing.T) {
+	want := List{"a:6379", "b:6380", "c:6381"}
+	tests := map[string]string{
+		"block sequence":     "backends:\n  - a:6379\n  - b:6380\n  - c:6381\n",
+		"flow sequence":      "backends: [\"a:6379\", \"b:6380\", \"c:6381\"]\n",
+		"plain scalar":       "backends: a:6379, b:6380,c:6381\n",
+		"quoted scalar":      "backends: \" a:6379 ,b:6380, c:6381, \"\n",
+		"folded over a line": "backends: >-\n  a:6379,\n  b:6380,\n  c:6381\n",
+	}
+	for name, yaml := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, _ := mustLoad(t, "-config", writeConfig(t, yaml))
+			if !reflect.DeepEqual(c.Backends, want) {
+				t.Errorf("backends = %q, want %q", c.Backends, want)
+			}
+		})
+	}
+	t.Run("empty sequence means embedded", func(t *testing.T) {
+		c, _ := mustLoad(t, "-config", writeConfig(t, "backends: []\n"))
+		if len(c.Backends) != 0 {
+			t.Errorf("backends = %q, want none", c.Backends)
+		}
+	})
+}
+
+func TestLoadFileDurations(t *testing.T) {
+	path := writeConfig(t, `
+drift_floor: 1.5ms
+min_validity: 250ms
+backend_timeout: 50ms
+undo_timeout: 2s
+max_ttl: 1m
+`)
+	c, _ := mustLoad(t, "-config", path)
+	want := Default()
+	want.DriftFloor = 1500 * time.Microsecond
+	want.MinValidity = 250 * time.Millisecond
+	want.BackendTimeout = 50 * time.Millisecond
+	want.UndoTimeout = 2 * time.Second
+	want.MaxTTL = time.Minute
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got %+v\nwant %+v", c, want)
+	}
+}
+
+// "off" is a YAML 1.1 boolean; it must still arrive as the string "off".
+func TestLoadFileRestartQuarantineOff(t *testing.T) {
+	for _, yaml := range []string{"restart_quarantine: off\n", "restart_quarantine: \"off\"\n"} {
+		c, warnings := mustLoad(t, "-config", writeConfig(t, yaml))
+		if c.RestartQuarantine != "off" {
+			t.Errorf("%q: restart_quarantine = %q, want off", yaml, c.RestartQuarantine)
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "restart_quarantine") {
+			t.Errorf("%q: warnings = %q, want one about restart_quarantine", yaml, warnings)
+		}
+	}
+}
+
+func TestLoadFileEmptyIsDefault(t *testing.T) {
+	for _, yaml := range []string{"", "# nothing\n", "---\n"} {
+		c, _ := mustLoad(t, "-config", writeConfig(t, yaml))
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("%q: got %+v, want Default()", yaml, c)
+		}
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	path := writeConfig(t, `
+listen: 10.0.0.1:1000
+admin: 10.0.0.1:1001
+backends: [x:1, y:2, z:3]
+log_level: debug
+max_ttl: 30s
+`)
+	tests := []struct {
+		name string
+		args []string
+		want func(*Config)
+	}{
+		{"flag after config", []string{"-config", path, "-listen", "10.0.0.2:2000"}, func(c *Config) { c.Listen = "10.0.0.2:2000" }},
+		{"flag before config", []string{"-listen", "10.0.0.2:2000", "-config", path}, func(c *Config) { c.Listen = "10.0.0.2:2000" }},
+		{"backends overridden", []string{"-config", path, "-backends", "p:1,q:2,r:3"}, func(c *Config) { c.Backends = List{"p:1", "q:2", "r:3"} }},
+		{"admin disabled by flag", []string{"-config", path, "-admin="}, func(c *Config) { c.Admin = "" }},
+		{"flag set to the built-in default", []string{"-config", path, "-log_level", "info"}, func(c *Config) { c.LogLevel = "info" }},
+		{"duration", []string{"-config", path, "-max_ttl", "45s"}, func(c *Config) { c.MaxTTL = 45 * time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := mustLoad(t, tt.args...)
+			want := Default()
+			want.Listen = "10.0.0.1:1000"
+			want.Admin = "10.0.0.1:1001"
+			want.Backends = List{"x:1", "y:2", "z:3"}
+			want.LogLevel = "debug"
+			want.MaxTTL = 30 * time.Second
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Load(%q)\n got %+v\nwant %+v", tt.args, got, want)
+			}
+		})
+	}
+}
+
+func TestConfigFlagForms(t *testing.T) {
+	path := writeConfig(t, "listen: 10.9.9.9:99\nlog_format: json\n")
+	for _, args := range [][]string{
+		{"-config", path},
+		{"-config=" + path},
+		{"--config", path},
+		{"--config=" + path},
+		{"-log_level", "warn", "--config", path},
+		{"-log_level=warn", "-config=" + path, "-undo_timeout", "2s"},
+	} {
+		c, _ := mustLoad(t, args...)
+		if c.Listen != "10.9.9.9:99" || c.LogFormat != "json" {
+			t.Errorf("Load(%q): listen %q, log_format %q; the file was not read", args, c.Listen, c.LogFormat)
+		}
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	t.Run("unknown key", func(t *testing.T) {
+		path := writeConfig(t, "listen: 127.0.0.1:1\nbackend_timout: 10ms\n")
+		_, _, err := Load([]string{"-config", path}, io.Discard)
+		if err == nil {
+			t.Fatal("unknown key accepted")
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("error %v does not wrap ErrInvalid", err)
+		}
+		if !strings.Contains(err.Error(), "backend_timout") {
+			t.Errorf("error %q does not name the unknown key", err)
+		}
+	})
+	malformed := map[string]string{
+		"unclosed flow":        "backends: [a:1, b:2\n",
+		"bad indentation":      "listen: a:1\n  admin: b:2\n",
+		"tab indentation":      "listen:\n\t- a\n",
+		"not a mapping":        "- listen\n- admin\n",
+		"scalar document":      "just a string\n",
+		"backends as mapping":  "backends: {a: 1}\n",
+		"integer duration":     "max_ttl: 60\n",
+		"bad duration":         "max_ttl: sixty seconds\n",
+		"string for int":       "embedded_backends: three\n",
+		"string for float":     "drift_factor: lots\n",
+		"list for string":      "listen: [a, b]\n",
+		"duplicate key":        "listen: a:1\nlisten: b:2\n",
+		"nested list backends": "backends: [[a:1]]\n",
+	}
+	for name, yaml := range malformed {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Load([]string{"-config", writeConfig(t, yaml)}, io.Discard)
+			if err == nil {
+				t.Fatalf("%q accepted", yaml)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "absent.yaml")
+		_, _, err := Load([]string{"-config", path}, io.Discard)
+		if err == nil {
+			t.Fatal("missing file accepted")
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("error %v does not wrap fs.ErrNotExist", err)
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error %q does not name the file", err)
+		}
+	})
+	t.Run("directory", func(t *testing.T) {
+		_, _, err := Load([]string{"-config", t.TempDir()}, io.Discard)
+		if err == nil {
+			t.Fatal("directory accepted as a config file")
+		}
+	})
+}
+
+// A file with several YAML documents must not have all but the first
+// silently ignored: the package promises unknown keys are refused, and a key
+// set in a second document (listen here) would otherwise be dropped without a
+// word.
+func TestReadYAMLMultipleDocuments(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"unknown key in second document": "listen: 127.0.0.1:1\n---\nbogus_key: 1\n",
+		"setting in second document":     "log_level: debug\n---\nlisten: 127.0.0.1:2\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			err := c.ReadYAML([]byte(yaml), "test.yaml")
+			if err == nil {
+				t.Errorf("ReadYAML(%q) accepted and ignored everything after the first document (got %+v); want an error wrapping ErrInvalid", yaml, c)
+			} else if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// "admin:" with no value (YAML null) must not silently leave the admin
+// server on its default address: admin "" is documented as "disabled", and
+// an operator writing an empty admin key means that. Either disabling it or
+// refusing the file is acceptable; keeping 127.0.0.1:7380 is not.
+func TestReadYAMLNullAdmin(t *testing.T) {
+	for _, yaml := range []string{"admin:\n", "admin: ~\n", "admin: null\n"} {
+		c := Default()
+		err := c.ReadYAML([]byte(yaml), "test.yaml")
+		if err == nil && c.Admin != "" {
+			t.Errorf("ReadYAML(%q): admin = %q with no error; want admin disabled (\"\") or the file refused", yaml, c.Admin)
+		}
+	}
+	// The explicit empty string does disable it.
+	c := Default()
+	if err := c.ReadYAML([]byte("admin: \"\"\n"), "test.yaml"); err != nil || c.Admin != "" {
+		t.Errorf(`admin: "": admin = %q, err %v; want "" and no error`, c.Admin, err)
+	}
+}
+
+func TestValidateRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		key  string
+	}{
+		{"listen without port", []string{"-listen", "127.0.0.1"}, "listen"},
+		{"listen empty", []string{"-listen="}, "listen"},
+		{"listen too many colons", []string{"-listen", "::1:7379"}, "listen"},
+		{"admin without port", []string{"-admin", "localhost"}, "admin"},
+		{"admin garbage", []string{"-admin", "a:b:c"}, "admin"},
+		{"backend without port", []string{"-backends", "a:1,b,c:3"}, "backends"},
+		{"backend without host", []string{"-backends", "a:1,:2,c:3"}, "backends"},
+		{"backend port 0", []string{"-backends", "a:1,b:0,c:3"}, "backends"},
+		{"backend port 70000", []string{"-backends", "a:1,b:70000,c:3"}, "backends"},
+		{"backend port 65536", []string{"-backends", "a:1,b:65536,c:3"}, "backends"},
+		{"backend port negative", []string{"-backends", "a:1,b:-1,c:3"}, "backends"},
+		{"backend port name", []string{"-backends", "a:1,b:redis,c:3"}, "backends"},
+		{"duplicate backend", []string{"-backends", "a:1,b:2,a:1"}, "backends"},
+		{"embedded_backends 0", []string{"-embedded_backends", "0"}, "embedded_backends"},
+		{"embedded_backends negative", []string{"-embedded_backends", "-3"}, "embedded_backends"},
+		{"embedded_backends 0 with empty backends", []string{"-backends", "", "-embedded_backends", "0"}, "embedded_backends"},
+		{"drift_factor -0.1", []string{"-drift_factor", "-0.1"}, "drift_factor"},
+		{"drift_factor 1", []string{"-drift_factor", "1"}, "drift_factor"},
+		{"drift_factor NaN", []string{"-drift_factor", "NaN"}, "drift_factor"},
+		{"drift_factor +Inf", []string{"-drift_factor", "+Inf"}, "drift_factor"},
+		{"drift_floor negative", []string{"-drift_floor", "-1ms"}, "drift_floor"},
+		{"min_validity negative", []string{"-min_validity", "-1ms"}, "min_validity"},
+		{"max_ttl 0", []string{"-max_ttl", "0s"}, "max_ttl"},
+		{"max_ttl negative", []string{"-max_ttl", "-1s"}, "max_ttl"},
+		{"backend_timeout 0", []string{"-backend_timeout", "0s"}, "backend_timeout"},
+		{"backend_timeout negative", []string{"-backend_timeout", "-5ms"}, "backend_timeout"},
+		{"backend_timeout = max_ttl", []string{"-backend_timeout", "60s"}, "backend_timeout"},
+		{"backend_timeout > max_ttl", []string{"-backend_timeout", "5s", "-max_ttl", "1s"}, "backend_timeout"},
+		{"undo_timeout 0", []string{"-undo_timeout", "0s"}, "undo_timeout"},
+		{"undo_timeout negative", []string{"-undo_timeout", "-1s"}, "undo_timeout"},
+		{"min_validity = max_ttl", []string{"-min_validity", "60s"}, "min_validity"},
+		{"min_validity > max_ttl", []string{"-min_validity", "2m"}, "min_validity"},
+		{"restart_quarantine maybe", []string{"-restart_quarantine", "maybe"}, "restart_quarantine"},
+		{"restart_quarantine empty", []string{"-restart_quarantine="}, "restart_quarantine"},
+		{"log_level loud", []string{"-log_level", "loud"}, "log_level"},
+		{"log_level upper case", []string{"-log_level", "INFO"}, "log_level"},
+		{"log_format xml", []string{"-log_format", "xml"}, "log_format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, warnings, err := Load(tt.args, io.Discard)
+			if err == nil {
+				t.Fatalf("Load(%q) accepted (warnings %q)", tt.args, warnings)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("Load(%q) error %v does not wrap ErrInvalid", tt.args, err)
+			}
+			if !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("Load(%q) error %q does not name %s", tt.args, err, tt.key)
+			}
+			if warnings != nil {
+				t.Errorf("Load(%q) returned warnings %q with an error", tt.args, warnings)
+			}
+		})
+	}
+}
+
+// The same rules through a YAML file, and through Validate directly.
+func TestValidateRefusalsFromFileAndDirect(t *testing.T) {
+	tests := []struct {
+		yaml   string
+		mutate func(*Config)
+		key    string
+	}{
+		{"listen: nowhere\n", func(c *Config) { c.Listen = "nowhere" }, "listen"},
+		{"admin: nowhere\n", func(c *Config) { c.Admin = "nowhere" }, "admin"},
+		{"backends: [a:1, a:1, b:2]\n", func(c *Config) { c.Backends = List{"a:1", "a:1", "b:2"} }, "backends"},
+		{"backends: [a:1, b:70000, c:3]\n", func(c *Config) { c.Backends = List{"a:1", "b:70000", "c:3"} }, "backends"},
+		{"embedded_backends: 0\n", func(c *Config) { c.EmbeddedBackends = 0 }, "embedded_backends"},
+		{"drift_factor: .nan\n", func(c *Config) { c.DriftFactor = math.NaN() }, "drift_factor"},
+		{"drift_factor: 1.0\n", func(c *Config) { c.DriftFactor = 1 }, "drift_factor"},
+		{"drift_floor: -1ms\n", func(c *Config) { c.DriftFloor = -time.Millisecond }, "drift_floor"},
+		{"min_validity: -1ms\n", func(c *Config) { c.MinValidity = -time.Millisecond }, "min_validity"},
+		{"max_ttl: 0s\n", func(c *Config) { c.MaxTTL = 0 }, "max_ttl"},
+		{"backend_timeout: 0s\n", func(c *Config) { c.BackendTimeout = 0 }, "backend_timeout"},
+		{"backend_timeout: 1m\n", func(c *Config) { c.BackendTimeout = time.Minute }, "backend_timeout"},
+		{"undo_timeout: 0s\n", func(c *Config) { c.UndoTimeout = 0 }, "undo_timeout"},
+		{"min_validity: 1m\n", func(c *Config) { c.MinValidity = time.Minute }, "min_validity"},
+		{"restart_quarantine: maybe\n", func(c *Config) { c.RestartQuarantine = "maybe" }, "restart_quarantine"},
+		{"log_level: loud\n", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
+		{"log_format: xml\n", func(c *Config) { c.LogFormat = "xml" }, "log_format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"/file", func(t *testing.T) {
+			_, _, err := Load([]string{"-config", writeConfig(t, tt.yaml)}, io.Discard)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(fmtErr(err), tt.key) {
+				t.Errorf("file %q: error %v; want ErrInvalid naming %s", tt.yaml, err, tt.key)
+			}
+		})
+		t.Run(tt.key+"/direct", func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			warnings, err := c.Validate()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(fmtErr(err), tt.key) {
+				t.Errorf("Validate(%+v): error %v; want ErrInvalid naming %s", c, err, tt.key)
+			}
+			if warnings != nil {
+				t.Errorf("Validate returned warnings %q with an error", warnings)
+			}
+		})
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Boundary values that must be accepted.
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"empty admin", func(c *Config) { c.Admin = "" }},
+		{"listen any host", func(c *Config) { c.Listen = ":7379" }},
+		{"listen ipv6", func(c *Config) { c.Listen = "[::1]:7379" }},
+		{"backend ports 1 and 65535", func(c *Config) { c.Backends = List{"a:1", "b:65535", "c:6379"} }},
+		{"ipv6 backends", func(c *Config) { c.Backends = List{"[::1]:6379", "[::1]:6380", "[::1]:6381"} }},
+		{"same host, different ports", func(c *Config) { c.Backends = List{"h:6379", "h:6380", "h:6381"} }},
+		{"embedded_backends ignored when backends given", func(c *Config) {
+			c.Backends = List{"a:1", "b:2", "c:3"}
+			c.EmbeddedBackends = 0
+		}},
+		{"drift_factor 0", func(c *Config) { c.DriftFactor = 0 }},
+		{"drift_factor just below 1", func(c *Config) { c.DriftFactor = math.Nextafter(1, 0) }},
+		{"drift_floor 0", func(c *Config) { c.DriftFloor = 0 }},
+		{"min_validity 0", func(c *Config) { c.MinValidity = 0 }},
+		{"min_validity just below max_ttl", func(c *Config) { c.MinValidity = c.MaxTTL - 1 }},
+		{"backend_timeout a tenth of max_ttl", func(c *Config) { c.BackendTimeout = c.MaxTTL / 10 }},
+		{"restart_quarantine strict", func(c *Config) { c.RestartQuarantine = "strict" }},
+		{"log_level warn", func(c *Config) { c.LogLevel = "warn" }},
+		{"log_format json", func(c *Config) { c.LogFormat = "json" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			warnings, err := c.Validate()
+			if err != nil {
+				t.Fatalf("Validate(%+v): %v", c, err)
+			}
+			if len(warnings) != 0 {
+				t.Errorf("Validate(%+v) warnings = %q, want none", c, warnings)
+			}
+		})
+	}
+}
+
+// One Redis master listed twice under different spellings of the same port
+// (or of the same IP literal) is still one master: counting it twice lets a
+// lock held on fewer than a majority of real masters count as a quorum,
+// which is what the duplicate rule is there to prevent. Go's resolver reads
+// "06379" and "+6379" as port 6379.
+func TestValidateDuplicateBackendSpellings(t *testing.T) {
+	tests := []struct {
+		name     string
+		backends List
+	}{
+		{"leading zero port", List{"10.0.0.1:6379", "10.0.0.1:06379", "10.0.0.2:6379"}},
+		{"plus-signed port", List{"10.0.0.1:6379", "10.0.0.1:+6379", "10.0.0.2:6379"}},
+		{"ipv6 literal spellings", List{"[::1]:6379", "[0:0:0:0:0:0:0:1]:6379", "[::2]:6379"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Backends = tt.backends
+			_, err := c.Validate()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(fmtErr(err), "backends") {
+				t.Errorf("Validate(backends %q): error %v; want ErrInvalid naming backends (the same master is listed twice)", tt.backends, err)
+			}
+		})
+	}
+}
+
+func TestUnexpectedArgument(t *testing.T) {
+	for _, args := range [][]string{
+		{"extra"},
+		{"-listen", "127.0.0.1:1", "extra"},
+		{"extra", "-listen", "127.0.0.1:1"},
+		{"--", "extra"},
+	} {
+		_, _, err := Load(args, io.Discard)
+		if err == nil {
+			t.Errorf("Load(%q) accepted a positional argument", args)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Load(%q) error %v does not wrap ErrInvalid", args, err)
+		}
+		if !strings.Contains(err.Error(), "extra") {
+			t.Errorf("Load(%q) error %q does not name the argument", args, err)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-no_such_flag"},
+		{"-max_ttl", "sixty"},
+		{"-embedded_backends", "three"},
+		{"-drift_factor", "lots"},
+		{"-listen"},
+	} {
+		var out bytes.Buffer
+		_, _, err := Load(args, &out)
+		if err == nil {
+			t.Errorf("Load(%q) accepted", args)
+			continue
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			t.Errorf("Load(%q) error is ErrHelp", args)
+		}
+		if out.Len() == 0 {
+			t.Errorf("Load(%q) wrote nothing to the output", args)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // each warning must contain the corresponding key
+	}{
+		{"4 backends", []string{"-backends", "a:1,b:2,c:3,d:4"}, []string{"backends"}},
+		{"4 embedded", []string{"-embedded_backends", "4"}, []string{"backends"}},
+		{"1 backend", []string{"-backends", "a:1"}, []string{"backends"}},
+		{"1 embedded", []string{"-embedded_backends", "1"}, []string{"backends"}},
+		{"2 backends: even and fewer than 3", []string{"-backends", "a:1,b:2"}, []string{"backends", "backends"}},
+		{"backend_timeout 10s max_ttl 60s", []string{"-backend_timeout", "10s", "-max_ttl", "60s"}, []string{"backend_timeout"}},
+		{"restart_quarantine off", []string{"-restart_quarantine", "off"}, []string{"restart_quarantine"}},
+		{"all at once", []string{"-backends", "a:1,b:2,c:3,d:4", "-backend_timeout", "10s", "-restart_quarantine", "off"},
+			[]string{"backends", "backend_timeout", "restart_quarantine"}},
+		{"5 backends: none", []string{"-backends", "a:1,b:2,c:3,d:4,e:5"}, nil},
+		{"backend_timeout 6s is exactly a tenth: none", []string{"-backend_timeout", "6s"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, warnings := mustLoad(t, tt.args...)
+			if len(warnings) != len(tt.want) {
+				t.Fatalf("warnings = %q, want %d naming %q", warnings, len(tt.want), tt.want)
+			}
+			for i, key := range tt.want {
+				if !strings.Contains(warnings[i], key) {
+					t.Errorf("warning %d = %q, want it to name %s", i, warnings[i], key)
+				}
+			}
+		})
+	}
+	t.Run("even and fewer than 3 say which", func(t *testing.T) {
+		_, even := mustLoad(t, "-backends", "a:1,b:2,c:3,d:4")
+		if !strings.Contains(even[0], "even") {
+			t.Errorf("even warning %q does not say even", even[0])
+		}
+		_, one := mustLoad(t, "-backends", "a:1")
+		if !strings.Contains(one[0], "3") {
+			t.Errorf("single-backend warning %q does not mention 3", one[0])
+		}
+	})
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"-listen", ":1", "-h"}} {
+		var out bytes.Buffer
+		_, _, err := Load(args, &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("Load(%q) error = %v, want flag.ErrHelp", args, err)
+		}
+		usage := out.String()
+		for _, want := range []string{"-listen", "-backends", "-config", "-restart_quarantine"} {
+			if !strings.Contains(usage, want) {
+				t.Errorf("Load(%q) usage lacks %s:\n%s", args, want, usage)
+			}
+		}
+	}
+}

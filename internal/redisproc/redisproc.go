@@ -1,0 +1,241 @@
+// Package redisproc starts and controls real redis-server processes on free
+// loopback ports, for the integration tests and the benchmark and safety
+// harnesses.
+//
+// It promises: a Server started here is stopped by Stop (or Kill), which
+// waits for the process to exit; Pause/Resume use SIGSTOP/SIGCONT; Restart
+// brings a fresh process (a new run_id, no data) up on the same port.
+package redisproc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNoRedis is returned when no redis-server binary can be found.
+var ErrNoRedis = errors.New("redisproc: redis-server not found (install it: apt-get install -y redis-server, or run ./test.sh)")
+
+// Binary finds redis-server.
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoRedis
+}
+
+// Server is one redis-server process.
+type Server struct {
+	Port  int
+	Addr  string
+	bin   string
+	dir   string
+	extra []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the current process has exited
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start runs redis-server on a free port with no persistence, plus extra
+// arguments (e.g. "--requirepass", "x").
+func Start(dir string, extra ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, dir: dir, extra: extra}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	return nil, lastErr
+}
+
+// StartN starts n servers.
+func StartN(dir string, n int, extra ...string) ([]*Server, error) {
+	var out []*Server
+	for i := 0; i < n; i++ {
+		s, err := Start(dir, extra...)
+		if err != nil {
+			for _, s := range out {
+				s.Stop()
+			}
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (s *Server) start() error {
+	wd := filepath.Join(s.dir, "redis-"+strconv.Itoa(s.Port))
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		return err
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--dir", wd, "--logfile", filepath.Join(wd, "redis.log"),
+		"--protected-mode", "no",
+	}, s.extra...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisproc: start %s: %w", s.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { // owned by the Server: ends when the process exits, which Stop waits for
+		cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("redisproc: redis-server on port %d exited at start; see %s", s.Port, filepath.Join(wd, "redis.log"))
+		default:
+		}
+		if s.Ping() == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Kill()
+	return fmt.Errorf("redisproc: redis-server on port %d did not answer PING in 10s", s.Port)
+}
+
+// Ping sends PING on a fresh connection (raw RESP; no client library).
+func (s *Server) Ping() error {
+	r, err := s.Do("PING")
+	if err != nil {
+		return err
+	}
+	if r != "PONG" && !strings.HasPrefix(r, "NOAUTH") {
+		return fmt.Errorf("redisproc: PING answered %q", r)
+	}
+	return nil
+}
+
+// Do runs one command on a fresh connection and returns the first line of
+// the reply without its type byte (enough for PING, DEBUG, CONFIG SET).
+func (s *Server) Do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line[1:], "\r\n"), nil
+}
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("redisproc: not running")
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Pause stops the process (SIGSTOP): it keeps its sockets but answers nothing.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+// Kill ends the process with SIGKILL (no shutdown, like a crash) and waits.
+func (s *Server) Kill() {
+	s.signal(syscall.SIGCONT)
+	s.signal(syscall.SIGKILL)
+	s.wait()
+}
+
+// Stop ends the process and waits for it.
+func (s *Server) Stop() { s.Kill() }
+
+func (s *Server) wait() {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// Restart kills the process and starts a fresh one on the same port: it has
+// a new run_id and has forgotten every key.
+func (s *Server) Restart() error {
+	s.Kill()
+	var err error
+	for i := 0; i < 50; i++ { // the port may take a moment to be free again
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// Running reports whether the process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
