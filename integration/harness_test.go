@@ -81,6 +81,10 @@ func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*ap
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Admin = "127.0.0.1:0"
 	cfg.Backends = addrs
+	// The machine running the tests is shared and noisy: a 50ms timeout
+	// would turn its hiccups into failed votes. Tests about timeouts set
+	// their own.
+	cfg.BackendTimeout = time.Second
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -156,6 +160,20 @@ func (c *cluster) eventuallyHolders(key, value string, want int) []int {
 			return h
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// eventuallyPTTL waits until backend i holds key (a command answered once
+// a majority did it may still be on its way to the others) and returns its
+// PTTL, or the last PTTL seen after a deadline.
+func (c *cluster) eventuallyPTTL(i int, key string) time.Duration {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		p, err := c.direct[i].PTTL(context.Background(), key).Result()
+		if (err == nil && p > 0) || time.Now().After(deadline) {
+			return p
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/subtle"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +89,10 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgNoAuth)
 		return
 	}
+	if c.subscriptions > 0 && !c.resp3 && !subscribedAllowed(cmd.name) {
+		c.replyErr("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
 	cmd.fn(c, args)
 }
 
@@ -112,6 +117,14 @@ func is(a []byte, s string) bool {
 }
 
 func cmdPing(c *client, args [][]byte) {
+	if c.subscriptions > 0 && !c.resp3 {
+		msg := []byte{}
+		if len(args) == 2 {
+			msg = args[1]
+		}
+		c.reply(resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.BulkValue([]byte("pong")), resp.BulkValue(msg)}})
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.replyRaw([]byte("+PONG\r\n"))
@@ -190,8 +203,25 @@ func cmdClient(c *client, args [][]byte) {
 			return
 		}
 		c.replyRaw([]byte("+OK\r\n"))
+	case is(sub, "tracking") && len(args) >= 3:
+		// Accepted so that clients with client-side caching on (rueidis's
+		// default) connect; no key is ever tracked, see CACHING.
+		switch {
+		case is(args[2], "on"):
+			c.tracking = true
+		case is(args[2], "off"):
+			c.tracking = false
+		default:
+			c.replyErr(msgSyntax)
+			return
+		}
+		c.replyRaw([]byte("+OK\r\n"))
+	case is(sub, "caching") && len(args) == 3:
+		c.replyErr("ERR redlock-proxy: client-side caching is not supported: a cached lock state would go stale; read without caching")
+	case is(sub, "getredir") && len(args) == 2:
+		c.reply(resp.IntValue(-1))
 	case is(sub, "help"):
-		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>"))
+		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>", "TRACKING <ON|OFF> [options]"))
 	case is(sub, "setname") || is(sub, "getname") || is(sub, "id") || is(sub, "setinfo") ||
 		is(sub, "info") || is(sub, "no-evict") || is(sub, "no-touch"):
 		c.replyErr(msgWrongArgs("client|" + strings.ToLower(string(sub))))
@@ -259,6 +289,7 @@ func cmdHello(c *client, args [][]byte) {
 				c.replyErr(msgWrongPass)
 				return
 			}
+			c.setAuthed(true)
 			j += 2
 		case is(args[j], "setname") && more >= 1:
 			if !validClientName(args[j+1]) {
@@ -307,8 +338,23 @@ func cmdHello(c *client, args [][]byte) {
 	c.replyRaw(b)
 }
 
-// checkAuth verifies client credentials. Authentication of clients comes
-// with the hardening work; until then no password is configured.
-func (s *Server) checkAuth(user, pass []byte) bool { return false }
+// passwordSet reports whether clients must authenticate.
+func (s *Server) passwordSet() bool { return s.cfg.RequirePass != "" }
+
+// checkAuth verifies client credentials. Without a password the default
+// user accepts any password (Redis's nopass default user).
+func (s *Server) checkAuth(user, pass []byte) bool {
+	if !s.passwordSet() {
+		return string(user) == "default"
+	}
+	return string(user) == "default" && subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+}
+
+// setAuthed records whether the connection is authenticated; the reader
+// applies Redis's tighter pre-authentication limits until it is.
+func (c *client) setAuthed(v bool) {
+	c.authed = v
+	c.rd.authed = v
+}
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

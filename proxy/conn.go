@@ -29,12 +29,14 @@ type client struct {
 	id  int64
 	out []byte
 
-	name       []byte
-	libName    []byte
-	libVer     []byte
-	resp3      bool
-	authed     bool
-	closeAfter bool
+	name          []byte
+	libName       []byte
+	libVer        []byte
+	resp3         bool
+	authed        bool
+	closeAfter    bool
+	tracking      bool // CLIENT TRACKING ON was accepted (nothing is ever tracked)
+	subscriptions int  // channels subscribed to (nothing is ever published)
 
 	done     chan struct{} // one signal per decided op
 	inflight int
@@ -48,7 +50,7 @@ type client struct {
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
 		s: s, nc: nc, id: s.nextID.Add(1), done: make(chan struct{}, maxBatch+s.cfg.Limits.MaxArgs),
-		authed: true, created: time.Now(),
+		authed: !s.passwordSet(), created: time.Now(),
 	}
 	c.rd = newReader(nc, &s.cfg.Limits)
 	c.rd.authed = c.authed

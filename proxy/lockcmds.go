@@ -99,7 +99,8 @@ func cmdEvalSha(c *client, args [][]byte) {
 // msgUnknownScript refuses a script the registry does not know.
 func msgUnknownScript(sha string) string {
 	return "ERR redlock-proxy: unknown script " + sha + ": only recognised lock scripts run through the proxy; " +
-		"register it under 'scripts:' in the configuration (sha1 or text, with its role and argument layout)"
+		"register it under 'scripts:' in the configuration (sha1 or text, with its role and argument layout), " +
+		"or set unknown_scripts: vote to run it on every backend and reply what a majority answer"
 }
 
 // runScript runs a known lock script on every backend: args is EVAL or
@@ -119,7 +120,14 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	}
 	spec := k.Spec
 	if spec == nil {
-		c.replyErr(msgUnknownScript(k.Script.Sha))
+		if !c.s.cfg.VoteUnknownScripts {
+			c.replyErr(msgUnknownScript(k.Script.Sha))
+			return
+		}
+		c.reserve(1)
+		o := c.s.eng.newOp("vote", opVote, c.done)
+		c.cmd = appendEvalSha(c.cmd[:0], k.Script.Sha, args[2:])
+		c.startOp(o, c.cmd, k.Script)
 		return
 	}
 	keys := args[3 : 3+numkeys]
@@ -153,14 +161,19 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	if spec.Role == script.RoleAcquire || spec.Role == script.RoleExtendOrAcquire {
 		o.undoCmd = appendUndoCmd(nil, keys, argv[spec.TokenArg])
 	}
-	b := resp.AppendArrayHeader(c.cmd[:0], len(args))
+	c.cmd = appendEvalSha(c.cmd[:0], k.Script.Sha, args[2:])
+	c.startOp(o, c.cmd, k.Script)
+}
+
+// appendEvalSha encodes EVALSHA sha followed by numkeys, keys and args.
+func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
+	b = resp.AppendArrayHeader(b, 2+len(rest))
 	b = resp.AppendBulkString(b, "EVALSHA")
-	b = resp.AppendBulkString(b, k.Script.Sha)
-	for _, a := range args[2:] {
+	b = resp.AppendBulkString(b, sha)
+	for _, a := range rest {
 		b = resp.AppendBulk(b, a)
 	}
-	c.cmd = b
-	c.startOp(o, b, k.Script)
+	return b
 }
 
 func keysWanted(s *script.Spec) string {
@@ -178,7 +191,7 @@ func cmdScript(c *client, args [][]byte) {
 	switch {
 	case is(sub, "load") && len(args) == 3:
 		k := c.s.cfg.Scripts.Lookup(args[2])
-		if k.Spec == nil {
+		if k.Spec == nil && !c.s.cfg.VoteUnknownScripts {
 			c.replyErr(msgUnknownScript(k.Script.Sha))
 			return
 		}
@@ -187,7 +200,7 @@ func cmdScript(c *client, args [][]byte) {
 		v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, 0, len(args)-2)}
 		for _, sha := range args[2:] {
 			n := int64(0)
-			if k := c.s.cfg.Scripts.BySha(sha); k != nil && k.Spec != nil {
+			if k := c.s.cfg.Scripts.BySha(sha); k != nil && (k.Spec != nil || c.s.cfg.VoteUnknownScripts) {
 				n = 1
 			}
 			v.Elems = append(v.Elems, resp.IntValue(n))

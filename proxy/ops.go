@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,7 @@ const (
 	opGet                       // GET: the majority value
 	opPTTL                      // PTTL/TTL: the majority's remaining validity
 	opDel                       // DEL of one key: 1 granted, 0 refused
+	opVote                      // an unknown script under the vote policy: the reply a majority agree on
 )
 
 // op is one client command fanned out to every backend. It receives one
@@ -179,15 +181,21 @@ func (o *op) classify(r resp.Result) quorum.Vote {
 		if v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[1].Kind == resp.KindInt {
 			return quorum.Granted
 		}
+	case opVote:
+		return quorum.Granted // an answer; agreement decides
 	}
 	return quorum.Unknown
 }
 
 // decideLocked sets the result once the outcome is known.
 func (o *op) decideLocked() bool {
-	switch o.kind {
-	case opGet, opPTTL:
+	switch {
+	case o.kind == opGet || o.kind == opPTTL:
 		return o.decideReadLocked()
+	case o.kind == opVote:
+		return o.decideVoteLocked()
+	case o.kind == opScript && o.spec.Role == script.RoleTTL:
+		return o.decideTTLScriptLocked()
 	}
 	var success bool
 	switch o.tally.Outcome() {
@@ -252,21 +260,8 @@ func (o *op) reply(success bool) resp.Value {
 	}
 	// A script: the reply a majority of counted backends agree on, when it
 	// says the same as the decision; else the spec's canonical reply.
-	m := quorum.Majority(o.e.n)
-	for i := range o.replies {
-		v, counted := o.tally.Vote(i)
-		if v == quorum.Pending || v == quorum.Unknown || !counted {
-			continue
-		}
-		agree := 0
-		for j := range o.replies {
-			if w, c := o.tally.Vote(j); c && w != quorum.Pending && o.replies[j].Equal(o.replies[i]) {
-				agree++
-			}
-		}
-		if agree >= m && (v == quorum.Granted) == success {
-			return o.replies[i]
-		}
+	if v, vote, ok := o.agreedLocked(); ok && (vote == quorum.Granted) == success {
+		return v
 	}
 	if success {
 		return o.spec.Success.Value(o.nkeys)
@@ -325,6 +320,80 @@ func (o *op) decideReadLocked() bool {
 		return true
 	}
 	return false
+}
+
+// agreedLocked returns a reply that at least a majority of counted
+// backends gave, with its vote, if there is one.
+func (o *op) agreedLocked() (resp.Value, quorum.Vote, bool) {
+	m := quorum.Majority(o.e.n)
+	for i := range o.replies {
+		v, counted := o.tally.Vote(i)
+		if v == quorum.Pending || v == quorum.Unknown || !counted {
+			continue
+		}
+		agree := 0
+		for j := range o.replies {
+			if w, c := o.tally.Vote(j); c && w != quorum.Pending && w != quorum.Unknown && o.replies[j].Equal(o.replies[i]) {
+				agree++
+			}
+		}
+		if agree >= m {
+			return o.replies[i], v, true
+		}
+	}
+	return resp.Value{}, quorum.Pending, false
+}
+
+// decideVoteLocked answers an unknown script with the reply a majority
+// agree on, once there is one or every backend has answered.
+func (o *op) decideVoteLocked() bool {
+	if v, _, ok := o.agreedLocked(); ok {
+		o.result = v
+		return true
+	}
+	if !o.tally.Done() {
+		return false
+	}
+	o.result = resp.ErrorValue("ERR redlock-proxy: no majority of backends gave the same reply to this script")
+	return true
+}
+
+// decideTTLScriptLocked answers a TTL-query script once every backend has
+// answered: the majority-th largest remaining TTL among the backends where
+// the lock is the caller's, less elapsed time and drift, in the script's
+// unit; or the script's "not held" reply when no majority holds it.
+func (o *op) decideTTLScriptLocked() bool {
+	if !o.tally.Done() {
+		return false
+	}
+	unit := o.spec.ReplyUnit
+	if unit <= 0 {
+		unit = time.Millisecond
+	}
+	var ttls []time.Duration
+	for i := range o.replies {
+		if v, counted := o.tally.Vote(i); v == quorum.Granted && counted {
+			t := time.Duration(o.replies[i].Int) * unit
+			if o.replies[i].Int < 0 {
+				t = time.Duration(1<<63 - 1)
+			}
+			ttls = append(ttls, t)
+		}
+	}
+	m := quorum.Majority(o.e.n)
+	if len(ttls) < m {
+		o.result = o.reply(false)
+		return true
+	}
+	slices.Sort(ttls)
+	slices.Reverse(ttls)
+	r := ttls[m-1]
+	if r == time.Duration(1<<63-1) {
+		o.result = resp.IntValue(-1)
+		return true
+	}
+	o.result = resp.IntValue(int64(o.e.timing.RemainingValidity(r, time.Since(o.t1)) / unit))
+	return true
 }
 
 // takeUndoLocked hands over the undo set once it is decided and every

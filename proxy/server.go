@@ -19,19 +19,24 @@ import (
 // Config configures the front end. Zero values mean the default written on
 // the field.
 type Config struct {
-	Timing         quorum.Timing // drift and minimum validity (default quorum.DefaultTiming)
-	BackendTimeout time.Duration // per-backend timeout of every command (default 50ms)
-	UndoTimeout    time.Duration // per-backend timeout of an undo (default 1s)
-	MaxTTL         time.Duration // longest TTL a client may ask for (default 60s)
-	Limits         Limits        // input limits (see Limits)
-	MaxClients     int           // connected clients (default 10000)
-	IdleTimeout    time.Duration // close a client idle this long (default 0: never)
-	WriteTimeout   time.Duration // give up on a client that does not read its replies (default 10s)
-	Scripts        *script.Registry
-	Logger         *slog.Logger
-	Observer       Observer
-	Version        string // the proxy's version, for INFO
-	Addr           string // the listen address, for INFO
+	Timing         quorum.Timing    // drift and minimum validity (default quorum.DefaultTiming)
+	BackendTimeout time.Duration    // per-backend timeout of every command (default 50ms)
+	UndoTimeout    time.Duration    // per-backend timeout of an undo (default 1s)
+	MaxTTL         time.Duration    // longest TTL a client may ask for (default 60s)
+	Limits         Limits           // input limits (see Limits)
+	MaxClients     int              // connected clients (default 10000)
+	IdleTimeout    time.Duration    // close a client idle this long (default 0: never)
+	WriteTimeout   time.Duration    // give up on a client that does not read its replies (default 10s)
+	Scripts        *script.Registry // recognised lock scripts (default: the built-ins)
+	// VoteUnknownScripts runs scripts the registry does not know on every
+	// backend and replies what a majority answer (default: refuse them).
+	// Safe only for scripts that keep their state in the keys they are given.
+	VoteUnknownScripts bool
+	Logger             *slog.Logger
+	Observer           Observer
+	RequirePass        string // password clients must give with AUTH or HELLO (default: none)
+	Version            string // the proxy's version, for INFO
+	Addr               string // the listen address, for INFO
 }
 
 func (c *Config) defaults() {

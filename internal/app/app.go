@@ -23,6 +23,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/demo"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -95,7 +96,13 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	scripts := script.NewRegistry()
+	if err := cfg.RegisterScripts(scripts); err != nil {
+		return nil, err
+	}
 	a.srv = proxy.New(proxy.Config{
+		Scripts:            scripts,
+		VoteUnknownScripts: cfg.UnknownScripts == "vote",
 		Timing:         timing,
 		BackendTimeout: cfg.BackendTimeout,
 		UndoTimeout:    cfg.UndoTimeout,
@@ -116,7 +123,8 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)),
 		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
 		"backend_timeout", cfg.BackendTimeout, "undo_timeout", cfg.UndoTimeout, "max_ttl", cfg.MaxTTL,
-		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold)
+		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold,
+		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts))
 	return a, nil
 }
 

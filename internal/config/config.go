@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 // Config is the whole configuration. YAML keys and flag names are the same.
@@ -39,8 +41,14 @@ type Config struct {
 	// reconnect; default), "strict" (also a backend first seen with uptime
 	// below that hold), "off" (never: unsafe, for tests and control runs).
 	RestartQuarantine string `yaml:"restart_quarantine"`
-	LogLevel          string `yaml:"log_level"`  // debug, info, warn, error (default info)
-	LogFormat         string `yaml:"log_format"` // text or json (default text)
+	// UnknownScripts is what happens to a script no registry entry knows:
+	// "refuse" (default) or "vote" (run it on every backend and reply what a
+	// majority answer; safe only for scripts that keep their state in the
+	// keys they are given).
+	UnknownScripts string         `yaml:"unknown_scripts"`
+	Scripts        []ScriptConfig `yaml:"scripts"`    // more lock scripts (see ScriptConfig)
+	LogLevel       string         `yaml:"log_level"`  // debug, info, warn, error (default info)
+	LogFormat      string         `yaml:"log_format"` // text or json (default text)
 }
 
 // List is a list of strings, written in YAML as a sequence or as one
@@ -86,6 +94,7 @@ func Default() Config {
 		UndoTimeout:       time.Second,
 		MaxTTL:            60 * time.Second,
 		RestartQuarantine: "run-id",
+		UnknownScripts:    "refuse",
 		LogLevel:          "info",
 		LogFormat:         "text",
 	}
@@ -160,6 +169,16 @@ func (c *Config) Validate() (warnings []string, err error) {
 		warnings = append(warnings, "restart_quarantine: off: a backend that restarts forgetting its locks can hand out a lock that is still held (unsafe; for tests only)")
 	default:
 		return nil, invalid("restart_quarantine", "must be run-id, strict or off, got %q", c.RestartQuarantine)
+	}
+	switch c.UnknownScripts {
+	case "refuse":
+	case "vote":
+		warnings = append(warnings, "unknown_scripts: vote: scripts the proxy does not know run on every backend; this is safe only for scripts that keep their state in the keys they are given")
+	default:
+		return nil, invalid("unknown_scripts", "must be refuse or vote, got %q", c.UnknownScripts)
+	}
+	if err := c.RegisterScripts(script.NewRegistry()); err != nil {
+		return nil, err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -281,6 +300,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.DurationVar(&c.UndoTimeout, "undo_timeout", c.UndoTimeout, "per-backend timeout of an undo")
 	fs.DurationVar(&c.MaxTTL, "max_ttl", c.MaxTTL, "longest TTL a client may ask for")
 	fs.StringVar(&c.RestartQuarantine, "restart_quarantine", c.RestartQuarantine, "run-id, strict or off")
+	fs.StringVar(&c.UnknownScripts, "unknown_scripts", c.UnknownScripts, "refuse or vote")
 	fs.StringVar(&c.LogLevel, "log_level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log_format", c.LogFormat, "text or json")
 	if err := fs.Parse(args); err != nil {

@@ -4,6 +4,8 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,13 +47,14 @@ type PatternKind uint8
 
 // Reply shapes.
 const (
-	PatOK        PatternKind = iota + 1 // +OK
-	PatNil                              // nil bulk / nil array
-	PatInt                              // integer equal to Int
-	PatIntNKeys                         // integer equal to the number of keys
-	PatIntPos                           // integer > 0
-	PatError                            // error reply starting with Str
-	PatSimpleStr                        // simple string equal to Str
+	PatOK         PatternKind = iota + 1 // +OK
+	PatNil                               // nil bulk / nil array
+	PatInt                               // integer equal to Int
+	PatIntNKeys                          // integer equal to the number of keys
+	PatIntPos                            // integer > 0
+	PatError                             // error reply starting with Str
+	PatSimpleStr                         // simple string equal to Str
+	PatIntAtLeast                        // integer >= Int
 )
 
 // Pattern matches one backend reply.
@@ -78,6 +81,8 @@ func (p Pattern) Match(v resp.Value, nkeys int) bool {
 		return v.Kind == resp.KindError && len(v.Str) >= len(p.Str) && string(v.Str[:len(p.Str)]) == p.Str
 	case PatSimpleStr:
 		return v.Kind == resp.KindSimple && string(v.Str) == p.Str
+	case PatIntAtLeast:
+		return v.Kind == resp.KindInt && v.Int >= p.Int
 	}
 	return false
 }
@@ -99,8 +104,72 @@ func (p Pattern) Value(nkeys int) resp.Value {
 		return resp.ErrorValue(p.Str)
 	case PatSimpleStr:
 		return resp.Value{Kind: resp.KindSimple, Str: []byte(p.Str)}
+	case PatIntAtLeast:
+		return resp.IntValue(p.Int)
 	}
 	return resp.Nil
+}
+
+// ParsePattern reads a reply pattern as written in the configuration:
+// "ok", "nil", "int:N", "int:nkeys", "int:>=N", "int:>0", "error:PREFIX",
+// "status:TEXT".
+func ParsePattern(s string) (Pattern, error) {
+	kind, arg, _ := strings.Cut(s, ":")
+	switch strings.ToLower(kind) {
+	case "ok":
+		return Pattern{Kind: PatOK}, nil
+	case "nil":
+		return Pattern{Kind: PatNil}, nil
+	case "error":
+		return Pattern{Kind: PatError, Str: arg}, nil
+	case "status":
+		return Pattern{Kind: PatSimpleStr, Str: arg}, nil
+	case "int":
+		switch {
+		case arg == "nkeys":
+			return Pattern{Kind: PatIntNKeys}, nil
+		case arg == ">0":
+			return Pattern{Kind: PatIntPos}, nil
+		case strings.HasPrefix(arg, ">="):
+			n, err := strconv.ParseInt(arg[2:], 10, 64)
+			if err != nil {
+				return Pattern{}, fmt.Errorf("script: pattern %q: %w", s, err)
+			}
+			return Pattern{Kind: PatIntAtLeast, Int: n}, nil
+		}
+		n, err := strconv.ParseInt(arg, 10, 64)
+		if err != nil {
+			return Pattern{}, fmt.Errorf("script: pattern %q: %w", s, err)
+		}
+		return Pattern{Kind: PatInt, Int: n}, nil
+	}
+	return Pattern{}, fmt.Errorf("script: pattern %q: want ok, nil, int:N, int:nkeys, int:>0, int:>=N, error:PREFIX or status:TEXT", s)
+}
+
+// RoleDefaults returns the reply conventions most scripts of a role use:
+// OK/nil for an acquire, 1/0 for release and extend, a PTTL in ms or a
+// negative number for a TTL query. A configured spec starts from these.
+func RoleDefaults(r Role) Spec {
+	s := Spec{Role: r, Keys: 1, TokenArg: 0, TTLArg: -1, TTLUnit: time.Millisecond}
+	switch r {
+	case RoleAcquire:
+		s.TTLArg = 1
+		s.Granted, s.Refused = []Pattern{{Kind: PatOK}}, []Pattern{{Kind: PatNil}}
+		s.Success, s.Failure = Pattern{Kind: PatOK}, Pattern{Kind: PatNil}
+	case RoleRelease:
+		s.Granted, s.Refused = []Pattern{int1}, []Pattern{int0}
+		s.Success, s.Failure = int1, int0
+	case RoleExtend, RoleExtendOrAcquire:
+		s.TTLArg = 1
+		s.Granted, s.Refused = []Pattern{int1}, []Pattern{int0}
+		s.Success, s.Failure = int1, int0
+	case RoleTTL:
+		s.Granted = []Pattern{{Kind: PatIntAtLeast, Int: -1}}
+		s.Refused = []Pattern{{Kind: PatInt, Int: -2}}
+		s.Failure = Pattern{Kind: PatInt, Int: -2}
+		s.ReplyUnit = time.Millisecond
+	}
+	return s
 }
 
 // Spec describes one known script: what it does and how to read it.
@@ -115,6 +184,8 @@ type Spec struct {
 	Refused  []Pattern     // replies meaning it definitively did not; anything else is unknown
 	Success  Pattern       // reply to the client on success when no majority agrees on one
 	Failure  Pattern       // reply to the client on failure when no majority agrees on one
+	// ReplyUnit is the unit of a TTL query's integer reply (ms or s).
+	ReplyUnit time.Duration
 }
 
 // Classify reads one backend's reply.
@@ -153,7 +224,7 @@ type Registry struct {
 func NewRegistry() *Registry {
 	r := &Registry{byCanon: map[string]*Spec{}, bySha: map[string]*Known{}, budget: 32 << 20}
 	for _, b := range builtins {
-		for _, src := range b.sources {
+		for _, src := range b.texts() {
 			if err := r.Register(src, b.spec); err != nil {
 				panic(fmt.Sprintf("script: built-in %s: %v", b.spec.Name, err))
 			}
