@@ -2,7 +2,8 @@
 # Runs every test of redlock-proxy: formatting, vet, unit and integration
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
-# (redis-server, redis-cli); a dependency that is still missing fails the run.
+# (redis-server, redis-cli, Node.js and the npm packages of the node-redlock
+# tests); a dependency that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,6 +12,8 @@ FUZZTIME=${FUZZTIME:-10s}
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -18,7 +21,12 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-command -v redis-server >/dev/null || { echo "redis-server is required and could not be installed" >&2; exit 1; }
+for tool in redis-server redis-cli node npm; do
+  command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
+done
+
+echo "== npm ci (node-redlock compatibility tests)"
+(cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -1,0 +1,149 @@
+// node-redlock 4.2.0, node-redlock 5 (beta 2) and @sesamecare-oss/redlock
+// 1.4, unchanged, with ioredis, pointed at redlock-proxy as their only
+// "server". Every step is checked on the backends directly.
+// Run by integration/node_test.go with PROXY_ADDR and BACKENDS set.
+'use strict';
+
+const { test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const Redis = require('ioredis');
+const Redlock4 = require('redlock');
+const Redlock5 = require('redlock5').default;
+const { Redlock: SesameRedlock } = require('@sesamecare-oss/redlock');
+
+const proxyAddr = process.env.PROXY_ADDR;
+const backendAddrs = (process.env.BACKENDS || '').split(',').filter(Boolean);
+assert.ok(proxyAddr && backendAddrs.length > 0, 'PROXY_ADDR and BACKENDS must be set');
+
+function connect(addr) {
+  const [host, port] = addr.split(':');
+  return new Redis({ host, port: Number(port), maxRetriesPerRequest: 1, enableOfflineQueue: true });
+}
+
+const clients = [];
+function client(addr) {
+  const c = connect(addr);
+  clients.push(c);
+  return c;
+}
+const direct = backendAddrs.map(client);
+const majority = Math.floor(backendAddrs.length / 2) + 1;
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.quit().catch(() => {})));
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let seq = 0;
+const key = (p) => `${p}:${process.pid}:${Date.now()}:${seq++}`;
+
+async function holders(k, value) {
+  let n = 0;
+  for (const d of direct) if ((await d.get(k)) === value) n++;
+  return n;
+}
+
+// Waits for the stragglers of a command answered once a majority did it.
+async function eventuallyHolders(k, value, want) {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const n = await holders(k, value);
+    if (n === want || Date.now() > deadline) return n;
+    await sleep(10);
+  }
+}
+
+async function assertHeld(step, keys, value) {
+  for (const k of keys) {
+    const n = await holders(k, value);
+    assert.ok(n >= majority, `${step}: ${k} holds the token on ${n} backends; want a majority (${majority})`);
+  }
+}
+
+async function assertGone(step, keys, value) {
+  for (const k of keys) {
+    const n = await eventuallyHolders(k, value, 0);
+    assert.equal(n, 0, `${step}: ${k} still holds the token on ${n} backends`);
+  }
+}
+
+async function minPTTL(k) {
+  let min = Infinity;
+  for (const d of direct) min = Math.min(min, await d.pttl(k));
+  return min;
+}
+
+test('node-redlock 4.2.0: multi-key lock, refusal, extend, unlock', async () => {
+  const redlock = new Redlock4([client(proxyAddr)], { retryCount: 0 });
+  const keys = [key('r4a'), key('r4b'), key('r4c')];
+  const lock = await redlock.lock(keys, 2000);
+  await assertHeld('after lock', keys, lock.value);
+
+  // Another lock on an overlapping set is refused and leaves nothing.
+  const overlap = [key('r4free'), keys[1]];
+  await assert.rejects(redlock.lock(overlap, 2000), (e) => e.name === 'LockError');
+  for (const d of direct) assert.equal(await d.exists(overlap[0]), 0, 'the refused multi-key lock left a key behind');
+  await assertHeld('after the refused lock', keys, lock.value);
+
+  const extended = await lock.extend(10000);
+  for (const k of keys) {
+    const deadline = Date.now() + 2000;
+    while ((await minPTTL(k)) < 9000 && Date.now() < deadline) await sleep(10);
+    assert.ok((await minPTTL(k)) > 9000, `after extend ${k} PTTL ${await minPTTL(k)}; want about 10s`);
+  }
+
+  await extended.unlock();
+  await assertGone('after unlock', keys, lock.value);
+  await assert.rejects(extended.unlock(), (e) => e.name === 'LockError');
+});
+
+for (const [name, make, db] of [
+  ['node-redlock 5.0.0-beta.2', (c) => new Redlock5([c], { retryCount: 0 }), false],
+  ['@sesamecare-oss/redlock 1.4.0', (c) => new SesameRedlock([c], { retryCount: 0 }), true],
+]) {
+  test(`${name}: multi-key acquire, refusal, extend, release`, async () => {
+    const redlock = make(client(proxyAddr));
+    const keys = [key('a'), key('b')];
+    const lock = await redlock.acquire(keys, 2000);
+    await assertHeld('after acquire', keys, lock.value);
+
+    const other = [key('free'), keys[0]];
+    await assert.rejects(redlock.acquire(other, 2000));
+    for (const d of direct) assert.equal(await d.exists(other[0]), 0, 'the refused acquire left a key behind');
+    await assertHeld('after the refused acquire', keys, lock.value);
+
+    const extended = await lock.extend(10000);
+    assert.ok(extended.expiration > Date.now() + 9000);
+    for (const k of keys) {
+      const deadline = Date.now() + 2000;
+      while ((await minPTTL(k)) < 9000 && Date.now() < deadline) await sleep(10);
+      assert.ok((await minPTTL(k)) > 9000, `after extend ${k} PTTL; want about 10s`);
+    }
+
+    await extended.release();
+    await assertGone('after release', keys, lock.value);
+    // Releasing again fails: no majority held it.
+    await assert.rejects(extended.release());
+  });
+
+  test(`${name}: using() keeps extending while the routine runs`, async () => {
+    const redlock = make(client(proxyAddr));
+    const keys = [key('using1'), key('using2')];
+    let value;
+    let extensionsSeen = 0;
+    const result = await redlock.using(keys, 1000, { automaticExtensionThreshold: 400 }, async (signal) => {
+      // Wait well past the initial 1s TTL: only extensions keep it held.
+      for (let i = 0; i < 25; i++) {
+        await sleep(100);
+        if (signal.aborted) throw signal.error;
+      }
+      value = (await direct[0].get(keys[0])) || (await direct[1].get(keys[0]));
+      await assertHeld('inside using() after 2.5s', keys, value);
+      extensionsSeen = 1;
+      return 'done';
+    });
+    assert.equal(result, 'done');
+    assert.equal(extensionsSeen, 1);
+    await assertGone('after using()', keys, value);
+  });
+}
