@@ -1,6 +1,9 @@
 package proxy
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // Wire error replies, worded as Redis words them where Redis has a reply for
 // the case, and prefixed with "ERR redlock-proxy:" where the refusal is the
@@ -31,7 +34,11 @@ func msgWrongArgs(name string) string {
 }
 
 func msgUnknownSubcommand(sub, cmd string) string {
-	return fmt.Sprintf("ERR unknown subcommand '%.128s'. Try %s HELP.", sub, cmd)
+	b := append([]byte("ERR unknown subcommand '"), cString([]byte(sub), 128)...)
+	b = append(b, "'. Try "...)
+	b = append(b, cmd...)
+	b = append(b, " HELP."...)
+	return string(noNewlines(b))
 }
 
 func msgTTLTooLong(ttlMs, maxMs int64) string {
@@ -40,12 +47,42 @@ func msgTTLTooLong(ttlMs, maxMs int64) string {
 
 // msgUnknownCommand is Redis's reply to a command it does not have.
 func msgUnknownCommand(args [][]byte) string {
-	var rest string
+	b := append([]byte("ERR unknown command '"), cString(args[0], 128)...)
+	b = append(b, "', with args beginning with: "...)
+	rest := 0 // Redis caps the quoted arguments, not the whole message
 	for _, a := range args[1:] {
-		if len(rest) >= 128 {
+		if rest >= 128 {
 			break
 		}
-		rest += fmt.Sprintf("'%.*s' ", 128-len(rest), a)
+		a = cString(a, 128-rest)
+		b = append(b, '\'')
+		b = append(b, a...)
+		b = append(b, '\'', ' ')
+		rest += len(a) + 3
 	}
-	return fmt.Sprintf("ERR unknown command '%.128s', with args beginning with: %s", args[0], rest)
+	return string(noNewlines(b))
+}
+
+// cString is what C's "%.<n>s" prints of an argument, as Redis formats
+// it: the bytes before the first NUL, at most n of them. (Go's %.*s
+// would count runes, not bytes.)
+func cString(a []byte, n int) []byte {
+	if i := bytes.IndexByte(a, 0); i >= 0 {
+		a = a[:i]
+	}
+	if len(a) > n {
+		a = a[:n]
+	}
+	return a
+}
+
+// noNewlines turns CR and LF into spaces, as Redis does to error replies
+// that quote client input.
+func noNewlines(b []byte) []byte {
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return b
 }

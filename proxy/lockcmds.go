@@ -124,6 +124,7 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 			c.replyErr(msgUnknownScript(k.Script.Sha))
 			return
 		}
+		c.s.cfg.Scripts.Remember(k)
 		c.reserve(1)
 		o := c.s.eng.newOp("vote", opVote, c.done)
 		c.cmd = appendEvalSha(c.cmd[:0], k.Script.Sha, args[2:])
@@ -161,8 +162,9 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	if spec.Role == script.RoleAcquire || spec.Role == script.RoleExtendOrAcquire {
 		o.undoCmd = appendUndoCmd(nil, keys, argv[spec.TokenArg])
 	}
-	c.cmd = appendEvalSha(c.cmd[:0], k.Script.Sha, args[2:])
-	c.startOp(o, c.cmd, k.Script)
+	// The registered reference text runs, not the client's bytes.
+	c.cmd = appendEvalSha(c.cmd[:0], k.Run.Sha, args[2:])
+	c.startOp(o, c.cmd, k.Run)
 }
 
 // appendEvalSha encodes EVALSHA sha followed by numkeys, keys and args.
@@ -195,6 +197,7 @@ func cmdScript(c *client, args [][]byte) {
 			c.replyErr(msgUnknownScript(k.Script.Sha))
 			return
 		}
+		c.s.cfg.Scripts.Remember(k)
 		c.reply(resp.BulkValue([]byte(k.Script.Sha)))
 	case is(sub, "exists") && len(args) >= 3:
 		v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, 0, len(args)-2)}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 
@@ -14,7 +15,8 @@ type Limits struct {
 	MaxBulk         int // bytes in one argument (default 512 KiB)
 	MaxInline       int // bytes in one inline (telnet-style) command line (default 64 KiB)
 	MaxCommandBytes int // bytes buffered for one command (default 1 MiB)
-	// Before AUTH, when a password is required, Redis allows far less.
+	// Before AUTH, when a password is required, Redis allows far less in
+	// a multibulk request (an inline one is bounded by MaxInline alone).
 	PreAuthArgs int // default 10
 	PreAuthBulk int // default 16 KiB
 }
@@ -74,7 +76,19 @@ type reader struct {
 	args  [][]byte
 	// authed selects the full limits; false applies the pre-auth limits.
 	authed bool
+
+	// A multibulk command parsed in part, so that each fill costs only
+	// the new bytes (as Redis keeps multibulklen and bulklen): its
+	// argument count (0 when none is in progress), the offset of its next
+	// header and its arguments so far, both relative to start, which fill
+	// may move.
+	mbCount int
+	mbPos   int
+	spans   []span
 }
+
+// span is an argument's place in a command, relative to its start.
+type span struct{ off, n int }
 
 func newReader(rd io.Reader, lim *Limits) *reader {
 	return &reader{rd: rd, lim: lim, buf: make([]byte, readChunk)}
@@ -138,119 +152,138 @@ func (r *reader) fill() error {
 	return err
 }
 
-func (r *reader) limits() (args, bulk int) {
-	if r.authed {
-		return r.lim.MaxArgs, r.lim.MaxBulk
-	}
-	return min(r.lim.PreAuthArgs, r.lim.MaxArgs), min(r.lim.PreAuthBulk, r.lim.MaxBulk)
-}
-
 // parse decodes one command at the start of b and returns it with the
 // number of bytes it used. An empty command (an empty inline line, "*0")
 // returns no arguments and a positive length.
+//
+// The checks run in Redis's order (processMultibulkBuffer), with MaxBulk in
+// the place of proto-max-bulk-len: a count is invalid before it is too big
+// for an unauthenticated client, a bulk length too (MaxArgs, which Redis
+// lacks, comes last). A header's first byte is checked only once its whole
+// line has arrived, as Redis does.
 func (r *reader) parse(b []byte) ([][]byte, int, error) {
-	if b[0] != '*' {
+	if r.mbCount == 0 && b[0] != '*' {
 		return r.parseInline(b)
 	}
-	maxArgs, maxBulk := r.limits()
-	line, pos, ok := cutLine(b, 1)
-	if !ok {
-		if len(b) > maxHeaderLine {
-			return nil, 0, errTooBigMbulkCount
+	args, n, err := r.parseMultibulk(b)
+	if err != nil && err != errIncomplete {
+		r.mbCount = 0
+	}
+	return args, n, err
+}
+
+func (r *reader) parseMultibulk(b []byte) ([][]byte, int, error) {
+	if r.mbCount == 0 {
+		cr := lineEnd(b, 0)
+		if cr < 0 {
+			if len(b) > maxHeaderLine {
+				return nil, 0, errTooBigMbulkCount
+			}
+			return nil, 0, errIncomplete
 		}
-		return nil, 0, errIncomplete
-	}
-	count, ok := resp.ParseInt(line)
-	if !ok || count > 1<<31-1 {
-		return nil, 0, errInvalidMultibulk
-	}
-	if count <= 0 {
-		return nil, pos, nil
-	}
-	if count > int64(maxArgs) {
+		if cr+1 >= len(b) {
+			return nil, 0, errIncomplete
+		}
+		count, ok := resp.ParseInt(b[1:cr])
+		if !ok || count > 1<<31-1 {
+			return nil, 0, errInvalidMultibulk
+		}
 		if !r.authed && count > int64(r.lim.PreAuthArgs) {
 			return nil, 0, errUnauthMultibulk
 		}
-		return nil, 0, errInvalidMultibulk
+		if count <= 0 {
+			return nil, cr + 2, nil
+		}
+		if count > int64(r.lim.MaxArgs) {
+			return nil, 0, errInvalidMultibulk
+		}
+		r.mbCount, r.mbPos, r.spans = int(count), cr+2, r.spans[:0]
 	}
-	args := r.args[:0]
-	for i := int64(0); i < count; i++ {
-		if pos >= len(b) {
-			return nil, 0, errIncomplete
-		}
-		if b[pos] != '$' {
-			return nil, 0, ProtocolError(errExpectedDollarHead + string(b[pos]) + "'")
-		}
-		line, next, ok := cutLine(b, pos+1)
-		if !ok {
+	for len(r.spans) < r.mbCount {
+		pos := r.mbPos
+		cr := lineEnd(b, pos)
+		if cr < 0 {
 			if len(b)-pos > maxHeaderLine {
 				return nil, 0, errTooBigBulkCount
 			}
 			return nil, 0, errIncomplete
 		}
-		n, ok := resp.ParseInt(line)
-		if !ok || n < 0 {
+		if cr+1 >= len(b) {
+			return nil, 0, errIncomplete
+		}
+		if b[pos] != '$' {
+			return nil, 0, expectedDollar(b[pos])
+		}
+		n, ok := resp.ParseInt(b[pos+1 : cr])
+		if !ok || n < 0 || n > int64(r.lim.MaxBulk) {
 			return nil, 0, errInvalidBulk
 		}
-		if n > int64(maxBulk) {
-			if !r.authed && n > int64(r.lim.PreAuthBulk) {
-				return nil, 0, errUnauthBulk
-			}
-			return nil, 0, errInvalidBulk
+		if !r.authed && n > int64(r.lim.PreAuthBulk) {
+			return nil, 0, errUnauthBulk
+		}
+		next := cr + 2
+		// Know early that the command cannot fit, and refuse it whether or
+		// not its bytes happen to be buffered already.
+		if int64(next)+n+2 > int64(r.lim.MaxCommandBytes) {
+			return nil, 0, errCommandTooBig
 		}
 		if int64(len(b)-next) < n+2 {
-			// Know early that the command cannot fit.
-			if int64(next)+n+2 > int64(r.lim.MaxCommandBytes) {
-				return nil, 0, errCommandTooBig
-			}
 			return nil, 0, errIncomplete
 		}
 		// Like Redis, take the two bytes after the data as the terminator
 		// without looking at them.
-		args = append(args, b[next:next+int(n):next+int(n)])
-		pos = next + int(n) + 2
+		r.spans = append(r.spans, span{next, int(n)})
+		r.mbPos = next + int(n) + 2
+	}
+	args := r.args[:0]
+	for _, s := range r.spans {
+		args = append(args, b[s.off:s.off+s.n:s.off+s.n])
 	}
 	r.args = args
-	return args, pos, nil
+	r.mbCount = 0
+	return args, r.mbPos, nil
 }
 
-// cutLine finds the CRLF-terminated line starting at from. Like Redis, a
-// line must end with "\r\n".
-func cutLine(b []byte, from int) (line []byte, next int, ok bool) {
-	for i := from; i < len(b); i++ {
-		if b[i] == '\r' {
-			if i+1 >= len(b) {
-				return nil, 0, false
-			}
-			return b[from:i], i + 2, true
-		}
+// expectedDollar is Redis's "expected '$', got '%c'", with the byte as is,
+// except CR and LF, which Redis's error replies turn into spaces.
+func expectedDollar(c byte) ProtocolError {
+	if c == '\r' || c == '\n' {
+		c = ' '
 	}
-	return nil, 0, false
+	return ProtocolError(errExpectedDollarHead + string([]byte{c}) + "'")
+}
+
+// lineEnd finds the '\r' ending the header line that starts at from (its
+// type byte included, as Redis searches), or -1. Like Redis, the line is
+// complete once any byte follows the '\r'.
+func lineEnd(b []byte, from int) int {
+	i := bytes.IndexByte(b[from:], '\r')
+	if i < 0 {
+		return -1
+	}
+	return from + i
 }
 
 // parseInline decodes a telnet-style command line, splitting it as Redis's
 // sdssplitargs does (quotes, backslash escapes, \xHH).
 func (r *reader) parseInline(b []byte) ([][]byte, int, error) {
-	nl := -1
-	lim := min(len(b), r.lim.MaxInline+2)
-	for i := 0; i < lim; i++ {
-		if b[i] == '\n' {
-			nl = i
-			break
-		}
-	}
+	nl := bytes.IndexByte(b[:min(len(b), r.lim.MaxInline+2)], '\n')
 	if nl < 0 {
 		if len(b) > r.lim.MaxInline {
 			return nil, 0, errTooBigInline
 		}
 		return nil, 0, errIncomplete
 	}
+	if nl >= r.lim.MaxCommandBytes {
+		return nil, 0, errCommandTooBig // as next would, had it arrived slower
+	}
 	line := b[:nl]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	maxArgs, _ := r.limits()
-	args, err := splitArgs(line, r.args[:0], maxArgs)
+	// Redis puts no pre-auth limit on inline commands: the line's length
+	// bounds them already.
+	args, err := splitArgs(line, r.args[:0], r.lim.MaxArgs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -350,7 +383,10 @@ func splitArgs(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 				switch {
 				case p >= len(line):
 					done = true
-				case isSpace(line[p]):
+				case line[p] == ' ' || line[p] == '\n' || line[p] == '\r' || line[p] == '\t':
+					// Only these end an unquoted token: sdssplitargs skips
+					// every isspace() byte between tokens, but keeps \v and
+					// \f inside one.
 					done = true
 				case line[p] == '"':
 					inq = true

@@ -86,6 +86,12 @@ func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, s
 			ms = n - nowMs
 		}
 	}
+	// A TTL is a time.Duration: without a max_ttl, the longest one is the
+	// limit (beyond it, the conversion below would overflow).
+	maxMs := int64(math.MaxInt64 / int64(time.Millisecond))
+	if maxTTL > 0 {
+		maxMs = min(maxMs, maxTTL.Milliseconds())
+	}
 	switch {
 	case flags&setGet != 0:
 		return setRequest{}, msgSetNoGet
@@ -95,8 +101,8 @@ func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, s
 		return setRequest{}, msgSetNeedsExpiry
 	case ms <= 0:
 		return setRequest{}, msgExpiryPast
-	case maxTTL > 0 && ms > maxTTL.Milliseconds():
-		return setRequest{}, msgTTLTooLong(ms, maxTTL.Milliseconds())
+	case ms > maxMs:
+		return setRequest{}, msgTTLTooLong(ms, maxMs)
 	}
 	return setRequest{key: args[1], value: args[2], ttl: time.Duration(ms) * time.Millisecond}, ""
 }

@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -56,7 +57,13 @@ func (t Timing) Validity(ttl, elapsed time.Duration) time.Duration {
 	if elapsed < 0 {
 		elapsed = 0
 	}
-	return ttl - elapsed - t.Drift(ttl)
+	// Subtract without wrapping: a huge elapsed time clamps to the most
+	// negative validity instead of overflowing to a positive one.
+	v := ttl - t.Drift(ttl)
+	if v < math.MinInt64+elapsed {
+		return math.MinInt64
+	}
+	return v - elapsed
 }
 
 // Valid reports whether a round won with the given validity may be reported

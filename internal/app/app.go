@@ -103,13 +103,13 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	a.srv = proxy.New(proxy.Config{
 		Scripts:            scripts,
 		VoteUnknownScripts: cfg.UnknownScripts == "vote",
-		Timing:         timing,
-		BackendTimeout: cfg.BackendTimeout,
-		UndoTimeout:    cfg.UndoTimeout,
-		MaxTTL:         cfg.MaxTTL,
-		Logger:         log,
-		Version:        Version,
-		Addr:           a.ln.Addr().String(),
+		Timing:             timing,
+		BackendTimeout:     cfg.BackendTimeout,
+		UndoTimeout:        cfg.UndoTimeout,
+		MaxTTL:             cfg.MaxTTL,
+		Logger:             log,
+		Version:            Version,
+		Addr:               a.ln.Addr().String(),
 	}, backendsOf{a.pool})
 	if cfg.Admin != "" {
 		a.adminLn, err = net.Listen("tcp", cfg.Admin)

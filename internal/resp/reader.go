@@ -66,7 +66,7 @@ func (r *Reader) read(depth int) (Value, error) {
 			return Value{Kind: KindSimple, Str: okBytes}, nil
 		}
 		return Value{Kind: KindSimple, Str: append([]byte(nil), body...)}, nil
-	case '-', '!':
+	case '-':
 		return Value{Kind: KindError, Str: append([]byte(nil), body...)}, nil
 	case ':':
 		n, ok := ParseInt(body)
@@ -75,13 +75,19 @@ func (r *Reader) read(depth int) (Value, error) {
 		}
 		return Value{Kind: KindInt, Int: n}, nil
 	case '_':
+		if len(body) != 0 {
+			return Value{}, fmt.Errorf("%w: bad null %q", ErrProtocol, line)
+		}
 		return Nil, nil
 	case '#': // RESP3 boolean
-		if len(body) == 1 && body[0] == 't' {
+		switch {
+		case len(body) == 1 && body[0] == 't':
 			return Value{Kind: KindInt, Int: 1}, nil
+		case len(body) == 1 && body[0] == 'f':
+			return Value{Kind: KindInt, Int: 0}, nil
 		}
-		return Value{Kind: KindInt, Int: 0}, nil
-	case '$', '=', '(', ',':
+		return Value{}, fmt.Errorf("%w: bad boolean %q", ErrProtocol, line)
+	case '$', '=', '!', '(', ',':
 		if line[0] == '(' || line[0] == ',' { // big number, double: keep text
 			return Value{Kind: KindBulk, Str: append([]byte(nil), body...)}, nil
 		}
@@ -95,14 +101,18 @@ func (r *Reader) read(depth int) (Value, error) {
 		if n > int64(r.lim.MaxBulk) {
 			return Value{}, fmt.Errorf("%w: bulk of %d bytes exceeds the limit of %d", ErrProtocol, n, r.lim.MaxBulk)
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r.br, buf); err != nil {
+		buf, err := r.readN(int(n) + 2)
+		if err != nil {
 			return Value{}, err
 		}
 		if buf[n] != '\r' || buf[n+1] != '\n' {
 			return Value{}, fmt.Errorf("%w: bulk not terminated by CRLF", ErrProtocol)
 		}
-		return Value{Kind: KindBulk, Str: buf[:n:n]}, nil
+		kind := KindBulk
+		if line[0] == '!' { // RESP3 blob error
+			kind = KindError
+		}
+		return Value{Kind: kind, Str: buf[:n:n]}, nil
 	case '*', '%', '~', '>':
 		n, ok := ParseInt(body)
 		if !ok || n < -1 {
@@ -112,6 +122,9 @@ func (r *Reader) read(depth int) (Value, error) {
 			return Nil, nil
 		}
 		if line[0] == '%' {
+			if n > int64(r.lim.MaxElems)/2 {
+				return Value{}, fmt.Errorf("%w: map of %d pairs exceeds the limit of %d elements", ErrProtocol, n, r.lim.MaxElems)
+			}
 			n *= 2
 		}
 		if n > int64(r.lim.MaxElems) {
@@ -131,6 +144,22 @@ func (r *Reader) read(depth int) (Value, error) {
 		return Value{Kind: KindArray, Elems: elems}, nil
 	}
 	return Value{}, fmt.Errorf("%w: unexpected type byte %q", ErrProtocol, line[0])
+}
+
+// readN reads exactly n bytes. Memory grows with what actually arrives, so
+// a length header alone cannot make the reader allocate its announced size.
+func (r *Reader) readN(n int) ([]byte, error) {
+	const chunk = 64 << 10
+	buf := make([]byte, 0, min(n, chunk))
+	for len(buf) < n {
+		k := min(n-len(buf), max(chunk, len(buf)))
+		start := len(buf)
+		buf = append(buf, make([]byte, k)...)
+		if _, err := io.ReadFull(r.br, buf[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // line returns the next CRLF-terminated line without its terminator. The

@@ -11,6 +11,7 @@
 package script
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -76,24 +77,25 @@ func Normalize(src []byte) (string, error) {
 }
 
 // renameLocals gives local variables, loop variables and function
-// parameters the names _1, _2... in order of declaration, so that scripts
-// differing only in their names compare equal. Field names (after . or :)
-// are left alone.
+// parameters canonical names in order of declaration, so that scripts
+// differing only in those names compare equal. Field names (after . or :)
+// are left alone, and the canonical names are chosen so that they cannot
+// be any global the script reads ("_1" unless the script reads a global
+// spelled with underscores and digits; then more underscores).
 func renameLocals(toks []token) {
-	names := map[string]string{}
+	var order []string
+	declared := map[string]bool{}
 	declare := func(i int) {
-		if toks[i].kind == tName && !isKeyword(toks[i].text) {
-			if _, ok := names[toks[i].text]; !ok {
-				names[toks[i].text] = "_" + strconv.Itoa(len(names)+1)
-			}
+		if toks[i].kind == tName && !isKeyword(toks[i].text) && !declared[toks[i].text] {
+			declared[toks[i].text] = true
+			order = append(order, toks[i].text)
 		}
 	}
 	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		if t.kind != tName {
+		if toks[i].kind != tName {
 			continue
 		}
-		switch t.text {
+		switch toks[i].text {
 		case "local", "for":
 			j := i + 1
 			if j < len(toks) && toks[j].text == "function" {
@@ -108,24 +110,52 @@ func renameLocals(toks []token) {
 				break
 			}
 		case "function":
+			// function [Name {. Name} [: Name]] ( params )
 			j := i + 1
-			for j < len(toks) && toks[j].text != "(" {
+			for j < len(toks) && (toks[j].kind == tName || toks[j].text == "." || toks[j].text == ":") {
 				j++
 			}
-			for j++; j < len(toks) && toks[j].text != ")"; j++ {
-				declare(j)
+			if j >= len(toks) || toks[j].text != "(" {
+				continue
+			}
+			for j++; j < len(toks); j++ {
+				switch {
+				case toks[j].kind == tName:
+					declare(j)
+				case toks[j].text == "," || toks[j].text == "...":
+				default:
+					j = len(toks) // ")" or a syntax error: the header is over
+				}
 			}
 		}
 	}
+	if len(order) == 0 {
+		return
+	}
+	isField := func(i int) bool {
+		return i > 0 && toks[i-1].kind == tOp && (toks[i-1].text == "." || toks[i-1].text == ":")
+	}
+	// Globals spelled like canonical names push the prefix further.
+	prefix := "_"
+	for i, t := range toks {
+		if t.kind != tName || declared[t.text] || isField(i) {
+			continue
+		}
+		u := len(t.text) - len(strings.TrimLeft(t.text, "_"))
+		rest := t.text[u:]
+		if u > 0 && rest != "" && strings.Trim(rest, "0123456789") == "" && u >= len(prefix) {
+			prefix = strings.Repeat("_", u+1)
+		}
+	}
+	names := make(map[string]string, len(order))
+	for k, n := range order {
+		names[n] = prefix + strconv.Itoa(k+1)
+	}
 	for i := range toks {
-		if toks[i].kind != tName {
-			continue
-		}
-		if i > 0 && (toks[i-1].text == "." || toks[i-1].text == ":") && toks[i-1].kind == tOp {
-			continue
-		}
-		if n, ok := names[toks[i].text]; ok {
-			toks[i].text = n
+		if toks[i].kind == tName && !isField(i) {
+			if n, ok := names[toks[i].text]; ok {
+				toks[i].text = n
+			}
 		}
 	}
 }
@@ -143,7 +173,8 @@ func isNameStart(c byte) bool { return c == '_' || (c|0x20) >= 'a' && (c|0x20) <
 func isDigit(c byte) bool     { return c >= '0' && c <= '9' }
 
 // longBracket reports the level of a long bracket "[", "=" * level, "["
-// at src[i:], or -1.
+// at src[i:], -1 when src[i] is a plain "[", and -2 for "[=" not followed
+// by "[" (Lua: "invalid long string delimiter").
 func longBracket(src []byte, i int) int {
 	if i >= len(src) || src[i] != '[' {
 		return -1
@@ -155,31 +186,75 @@ func longBracket(src []byte, i int) int {
 	if j < len(src) && src[j] == '[' {
 		return j - i - 1
 	}
+	if j > i+1 {
+		return -2
+	}
 	return -1
 }
 
-// skipLong returns the index after the long bracket closing "]", "=" *
-// level, "]" that follows the opening at i.
+// skipLong reads the long string or comment whose opening bracket of the
+// given level is at i, and returns its body and the index after it. As in
+// Lua 5.1, a newline right after the opening bracket is dropped, each
+// newline sequence (\n, \r, \r\n, \n\r) reads as "\n", and "[[" inside a
+// level-0 string is an error.
 func skipLong(src []byte, i, level int) (body string, next int, err error) {
 	start := i + level + 2
-	closing := "]" + strings.Repeat("=", level) + "]"
-	k := strings.Index(string(src[start:]), closing)
+	closing := make([]byte, 0, level+2)
+	closing = append(closing, ']')
+	for k := 0; k < level; k++ {
+		closing = append(closing, '=')
+	}
+	closing = append(closing, ']')
+	k := bytes.Index(src[start:], closing)
 	if k < 0 {
 		return "", 0, ErrSyntax
 	}
-	body = string(src[start : start+k])
-	// A newline right after the opening bracket is not part of the string.
-	body = strings.TrimPrefix(strings.TrimPrefix(body, "\r"), "\n")
-	return body, start + k + len(closing), nil
+	raw := src[start : start+k]
+	if level == 0 && bytes.Contains(raw, []byte("[[")) {
+		return "", 0, ErrSyntax // "nesting of [[...]] is deprecated"
+	}
+	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
+	j := 0
+	skipNewline := func() {
+		c := raw[j]
+		j++
+		if j < len(raw) && isNL(raw[j]) && raw[j] != c {
+			j++
+		}
+	}
+	if j < len(raw) && isNL(raw[j]) {
+		skipNewline()
+	}
+	b := make([]byte, 0, len(raw))
+	for j < len(raw) {
+		if isNL(raw[j]) {
+			b = append(b, '\n')
+			skipNewline()
+			continue
+		}
+		b = append(b, raw[j])
+		j++
+	}
+	return string(b), start + k + len(closing), nil
 }
 
+func isLuaSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
+
+func isAlnum(c byte) bool { return isNameStart(c) || isDigit(c) }
+
+// tokenize splits src into Lua 5.1 tokens exactly as Redis's Lua lexer
+// (llex.c) does, so that two sources with the same tokens are the same
+// program. Bytes Lua has no token for become one-byte tokens (Lua's parser
+// rejects them; so does Redis).
 func tokenize(src []byte) ([]token, error) {
 	var toks []token
 	i := 0
 	for i < len(src) {
 		c := src[i]
 		switch {
-		case c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f':
+		case isLuaSpace(c):
 			i++
 		case c == '-' && i+1 < len(src) && src[i+1] == '-':
 			i += 2
@@ -191,7 +266,24 @@ func tokenize(src []byte) ([]token, error) {
 				i = next
 				continue
 			}
-			for i < len(src) && src[i] != '\n' {
+			// A short comment ends at the first newline, \n or \r.
+			for i < len(src) && src[i] != '\n' && src[i] != '\r' {
+				i++
+			}
+		case c == '[':
+			lvl := longBracket(src, i)
+			switch {
+			case lvl >= 0:
+				body, next, err := skipLong(src, i, lvl)
+				if err != nil {
+					return nil, err
+				}
+				toks = append(toks, token{tString, body})
+				i = next
+			case lvl == -2:
+				return nil, ErrSyntax
+			default:
+				toks = append(toks, token{tOp, "["})
 				i++
 			}
 		case c == '"' || c == '\'':
@@ -201,37 +293,40 @@ func tokenize(src []byte) ([]token, error) {
 			}
 			toks = append(toks, token{tString, s})
 			i = next
-		case c == '[' && longBracket(src, i) >= 0:
-			body, next, err := skipLong(src, i, longBracket(src, i))
-			if err != nil {
-				return nil, err
-			}
-			toks = append(toks, token{tString, body})
-			i = next
 		case isNameStart(c):
 			j := i + 1
-			for j < len(src) && (isNameStart(src[j]) || isDigit(src[j])) {
+			for j < len(src) && isAlnum(src[j]) {
 				j++
 			}
 			toks = append(toks, token{tName, string(src[i:j])})
 			i = j
 		case isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
-			j := i + 1
-			for j < len(src) && (isDigit(src[j]) || isNameStart(src[j]) || src[j] == '.' ||
-				((src[j] == '+' || src[j] == '-') && (src[j-1]|0x20) == 'e')) {
+			// Lua 5.1 read_numeral: digits and dots, an optional exponent
+			// sign after E, then any alphanumerics.
+			j := i
+			for j < len(src) && (isDigit(src[j]) || src[j] == '.') {
+				j++
+			}
+			if j < len(src) && (src[j] == 'e' || src[j] == 'E') {
+				j++
+				if j < len(src) && (src[j] == '+' || src[j] == '-') {
+					j++
+				}
+			}
+			for j < len(src) && isAlnum(src[j]) {
 				j++
 			}
 			toks = append(toks, token{tNumber, strings.ToLower(string(src[i:j]))})
 			i = j
 		default:
-			op := string(c)
-			for _, long := range []string{"...", "..", "==", "~=", "<=", ">=", "::", "//", "<<", ">>"} {
-				if strings.HasPrefix(string(src[i:min(i+3, len(src))]), long) {
-					op = long
+			op := src[i : i+1]
+			for _, long := range []string{"...", "..", "==", "~=", "<=", ">="} {
+				if bytes.HasPrefix(src[i:], []byte(long)) {
+					op = src[i : i+len(long)]
 					break
 				}
 			}
-			toks = append(toks, token{tOp, op})
+			toks = append(toks, token{tOp, string(op)})
 			i += len(op)
 		}
 	}
@@ -244,8 +339,8 @@ func readQuoted(src []byte, i int) (string, int, error) {
 	var b []byte
 	j := i + 1
 	for {
-		if j >= len(src) || src[j] == '\n' {
-			return "", 0, ErrSyntax
+		if j >= len(src) || src[j] == '\n' || src[j] == '\r' {
+			return "", 0, ErrSyntax // unfinished string
 		}
 		c := src[j]
 		if c == q {
@@ -276,8 +371,12 @@ func readQuoted(src []byte, i int) (string, int, error) {
 			b = append(b, '\f')
 		case 'v':
 			b = append(b, '\v')
-		case '\n':
+		case '\n', '\r':
+			// An escaped newline sequence (\n, \r, \r\n, \n\r) is one "\n".
 			b = append(b, '\n')
+			if j+1 < len(src) && (src[j+1] == '\n' || src[j+1] == '\r') && src[j+1] != e {
+				j++
+			}
 		default:
 			if isDigit(e) {
 				v, k := 0, 0

@@ -203,16 +203,30 @@ func (s *Spec) Classify(v resp.Value, nkeys int) (granted, refused bool) {
 	return false, false
 }
 
-// Known is a script the proxy has seen, with its sha1 and spec (nil when the
+// Known is a script a client sent, with its sha1 and spec (nil when the
 // registry does not know it).
 type Known struct {
-	Script *resp.Script
+	Script *resp.Script // the client's bytes
 	Spec   *Spec
+	// Run is what the proxy sends to the backends for it: the registered
+	// reference text of its canonical form, never the client's bytes, so
+	// that no difference between the normaliser and Lua can smuggle code
+	// through a recognised script. For a script registered by sha1 it is
+	// the client's bytes (they hash to what the operator registered).
+	Run *resp.Script
 }
 
-// Registry maps scripts to specs. It is safe for concurrent use.
+// entry is a registered canonical form.
+type entry struct {
+	spec *Spec
+	ref  *resp.Script // nil for a sha1 registration
+}
+
+// Registry maps scripts to specs. Lookup, Remember and BySha are safe for
+// concurrent use; Register and RegisterSha are for configuration time,
+// before the registry is shared.
 type Registry struct {
-	byCanon map[string]*Spec
+	byCanon map[string]entry
 
 	mu     sync.RWMutex
 	bySha  map[string]*Known // scripts seen through EVAL or SCRIPT LOAD
@@ -222,7 +236,7 @@ type Registry struct {
 
 // NewRegistry returns a registry with the built-in specs (see builtin.go).
 func NewRegistry() *Registry {
-	r := &Registry{byCanon: map[string]*Spec{}, bySha: map[string]*Known{}, budget: 32 << 20}
+	r := &Registry{byCanon: map[string]entry{}, bySha: map[string]*Known{}, budget: 32 << 20}
 	for _, b := range builtins {
 		for _, src := range b.texts() {
 			if err := r.Register(src, b.spec); err != nil {
@@ -240,22 +254,26 @@ func (r *Registry) Register(src string, spec *Spec) error {
 	if err != nil {
 		return fmt.Errorf("register %s: %w", spec.Name, err)
 	}
-	if prev, ok := r.byCanon[canon]; ok && prev != spec {
-		return fmt.Errorf("register %s: the same script is already registered as %s", spec.Name, prev.Name)
+	if prev, ok := r.byCanon[canon]; ok {
+		if prev.spec != spec {
+			return fmt.Errorf("register %s: the same script is already registered as %s", spec.Name, prev.spec.Name)
+		}
+		return nil // the first text of a canonical form is its reference
 	}
-	r.byCanon[canon] = spec
+	r.byCanon[canon] = entry{spec: spec, ref: resp.NewScript([]byte(src))}
 	return nil
 }
 
 // RegisterSha adds a script known only by its sha1; it is recognised only
 // when its exact bytes arrive (EVAL, or SCRIPT LOAD before EVALSHA).
 func (r *Registry) RegisterSha(sha string, spec *Spec) {
-	r.byCanon["sha:"+sha] = spec
+	r.byCanon["sha:"+strings.ToLower(sha)] = entry{spec: spec}
 }
 
-// Lookup recognises a script body and remembers it by sha1, so that a
-// later EVALSHA finds it, as long as the registry's memory budget allows.
-// The Known is shared and must not be modified.
+// Lookup recognises a script body. A recognised script is remembered by
+// sha1, so that a later EVALSHA finds it, while the registry's memory
+// budget allows; an unknown one is not (see Remember). The Known is shared
+// and must not be modified.
 func (r *Registry) Lookup(body []byte) *Known {
 	sum := sha1.Sum(body)
 	sha := hex.EncodeToString(sum[:])
@@ -266,18 +284,28 @@ func (r *Registry) Lookup(body []byte) *Known {
 		return k
 	}
 	k = &Known{Script: &resp.Script{Sha: sha, Body: append([]byte(nil), body...)}}
-	if spec, ok := r.byCanon["sha:"+sha]; ok {
-		k.Spec = spec
+	if e, ok := r.byCanon["sha:"+sha]; ok {
+		k.Spec, k.Run = e.spec, k.Script
 	} else if canon, err := Normalize(body); err == nil {
-		k.Spec = r.byCanon[canon]
+		if e, ok := r.byCanon[canon]; ok {
+			k.Spec, k.Run = e.spec, e.ref
+		}
 	}
-	r.mu.Lock()
-	if _, ok := r.bySha[sha]; !ok && r.bytes+len(body) <= r.budget {
-		r.bySha[sha] = k
-		r.bytes += len(body)
+	if k.Spec != nil {
+		r.Remember(k)
 	}
-	r.mu.Unlock()
 	return k
+}
+
+// Remember keeps k for EVALSHA while the memory budget allows. The proxy
+// remembers unknown scripts only when it may run them (the vote policy).
+func (r *Registry) Remember(k *Known) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.bySha[k.Script.Sha]; !ok && r.bytes+len(k.Script.Body) <= r.budget {
+		r.bySha[k.Script.Sha] = k
+		r.bytes += len(k.Script.Body)
+	}
 }
 
 // BySha returns a script seen before, or nil.

@@ -1,0 +1,261 @@
+package quorum
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+const (
+	hold    = 30 * time.Second
+	unknown = time.Duration(-1) // uptime the backend did not report
+)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// checkQuarantine asserts that w counts exactly from until on.
+func checkQuarantine(t *testing.T, w *Watch, until time.Time) {
+	t.Helper()
+	if got := w.QuarantinedUntil(); !got.Equal(until) {
+		t.Errorf("QuarantinedUntil() = %v, want %v", got, until)
+	}
+	if w.Counts(until.Add(-time.Nanosecond)) && until.After(time.Time{}) {
+		t.Errorf("Counts(%v) = true one nanosecond before the quarantine ends", until.Add(-time.Nanosecond))
+	}
+	if !w.Counts(until) {
+		t.Errorf("Counts(%v) = false at the instant the quarantine ends", until)
+	}
+}
+
+func TestWatchFirstSight(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		strict bool
+		id     Identity
+		until  time.Time // zero: never quarantined
+	}{
+		{"lenient, fresh backend", false, Identity{"r1", 0}, time.Time{}},
+		{"lenient, young backend", false, Identity{"r1", time.Second}, time.Time{}},
+		{"lenient, uptime unknown", false, Identity{"r1", unknown}, time.Time{}},
+		{"lenient, no identity", false, Identity{"", unknown}, time.Time{}},
+		{"lenient, old backend", false, Identity{"r1", time.Hour}, time.Time{}},
+		{"strict, fresh backend", true, Identity{"r1", 0}, at(hold)},
+		{"strict, young backend", true, Identity{"r1", 10 * time.Second}, at(hold - 10*time.Second)},
+		{"strict, just under hold", true, Identity{"r1", hold - time.Nanosecond}, at(time.Nanosecond)},
+		{"strict, uptime unknown", true, Identity{"r1", unknown}, at(hold)},
+		{"strict, no identity", true, Identity{"", unknown}, at(hold)},
+		{"strict, up exactly hold", true, Identity{"r1", hold}, time.Time{}},
+		{"strict, old backend", true, Identity{"r1", time.Hour}, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Watch{Rule: RestartRule{Hold: hold, Strict: tc.strict}}
+			if w.Observe(tc.id, t0) {
+				t.Error("Observe on first sight reported a restart")
+			}
+			if w.RunID() != tc.id.RunID {
+				t.Errorf("RunID() = %q, want %q", w.RunID(), tc.id.RunID)
+			}
+			checkQuarantine(t, &w, tc.until)
+			if tc.until.IsZero() && !w.Counts(t0) {
+				t.Errorf("Counts(now) = false on a trusted first sight")
+			}
+			if !tc.until.IsZero() && w.Counts(t0) {
+				t.Errorf("Counts(now) = true on a quarantined first sight")
+			}
+		})
+	}
+}
+
+func TestWatchZeroCounts(t *testing.T) {
+	var w Watch
+	if !w.Counts(t0) || !w.QuarantinedUntil().IsZero() || w.RunID() != "" {
+		t.Errorf("zero Watch: Counts=%v QuarantinedUntil=%v RunID=%q; want true, zero, \"\"", w.Counts(t0), w.QuarantinedUntil(), w.RunID())
+	}
+}
+
+// Second and later sightings: first seen at t0 with the given identity, then
+// again 100s later.
+func TestWatchReconnect(t *testing.T) {
+	const later = 100 * time.Second
+	now := at(later)
+	for _, tc := range []struct {
+		name      string
+		first     Identity
+		second    Identity
+		restarted bool
+		until     time.Time // when restarted
+	}{
+		{"same run_id", Identity{"r1", time.Hour}, Identity{"r1", time.Hour + later}, false, time.Time{}},
+		{"same run_id, shorter uptime", Identity{"r1", time.Hour}, Identity{"r1", time.Second}, false, time.Time{}}, // run_id is the identity
+		{"same run_id, uptime unknown", Identity{"r1", time.Hour}, Identity{"r1", unknown}, false, time.Time{}},
+		{"run_id changed", Identity{"r1", time.Hour}, Identity{"r2", 5 * time.Second}, true, now.Add(-5 * time.Second).Add(hold)},
+		{"run_id changed, long uptime", Identity{"r1", time.Hour}, Identity{"r2", time.Hour}, true, now.Add(-time.Hour).Add(hold)}, // until in the past: counts at once
+		{"run_id changed, uptime unknown", Identity{"r1", time.Hour}, Identity{"r2", unknown}, true, now.Add(hold)},
+		{"run_id lost, uptime consistent", Identity{"r1", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
+		{"run_id lost, uptime shorter", Identity{"r1", time.Hour}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"run_id new, uptime shorter", Identity{"", time.Hour}, Identity{"r1", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"no run_id, uptime consistent", Identity{"", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
+		{"no run_id, uptime truncated", Identity{"", time.Hour}, Identity{"", time.Hour + later - time.Second}, false, time.Time{}},
+		{"no run_id, uptime shorter", Identity{"", time.Hour}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"no run_id, uptime now unknown", Identity{"", time.Hour}, Identity{"", unknown}, true, now.Add(hold)},
+		{"nothing known either time", Identity{"", unknown}, Identity{"", unknown}, true, now.Add(hold)},
+		// The first boot estimate was t0 itself (uptime unknown): a backend up
+		// since before t0 is the same run, one that came up after is not.
+		{"uptime unknown, then long", Identity{"", unknown}, Identity{"", later + time.Hour}, false, time.Time{}},
+		{"uptime unknown, then short", Identity{"", unknown}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Watch{Rule: RestartRule{Hold: hold}}
+			w.Observe(tc.first, t0)
+			if got := w.Observe(tc.second, now); got != tc.restarted {
+				t.Errorf("Observe(%+v) after %+v = %v, want %v", tc.second, tc.first, got, tc.restarted)
+			}
+			checkQuarantine(t, &w, tc.until)
+			if w.RunID() != tc.second.RunID {
+				t.Errorf("RunID() = %q, want the last observed %q", w.RunID(), tc.second.RunID)
+			}
+		})
+	}
+}
+
+// Without run_ids, a boot estimate later than the known one by up to
+// uptimeSlack (truncated uptime_in_seconds, INFO latency) is the same run.
+func TestWatchUptimeSlackBoundary(t *testing.T) {
+	now := at(time.Hour)
+	for _, tc := range []struct {
+		shift     time.Duration // how much later the new boot estimate is
+		restarted bool
+	}{
+		{-time.Minute, false},
+		{0, false},
+		{uptimeSlack, false},
+		{uptimeSlack + time.Nanosecond, true},
+	} {
+		w := Watch{Rule: RestartRule{Hold: hold}}
+		w.Observe(Identity{"", 2 * time.Hour}, t0) // booted at t0-2h
+		uptime := now.Sub(t0.Add(-2 * time.Hour).Add(tc.shift))
+		if got := w.Observe(Identity{"", uptime}, now); got != tc.restarted {
+			t.Errorf("boot estimate %v later: restarted = %v, want %v", tc.shift, got, tc.restarted)
+		}
+	}
+}
+
+func TestWatchStrictDoesNotAffectLaterSightings(t *testing.T) {
+	w := Watch{Rule: RestartRule{Hold: hold, Strict: true}}
+	w.Observe(Identity{"r1", time.Hour}, t0)
+	if got := w.Observe(Identity{"r1", time.Hour + time.Minute}, at(time.Minute)); got {
+		t.Error("same run seen again under the strict rule reported a restart")
+	}
+	checkQuarantine(t, &w, time.Time{})
+}
+
+// A quarantine is only ever extended, never shortened.
+func TestWatchQuarantineOnlyExtends(t *testing.T) {
+	w := Watch{Rule: RestartRule{Hold: hold}}
+	w.Observe(Identity{"r1", time.Hour}, t0)
+	w.Observe(Identity{"r2", 0}, at(10*time.Second)) // came back at t0+10s
+	first := at(10*time.Second + hold)
+	checkQuarantine(t, &w, first)
+	// Another identity whose boot estimate is far in the past must not lift it.
+	if !w.Observe(Identity{"r3", time.Hour}, at(11*time.Second)) {
+		t.Fatal("run_id change not reported as a restart")
+	}
+	checkQuarantine(t, &w, first)
+	// A later restart extends it.
+	w.Observe(Identity{"r4", 0}, at(20*time.Second))
+	checkQuarantine(t, &w, at(20*time.Second+hold))
+}
+
+func TestWatchZeroHold(t *testing.T) {
+	w := Watch{} // the quarantine is off
+	w.Observe(Identity{"r1", time.Hour}, t0)
+	if !w.Observe(Identity{"r2", 0}, at(time.Second)) {
+		t.Error("run_id change not reported as a restart")
+	}
+	if !w.Counts(at(time.Second)) {
+		t.Error("with Hold 0 a restarted backend must count at once")
+	}
+}
+
+// A life story: the backend is trusted, restarts, sits out Hold, counts again,
+// and reconnects of the same run do not reset anything.
+func TestWatchStory(t *testing.T) {
+	w := Watch{Rule: RestartRule{Hold: hold}}
+	type step struct {
+		at        time.Duration
+		id        Identity
+		restarted bool
+		countsAt  []time.Duration // instants at which Counts is true
+		outAt     []time.Duration // instants at which Counts is false
+	}
+	for i, s := range []step{
+		{0, Identity{"r1", time.Hour}, false, []time.Duration{0, time.Hour}, nil},
+		{time.Minute, Identity{"r1", time.Hour + time.Minute}, false, []time.Duration{time.Minute}, nil},
+		// Restarted at 2m, seen at 2m3s: out until 2m30s.
+		{2*time.Minute + 3*time.Second, Identity{"r2", 3 * time.Second}, true,
+			[]time.Duration{2*time.Minute + 30*time.Second, time.Hour},
+			[]time.Duration{2*time.Minute + 3*time.Second, 2*time.Minute + 30*time.Second - 1}},
+		// A reconnect of the same run during the quarantine changes nothing.
+		{2*time.Minute + 10*time.Second, Identity{"r2", 10 * time.Second}, false,
+			[]time.Duration{2*time.Minute + 30*time.Second},
+			[]time.Duration{2*time.Minute + 10*time.Second}},
+		{5 * time.Minute, Identity{"r2", 3 * time.Minute}, false, []time.Duration{5 * time.Minute}, nil},
+	} {
+		if got := w.Observe(s.id, at(s.at)); got != s.restarted {
+			t.Errorf("step %d: Observe(%+v) at +%v = %v, want %v", i, s.id, s.at, got, s.restarted)
+		}
+		for _, c := range s.countsAt {
+			if !w.Counts(at(c)) {
+				t.Errorf("step %d: Counts(+%v) = false, want true (quarantined until %v)", i, c, w.QuarantinedUntil().Sub(t0))
+			}
+		}
+		for _, c := range s.outAt {
+			if w.Counts(at(c)) {
+				t.Errorf("step %d: Counts(+%v) = true, want false (quarantined until %v)", i, c, w.QuarantinedUntil().Sub(t0))
+			}
+		}
+	}
+}
+
+// For random sequences of sightings, Counts(now) is exactly
+// !now.Before(QuarantinedUntil()), a restart always quarantines until at
+// least boot+Hold, and the quarantine never shrinks.
+func TestWatchProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	runIDs := []string{"", "r1", "r2"}
+	for range 2000 {
+		w := Watch{Rule: RestartRule{Hold: time.Duration(rng.Int64N(int64(time.Minute))), Strict: rng.IntN(2) == 0}}
+		now := t0
+		var prevUntil time.Time
+		for range 10 {
+			now = now.Add(time.Duration(rng.Int64N(int64(time.Minute))))
+			id := Identity{RunID: runIDs[rng.IntN(len(runIDs))], Uptime: unknown}
+			if rng.IntN(4) != 0 {
+				id.Uptime = time.Duration(rng.Int64N(int64(10 * time.Minute)))
+			}
+			restarted := w.Observe(id, now)
+			until := w.QuarantinedUntil()
+			if until.Before(prevUntil) {
+				t.Fatalf("quarantine shrank from %v to %v after %+v", prevUntil, until, id)
+			}
+			boot := now
+			if id.Uptime >= 0 {
+				boot = now.Add(-id.Uptime)
+			}
+			if restarted && until.Before(boot.Add(w.Rule.Hold)) {
+				t.Fatalf("restart of %+v at %v quarantined only until %v, want at least boot+Hold %v", id, now, until, boot.Add(w.Rule.Hold))
+			}
+			if w.RunID() != id.RunID {
+				t.Fatalf("RunID() = %q after observing %q", w.RunID(), id.RunID)
+			}
+			for _, probe := range []time.Time{until.Add(-1), until, until.Add(1), now} {
+				if got, want := w.Counts(probe), !probe.Before(until); got != want {
+					t.Fatalf("Counts(%v) = %v with quarantine until %v", probe, got, until)
+				}
+			}
+			prevUntil = until
+		}
+	}
+}
