@@ -4,6 +4,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
@@ -199,6 +200,38 @@ var compareDelete = &script.Spec{
 	Name: "compare-and-delete", Role: script.RoleRelease, Keys: 1, TokenArg: 0, TTLArg: -1,
 	Granted: []script.Pattern{{Kind: script.PatInt, Int: 1}}, Refused: []script.Pattern{{Kind: script.PatInt, Int: 0}},
 	Success: script.Pattern{Kind: script.PatInt, Int: 1}, Failure: script.Pattern{Kind: script.PatInt, Int: 0},
+}
+
+// setIfEqScript is SET key value IFEQ value PX ms for Redis 7: re-arm the
+// TTL of a lock that holds the caller's value.
+var setIfEqScript = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return false`))
+
+var setIfEqSpec = &script.Spec{
+	Name: "SET IFEQ (Redis 8.4)", Role: script.RoleExtend, Keys: 1, TokenArg: 0, TTLArg: 1, TTLUnit: time.Millisecond,
+	Granted: []script.Pattern{{Kind: script.PatOK}}, Refused: []script.Pattern{{Kind: script.PatNil}},
+	Success: script.Pattern{Kind: script.PatOK}, Failure: script.Pattern{Kind: script.PatNil},
+}
+
+// startSetIfEq extends a lock as SET key token IFEQ token PX ms: OK when a
+// majority re-armed it with validity left, nil otherwise, as Redis 8.4.
+func startSetIfEq(c *client, req setRequest) {
+	c.reserve(1)
+	o := c.s.eng.newOp("set", opScript, c.done)
+	o.spec = setIfEqSpec
+	o.nkeys = 1
+	o.ttl = req.ttl
+	b := resp.AppendArrayHeader(c.cmd[:0], 6)
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, setIfEqScript.Sha)
+	b = resp.AppendBulkString(b, "1")
+	b = resp.AppendBulk(b, req.key)
+	b = resp.AppendBulk(b, req.value)
+	b = resp.AppendBulkInt(b, req.ttl.Milliseconds())
+	c.cmd = b
+	c.startOp(o, b, setIfEqScript)
 }
 
 // cmdDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds

@@ -22,9 +22,10 @@ const (
 	msgAuthNotConfigured = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	msgMaxClients        = "ERR max number of clients reached"
 
-	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT)"
+	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
+	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgExpiryPast     = "ERR redlock-proxy: the lock's expiry time is already in the past"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 )

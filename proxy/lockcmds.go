@@ -20,6 +20,10 @@ func cmdSet(c *client, args [][]byte) {
 		c.replyErr(msg)
 		return
 	}
+	if req.ifEq {
+		startSetIfEq(c, req)
+		return
+	}
 	c.reserve(1)
 	o := c.s.eng.newOp("set", opAcquire, c.done)
 	o.ttl = req.ttl

@@ -7,10 +7,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
-// setRequest is a SET the proxy accepts: a lock acquire.
+// setRequest is a SET the proxy accepts: a lock acquire, or (Redis 8.4's
+// SET ... IFEQ) a compare-and-set that extends a lock.
 type setRequest struct {
 	key, value []byte
 	ttl        time.Duration
+	ifEq       bool // extend: set only if the key holds value
 }
 
 const (
@@ -22,6 +24,7 @@ const (
 	setPX
 	setEXAT
 	setPXAT
+	setIFEQ
 )
 
 // parseSet validates SET key value [options] as Redis 7 does (same errors,
@@ -30,15 +33,20 @@ const (
 // returns the wire error message.
 func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, string) {
 	flags := 0
-	var expire []byte
+	var expire, ifEq []byte
 	for j := 3; j < len(args); j++ {
 		opt := args[j]
 		hasNext := j+1 < len(args)
 		switch {
-		case is(opt, "NX") && flags&setXX == 0:
+		case is(opt, "NX") && flags&(setXX|setIFEQ) == 0:
 			flags |= setNX
-		case is(opt, "XX") && flags&setNX == 0:
+		case is(opt, "XX") && flags&(setNX|setIFEQ) == 0:
 			flags |= setXX
+		case is(opt, "IFEQ") && flags&(setNX|setXX|setIFEQ) == 0 && hasNext:
+			// Redis 8.4: set only if the current value equals the argument.
+			flags |= setIFEQ
+			ifEq = args[j+1]
+			j++
 		case is(opt, "GET"):
 			flags |= setGet
 		case is(opt, "KEEPTTL") && flags&(setEX|setEXAT|setPX|setPXAT) == 0:
@@ -95,7 +103,9 @@ func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, s
 	switch {
 	case flags&setGet != 0:
 		return setRequest{}, msgSetNoGet
-	case flags&setNX == 0:
+	case flags&setIFEQ != 0 && string(ifEq) != string(args[2]):
+		return setRequest{}, msgSetIfEqHandoff
+	case flags&(setNX|setIFEQ) == 0:
 		return setRequest{}, msgSetNeedsNX
 	case expire == nil:
 		return setRequest{}, msgSetNeedsExpiry
@@ -104,5 +114,5 @@ func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, s
 	case ms > maxMs:
 		return setRequest{}, msgTTLTooLong(ms, maxMs)
 	}
-	return setRequest{key: args[1], value: args[2], ttl: time.Duration(ms) * time.Millisecond}, ""
+	return setRequest{key: args[1], value: args[2], ttl: time.Duration(ms) * time.Millisecond, ifEq: flags&setIFEQ != 0}, ""
 }
