@@ -40,8 +40,8 @@ type token struct {
 
 // Normalize returns the canonical text of a Lua script: its tokens, one
 // space apart, with comments dropped, strings re-quoted, command names in
-// redis.call/pcall lowercased, semicolons dropped, and local variables
-// renamed in order of declaration.
+// redis.call/pcall lowercased, semicolons dropped (but before "("), and
+// local variables renamed in order of declaration.
 func Normalize(src []byte) (string, error) {
 	if len(src) > MaxScriptBytes {
 		return "", errors.New("script: too long to recognise")
@@ -50,30 +50,62 @@ func Normalize(src []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	isOp := func(t token, op string) bool { return t.kind == tOp && t.text == op }
+	// Semicolons are optional separators, except before "(" where one
+	// separates "f; (g)()" from the call "f(g)()".
+	kept := toks[:0]
+	for i, t := range toks {
+		if isOp(t, ";") && !(i+1 < len(toks) && isOp(toks[i+1], "(")) {
+			continue
+		}
+		kept = append(kept, t)
+	}
+	toks = kept
 	// Lowercase command names: redis . call|pcall ( "NAME"
 	for i := 0; i+4 < len(toks); i++ {
-		if toks[i].kind == tName && toks[i].text == "redis" && toks[i+1].text == "." &&
+		if toks[i].kind == tName && toks[i].text == "redis" && isOp(toks[i+1], ".") &&
 			toks[i+2].kind == tName && (toks[i+2].text == "call" || toks[i+2].text == "pcall") &&
-			toks[i+3].text == "(" && toks[i+4].kind == tString {
+			isOp(toks[i+3], "(") && toks[i+4].kind == tString {
 			toks[i+4].text = strings.ToLower(toks[i+4].text)
 		}
 	}
 	renameLocals(toks)
 	var b strings.Builder
 	for _, t := range toks {
-		if t.kind == tOp && t.text == ";" {
-			continue
-		}
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		if t.kind == tString {
-			b.WriteString(strconv.Quote(t.text))
+			luaQuote(&b, t.text)
 		} else {
 			b.WriteString(t.text)
 		}
 	}
 	return b.String(), nil
+}
+
+// luaQuote writes s as a Lua 5.1 string literal that reads back as s:
+// printable ASCII as is, quote and backslash escaped, every other byte as a
+// three-digit decimal escape. So the canonical text is itself a script that
+// normalizes to itself.
+func luaQuote(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c >= 0x7f:
+			b.WriteByte('\\')
+			b.WriteByte('0' + c/100)
+			b.WriteByte('0' + c/10%10)
+			b.WriteByte('0' + c%10)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
 }
 
 // renameLocals gives local variables, loop variables and function
@@ -101,9 +133,9 @@ func renameLocals(toks []token) {
 			if j < len(toks) && toks[j].text == "function" {
 				j++
 			}
-			for j < len(toks) && toks[j].kind == tName {
+			for j < len(toks) && toks[j].kind == tName && !isKeyword(toks[j].text) {
 				declare(j)
-				if j+1 < len(toks) && toks[j+1].text == "," {
+				if j+1 < len(toks) && toks[j+1].kind == tOp && toks[j+1].text == "," {
 					j += 2
 					continue
 				}
@@ -112,7 +144,8 @@ func renameLocals(toks []token) {
 		case "function":
 			// function [Name {. Name} [: Name]] ( params )
 			j := i + 1
-			for j < len(toks) && (toks[j].kind == tName || toks[j].text == "." || toks[j].text == ":") {
+			for j < len(toks) && ((toks[j].kind == tName && !isKeyword(toks[j].text)) ||
+				(toks[j].kind == tOp && (toks[j].text == "." || toks[j].text == ":"))) {
 				j++
 			}
 			if j >= len(toks) || toks[j].text != "(" {
@@ -120,9 +153,9 @@ func renameLocals(toks []token) {
 			}
 			for j++; j < len(toks); j++ {
 				switch {
-				case toks[j].kind == tName:
+				case toks[j].kind == tName && !isKeyword(toks[j].text):
 					declare(j)
-				case toks[j].text == "," || toks[j].text == "...":
+				case toks[j].kind == tOp && (toks[j].text == "," || toks[j].text == "..."):
 				default:
 					j = len(toks) // ")" or a syntax error: the header is over
 				}
