@@ -142,8 +142,9 @@ func cmdCommand(c *client, args [][]byte) {
 		}
 		c.reply(commandTable(cmds))
 	case is(sub, "docs"):
-		// No docs: redis-cli then falls back to its built-in help.
-		c.reply(resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}})
+		// An error, as from a Redis 6: interactive redis-cli then uses its
+		// built-in help and hints (an empty reply would leave it with none).
+		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
 	case is(sub, "list") && len(args) == 2:
 		v := resp.Value{Kind: resp.KindArray}
 		for _, cmd := range sortedCommands() {
@@ -151,7 +152,7 @@ func cmdCommand(c *client, args [][]byte) {
 		}
 		c.reply(v)
 	case is(sub, "help"):
-		c.reply(helpReply("COMMAND", "COUNT", "DOCS [<command-name> ...]", "INFO [<command-name> ...]", "LIST"))
+		c.reply(helpReply("COMMAND", "COUNT", "INFO [<command-name> ...]", "LIST"))
 	default:
 		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
 	}
