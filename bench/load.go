@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// releaseScript is the compare-and-delete every single-instance lock uses.
+var releaseScript = redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+
+// result is one measurement.
+type result struct {
+	Series   string        `json:"series"`    // proxy, lone, redsync
+	N        int           `json:"n"`         // backends
+	Clients  int           `json:"clients"`   // concurrent clients
+	Cycles   int64         `json:"cycles"`    // completed lock cycles
+	Errors   int64         `json:"errors"`    // failed cycles
+	Elapsed  time.Duration `json:"elapsed"`   // measured time
+	PerSec   float64       `json:"per_sec"`   // lock cycles per second
+	P50      time.Duration `json:"p50"`       // cycle latency
+	P99      time.Duration `json:"p99"`       //
+	P999     time.Duration `json:"p999"`      //
+	ProxyCPU time.Duration `json:"proxy_cpu"` // proxy CPU per lock operation (SET or release)
+	RedisCPU time.Duration `json:"redis_cpu"` // all Redis servers' CPU per lock operation
+}
+
+// cycleFunc runs one lock cycle (acquire, release) for worker w.
+type cycleFunc func(ctx context.Context, w int, key, token string) error
+
+// errNotAcquired marks a lock that was unexpectedly not granted (keys are
+// unique, so it only happens when the system under test fails).
+var errNotAcquired = errors.New("lock not acquired")
+
+// singleInstanceCycle is the same client code for the proxy and a lone
+// Redis: go-redis SetNX, then the compare-and-delete by EVALSHA.
+func singleInstanceCycle(cl *redis.Client) cycleFunc {
+	return func(ctx context.Context, w int, key, token string) error {
+		ok, err := cl.SetNX(ctx, key, token, 30*time.Second).Result()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errNotAcquired
+		}
+		n, err := releaseScript.Run(ctx, cl, []string{key}, token).Int()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("release answered %d", n)
+		}
+		return nil
+	}
+}
+
+// redsyncCycle is client-side Redlock over the same backends.
+func redsyncCycle(rs *redsync.Redsync) cycleFunc {
+	return func(ctx context.Context, w int, key, token string) error {
+		m := rs.NewMutex(key, redsync.WithExpiry(30*time.Second), redsync.WithTries(1),
+			redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
+		if err := m.LockContext(ctx); err != nil {
+			return err
+		}
+		if ok, err := m.UnlockContext(ctx); err != nil || !ok {
+			return fmt.Errorf("unlock: %v, %v", ok, err)
+		}
+		return nil
+	}
+}
+
+func newRedsync(addrs []string, poolSize int) (*redsync.Redsync, func()) {
+	var pools []redsyncredis.Pool
+	var clients []*redis.Client
+	for _, a := range addrs {
+		cl := redis.NewClient(&redis.Options{Addr: a, PoolSize: poolSize, MaxRetries: -1})
+		clients = append(clients, cl)
+		pools = append(pools, goredis.NewPool(cl))
+	}
+	return redsync.New(pools...), func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+}
+
+// run drives clients workers doing lock cycles for d, after a warm-up.
+func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis time.Duration)) result {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var measuring atomic.Bool
+	var cycles, errs atomic.Int64
+	lat := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	base := time.Now().UnixNano()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) { // owned by run: stops when ctx is cancelled
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := seq.Add(1)
+				key := "bench:" + strconv.FormatInt(base, 36) + ":" + strconv.FormatInt(n, 36)
+				token := "t" + strconv.FormatInt(n, 36)
+				start := time.Now()
+				err := cycle(ctx, w, key, token)
+				if !measuring.Load() || ctx.Err() != nil {
+					continue
+				}
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				cycles.Add(1)
+				lat[w] = append(lat[w], time.Since(start))
+			}
+		}(w)
+	}
+	time.Sleep(min(d/4, time.Second)) // warm-up: connections, script caches
+	p0, r0 := cpu()
+	measuring.Store(true)
+	start := time.Now()
+	time.Sleep(d)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	p1, r1 := cpu()
+	n, e := cycles.Load(), errs.Load()
+	cancel()
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	pct := func(p float64) time.Duration {
+		if len(all) == 0 {
+			return 0
+		}
+		return all[min(len(all)-1, int(p*float64(len(all))))]
+	}
+	r := result{Clients: clients, Cycles: n, Errors: e, Elapsed: elapsed,
+		PerSec: float64(n) / elapsed.Seconds(), P50: pct(0.50), P99: pct(0.99), P999: pct(0.999)}
+	if ops := 2 * n; ops > 0 { // a cycle is two lock operations
+		r.ProxyCPU = (p1 - p0) / time.Duration(ops)
+		r.RedisCPU = (r1 - r0) / time.Duration(ops)
+	}
+	return r
+}
+
+// pipelined runs redis-benchmark with -P 16 against addr and returns SETs
+// per second.
+func pipelined(addr string, clients, depth int, requests int) (float64, error) {
+	h, p := hostPort(addr)
+	out, err := exec.Command("redis-benchmark", "-h", h, "-p", p, "-c", strconv.Itoa(clients), "-P", strconv.Itoa(depth),
+		"-n", strconv.Itoa(requests), "-r", "100000000", "--csv",
+		"SET", "bench:p:__rand_int__", "v", "NX", "PX", "30000").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) >= 2 && strings.HasPrefix(f[0], `"SET`) {
+			return strconv.ParseFloat(strings.Trim(f[1], `"`), 64)
+		}
+	}
+	return 0, fmt.Errorf("redis-benchmark printed no result:\n%s", out)
+}

@@ -1,0 +1,222 @@
+// Command bench measures redlock-proxy against its baselines, in one run on
+// one machine, and reports ratios:
+//
+//	go run ./bench                    # the full comparison (several minutes)
+//	go run ./bench -quick             # a short smoke run
+//	go run ./bench -mode safety       # the fault-injection safety harness
+//
+// The throughput comparison starts real redis-server processes and the
+// proxy (as its own process, so its CPU is measured apart), then for each
+// client count and each N runs, interleaved: (a) the proxy over N backends,
+// (b) the same client code against one lone Redis, (c) client-side Redlock
+// (redsync) over the same N backends; plus redis-benchmark -P 16 pipelined
+// SETs against the proxy and a lone Redis. It prints progress, a table, and
+// writes results.json, report.md and chart.svg under -out.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+)
+
+func main() {
+	mode := flag.String("mode", "throughput", "throughput or safety")
+	quick := flag.Bool("quick", false, "short run: fewer points, 1s each")
+	dur := flag.Duration("duration", 3*time.Second, "measured time per point")
+	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
+	nsFlag := flag.String("n", "1,3,5", "backend counts")
+	rounds := flag.Int("rounds", 1, "interleaved rounds; the median is reported")
+	out := flag.String("out", "bench/results", "directory for results.json, report.md, chart.svg")
+	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
+	flag.Parse()
+
+	switch *mode {
+	case "throughput":
+	case "safety":
+		os.Exit(runSafety(flag.Args()))
+	default:
+		fmt.Fprintf(os.Stderr, "unknown -mode %q\n", *mode)
+		os.Exit(2)
+	}
+	if *quick {
+		*dur = time.Second
+		*clientsFlag = "1,50"
+		*nsFlag = "1,5"
+	}
+	clients, err := ints(*clientsFlag)
+	check(err)
+	ns, err := ints(*nsFlag)
+	check(err)
+	rep, err := throughput(ns, clients, *dur, *rounds, *pipeline)
+	check(err)
+	check(rep.write(*out))
+	rep.printTable(os.Stdout)
+	fmt.Printf("\nwrote %s\n", filepath.Join(*out, "report.md"))
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func progress(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+// throughput runs the whole comparison.
+func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool) (*report, error) {
+	tmp, err := os.MkdirTemp("", "redlock-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	progress("building the proxy")
+	bin, err := buildProxy(tmp)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report{Started: time.Now(), Duration: d, Rounds: rounds, Host: hostInfo()}
+	lone, err := redisproc.Start(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer lone.Stop()
+	lonePID := redisPID(lone.Addr)
+	for _, n := range ns {
+		servers, err := redisproc.StartN(tmp, n)
+		if err != nil {
+			return nil, err
+		}
+		var addrs []string
+		var pids []int
+		for _, s := range servers {
+			addrs = append(addrs, s.Addr)
+			pids = append(pids, redisPID(s.Addr))
+		}
+		px, err := startProxy(bin, addrs)
+		if err != nil {
+			return nil, err
+		}
+		progress("N=%d: proxy %s over %s", n, px.Addr, strings.Join(addrs, ","))
+		for _, c := range clients {
+			var samples [3][]result
+			for r := 0; r < rounds; r++ {
+				// Interleaved: the three series take turns, so drift in
+				// the machine's load touches them alike.
+				for i, series := range []string{"lone", "proxy", "redsync"} {
+					var res result
+					switch series {
+					case "lone":
+						cl := redis.NewClient(&redis.Options{Addr: lone.Addr, PoolSize: c, MaxRetries: -1})
+						res = run(c, d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, cpuOf([]int{lonePID}) })
+						cl.Close()
+					case "proxy":
+						cl := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: c, MaxRetries: -1})
+						res = run(c, d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) })
+						cl.Close()
+					case "redsync":
+						rs, closeRS := newRedsync(addrs, c)
+						res = run(c, d, redsyncCycle(rs), func() (time.Duration, time.Duration) { return 0, cpuOf(pids) })
+						closeRS()
+					}
+					res.Series, res.N = series, n
+					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  proxy CPU/op %v",
+						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors, res.ProxyCPU)
+					samples[i] = append(samples[i], res)
+				}
+			}
+			for i := range samples {
+				rep.Results = append(rep.Results, median(samples[i]))
+			}
+		}
+		if pipe && (n == ns[len(ns)-1]) {
+			for r := 0; r < rounds; r++ {
+				l, err := pipelined(lone.Addr, 50, 16, 400000)
+				if err != nil {
+					return nil, err
+				}
+				p, err := pipelined(px.Addr, 50, 16, 200000)
+				if err != nil {
+					return nil, err
+				}
+				progress("N=%d pipelined -P 16 -c 50: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)", n, l, p, p/l)
+				rep.Pipelined = append(rep.Pipelined, pipeResult{N: n, Lone: l, Proxy: p})
+			}
+		}
+		px.stop()
+		for _, s := range servers {
+			s.Stop()
+		}
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// median picks the sample with the median throughput.
+func median(rs []result) result {
+	best := rs[0]
+	if len(rs) > 2 {
+		sorted := append([]result(nil), rs...)
+		for i := range sorted {
+			for j := i + 1; j < len(sorted); j++ {
+				if sorted[j].PerSec < sorted[i].PerSec {
+					sorted[i], sorted[j] = sorted[j], sorted[i]
+				}
+			}
+		}
+		best = sorted[len(sorted)/2]
+	} else if len(rs) == 2 && rs[1].PerSec > rs[0].PerSec {
+		best = rs[1]
+	}
+	return best
+}
+
+func hostInfo() string {
+	h, _ := os.Hostname()
+	cpus := 0
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		cpus = strings.Count(string(b), "processor\t:")
+	}
+	return fmt.Sprintf("%s, %d CPUs", h, cpus)
+}
+
+func (r *report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), []byte(r.svg()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.markdown()), 0o644)
+}
+
+var _ = context.Background

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+)
+
+// repoRoot finds the module root, to build the proxy from source.
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run the benchmark from inside the redlock-proxy module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// buildProxy compiles the proxy binary into dir.
+func buildProxy(dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "redlock-proxy")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the proxy: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// proxyProc is a proxy running as its own process, so that its CPU time
+// can be measured apart from the load generator's.
+type proxyProc struct {
+	cmd  *exec.Cmd
+	Addr string
+	done chan struct{}
+}
+
+func startProxy(bin string, backends []string, extra ...string) (*proxyProc, error) {
+	port, err := redisproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	args := append([]string{"-listen", addr, "-admin", "", "-backends", strings.Join(backends, ","), "-log_level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proxyProc{cmd: cmd, Addr: addr, done: make(chan struct{})}
+	go func() { // owned by proxyProc: ends when the process exits (stop waits for it)
+		cmd.Wait()
+		close(p.done)
+	}()
+	// Ready once every backend counts.
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := cl.Info(context.Background(), "proxy").Result()
+		if err == nil && strings.Contains(info, fmt.Sprintf("backends_counting:%d\r", len(backends))) {
+			return p, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.stop()
+	return nil, fmt.Errorf("proxy on %s did not become ready", addr)
+}
+
+func (p *proxyProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proxyProc) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// cpuTime reads a process's user+system CPU time from /proc.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / clkTck, nil
+}
+
+// cpuOf sums the CPU time of several processes.
+func cpuOf(pids []int) time.Duration {
+	var total time.Duration
+	for _, p := range pids {
+		if d, err := cpuTime(p); err == nil {
+			total += d
+		}
+	}
+	return total
+}
+
+// redisPID finds a redis-server's pid from its port (INFO server).
+func redisPID(addr string) int {
+	cl := redis.NewClient(&redis.Options{Addr: addr})
+	defer cl.Close()
+	info, err := cl.Info(context.Background(), "server").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// hostPort splits an address for redis-benchmark.
+func hostPort(addr string) (string, string) {
+	h, p, _ := net.SplitHostPort(addr)
+	return h, p
+}
