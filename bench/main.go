@@ -4,6 +4,7 @@
 //	go run ./bench                    # the full comparison (several minutes)
 //	go run ./bench -quick             # a short smoke run
 //	go run ./bench -mode safety       # the fault-injection safety harness
+//	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s
 //
 // The throughput comparison starts real redis-server processes and the
 // proxy (as its own process, so its CPU is measured apart), then for each
@@ -39,9 +40,18 @@ func main() {
 	rounds := flag.Int("rounds", 1, "interleaved rounds; the median is reported")
 	out := flag.String("out", "bench/results", "directory for results.json, report.md, chart.svg")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
+	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
 	flag.Parse()
 
 	switch *mode {
+	case "load":
+		// Drive any address with lock cycles, e.g. while profiling a proxy.
+		cs, err := ints(*clientsFlag)
+		check(err)
+		cl := redis.NewClient(&redis.Options{Addr: *target, PoolSize: cs[0], MaxRetries: -1})
+		res := run(cs[0], *dur, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, 0 })
+		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d\n", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
+		return
 	case "throughput":
 	case "safety":
 		os.Exit(runSafety(flag.Args()))

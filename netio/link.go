@@ -32,6 +32,12 @@ type Options struct {
 	DeadAfter      time.Duration // disconnect when a reply is this late (default max(1s, 20*Timeout))
 	HealthInterval time.Duration // PING period while idle or busy (default 1s)
 	MaxPending     int           // commands waiting for replies before sends fail (default 1<<16)
+	// BatchesInFlight is how many written batches may await their replies
+	// before the writer holds new commands back: commands that arrive
+	// meanwhile share the next write, so a loaded link makes few large
+	// writes while an idle one writes at once (default 1; negative: no
+	// limit, one write per wake-up).
+	BatchesInFlight int
 
 	Restart quorum.RestartRule // when a restarted backend's votes count again
 	Logger  *slog.Logger       // default slog.Default()
@@ -63,6 +69,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = 1 << 16
+	}
+	if o.BatchesInFlight == 0 {
+		o.BatchesInFlight = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -100,6 +109,15 @@ type Link struct {
 	verified bool      // the current connection told the backend's identity
 	watch    quorum.Watch
 	health   Health
+
+	// Write batching on the current connection: commands queued, replies
+	// read, and the queued count at the end of each written batch whose
+	// replies are not all in.
+	queued    uint64
+	replied   uint64
+	batchEnds []uint64
+	held      bool   // the writer holds commands back until a batch is answered
+	sentMark  uint64 // queued count at the last write, for Health.Sent
 }
 
 // Health is a snapshot of a backend's state.
@@ -115,6 +133,8 @@ type Health struct {
 	Restarts         uint64    // restarts detected
 	Timeouts         uint64    // commands that got no reply in time
 	Errors           uint64    // error replies and failed sends
+	Writes           uint64    // write calls to the backend
+	Sent             uint64    // commands written (Sent/Writes is the mean batch)
 	Since            time.Time // when Up last changed
 }
 
@@ -186,15 +206,22 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
 		l.wbuf = resp.AppendBulk(l.wbuf, script.Body)
 		l.q.push(entry{rcv: l, tag: tagScriptLoad, sent: now, deadline: deadline})
+		l.queued++
 	}
 	l.wbuf = append(l.wbuf, cmd...)
 	l.q.push(entry{rcv: rcv, tag: tag, sent: now, deadline: deadline, script: script})
+	l.queued++
 	l.armLocked(deadline)
-	if !l.kicked {
+	l.kickLocked()
+	l.mu.Unlock()
+}
+
+// kickLocked wakes the writer unless it is already woken or holding back.
+func (l *Link) kickLocked() {
+	if !l.kicked && !l.held {
 		l.kicked = true
 		l.kick <- struct{}{} // capacity 1, and kicked guarantees it is empty
 	}
-	l.mu.Unlock()
 }
 
 // armLocked makes sure the sweep timer fires no later than t.
@@ -321,6 +348,7 @@ func (l *Link) serve(c net.Conn) {
 	l.loaded = make(map[string]bool)
 	l.verified = false
 	l.wbuf = l.wbuf[:0]
+	l.queued, l.replied, l.batchEnds, l.held, l.sentMark = 0, 0, l.batchEnds[:0], false, 0
 	l.health.Connects++
 	hs := now.Add(l.opt.DialTimeout)
 	if l.opt.Password != "" {
@@ -330,9 +358,11 @@ func (l *Link) serve(c net.Conn) {
 			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
 		}
 		l.q.push(entry{rcv: l, tag: tagAuth, sent: now, deadline: hs})
+		l.queued++
 	}
 	l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
 	l.q.push(entry{rcv: l, tag: tagInfo, sent: now, deadline: hs})
+	l.queued++
 	l.armLocked(hs)
 	l.kicked = true
 	kick <- struct{}{}
@@ -390,9 +420,24 @@ func (l *Link) writeLoop(c net.Conn, kick chan struct{}) {
 			l.mu.Unlock()
 			return
 		}
+		l.kicked = false
+		if len(l.wbuf) == 0 {
+			l.mu.Unlock()
+			continue
+		}
+		if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
+			// Earlier batches are still being answered: what arrives
+			// meanwhile joins this one; the reader wakes us.
+			l.held = true
+			l.mu.Unlock()
+			continue
+		}
 		buf := l.wbuf
 		l.wbuf = spare[:0]
-		l.kicked = false
+		l.batchEnds = append(l.batchEnds, l.queued)
+		l.health.Writes++
+		l.health.Sent += l.queued - l.sentMark
+		l.sentMark = l.queued
 		l.mu.Unlock()
 		c.SetWriteDeadline(time.Now().Add(l.opt.DeadAfter))
 		if _, err := c.Write(buf); err != nil {
@@ -421,6 +466,15 @@ func (l *Link) readLoop(c net.Conn) error {
 			return errors.New("reply with no command waiting for it")
 		}
 		e := l.q.pop()
+		l.replied++
+		if len(l.batchEnds) > 0 && l.batchEnds[0] <= l.replied {
+			n := copy(l.batchEnds, l.batchEnds[1:])
+			l.batchEnds = l.batchEnds[:n]
+			if l.held {
+				l.held = false
+				l.kickLocked()
+			}
+		}
 		counts := l.verified && l.watch.Counts(now)
 		isErr := v.Kind == resp.KindError
 		if isErr {

@@ -115,8 +115,12 @@ func (s *Server) infoProxy() string {
 		if now.Before(h.QuarantinedUntil) {
 			q = h.QuarantinedUntil.Sub(now).Milliseconds()
 		}
-		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d\r\n",
-			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors)
+		batch := 0.0
+		if h.Writes > 0 {
+			batch = float64(h.Sent) / float64(h.Writes)
+		}
+		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
+			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors, h.Sent, h.Writes, batch)
 	}
 	return b.String()
 }

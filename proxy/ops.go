@@ -31,6 +31,8 @@ type BackendStatus struct {
 	Restarts         uint64
 	Timeouts         uint64
 	Errors           uint64
+	Writes           uint64 // write calls to the backend
+	Sent             uint64 // commands written
 }
 
 // Scripts the proxy itself runs on the backends.

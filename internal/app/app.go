@@ -205,6 +205,7 @@ func (b backendsOf) Status() []proxy.BackendStatus {
 			Addr: h.Addr, Up: h.Up, Latency: h.Latency, RunID: h.RunID,
 			QuarantinedUntil: h.QuarantinedUntil, LastError: h.LastError,
 			Connects: h.Connects, Restarts: h.Restarts, Timeouts: h.Timeouts, Errors: h.Errors,
+			Writes: h.Writes, Sent: h.Sent,
 		}
 	}
 	return out
