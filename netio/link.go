@@ -371,12 +371,13 @@ func (l *Link) serve(c net.Conn) {
 		l.opt.Events.Reconnect(l.opt.Index)
 	}
 
-	writerDone := make(chan struct{})
-	go func() { // owned by serve, which waits for it below
+	writerDone, stop := make(chan struct{}), make(chan struct{})
+	go func() { // owned by serve, which stops it and waits for it below
 		defer close(writerDone)
-		l.writeLoop(c, kick)
+		l.writeLoop(c, kick, stop)
 	}()
 	err := l.readLoop(c)
+	close(stop)
 	c.Close()
 	<-writerDone
 
@@ -407,11 +408,13 @@ func (l *Link) serve(c net.Conn) {
 
 // writeLoop writes whatever Send queued, one write per wake-up: commands
 // queued while a write is in progress share the next one.
-func (l *Link) writeLoop(c net.Conn, kick chan struct{}) {
+func (l *Link) writeLoop(c net.Conn, kick, stop chan struct{}) {
 	var spare []byte
 	for {
 		select {
 		case <-kick:
+		case <-stop: // the reader saw the connection end
+			return
 		case <-l.ctx.Done():
 			return
 		}
