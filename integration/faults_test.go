@@ -1,0 +1,261 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/config"
+)
+
+// Liveness bounds below are generous on purpose: the machine is shared and
+// noisy. They check that nothing hangs, not how fast it is.
+
+func fastTimeout(cfg *config.Config) { cfg.BackendTimeout = 100 * time.Millisecond }
+
+// With three of five masters hung (SIGSTOP), SET NX answers soon with no
+// success and leaves no token on the masters it reached; with two hung it
+// still succeeds.
+func TestHungMasters(t *testing.T) {
+	c := newCluster(t, 5, fastTimeout)
+	ctx := context.Background()
+	cl := c.client(2)
+	paused := []int{}
+	defer func() {
+		for _, i := range paused {
+			c.servers[i].Resume()
+		}
+	}()
+	pause := func(i int) {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		paused = append(paused, i)
+	}
+	pause(0)
+	pause(1)
+	for i := 0; i < 5; i++ {
+		key := uniqueKey("hung2")
+		start := time.Now()
+		ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result()
+		if err != nil || !ok {
+			t.Fatalf("with 2 of 5 hung: SET NX = %v, %v", ok, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("with 2 of 5 hung, SET NX took %v", d)
+		}
+	}
+	pause(2)
+	for i := 0; i < 5; i++ {
+		key := uniqueKey("hung3")
+		start := time.Now()
+		ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result()
+		if ok || err != nil {
+			t.Fatalf("with 3 of 5 hung: SET NX = %v, %v; want a plain nil", ok, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("with 3 of 5 hung, SET NX took %v: it must answer within about the backend timeout", d)
+		}
+		for _, j := range []int{3, 4} {
+			deadline := time.Now().Add(3 * time.Second)
+			for {
+				v, _ := c.direct[j].Get(ctx, key).Result()
+				if v != "tok" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("with 3 of 5 hung: the failed SET NX left its token on reachable backend %d", j)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// One hung master slows nobody: many clients keep locking concurrently.
+func TestHungMasterDoesNotStallOthers(t *testing.T) {
+	c := newCluster(t, 5, fastTimeout)
+	if err := c.servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.servers[4].Resume()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for w := 0; w < 20; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := c.client(2)
+			for i := 0; i < 20; i++ {
+				key := uniqueKey("busy")
+				start := time.Now()
+				ok, err := cl.SetNX(ctx, key, "t", 10*time.Second).Result()
+				if err != nil || !ok {
+					errs <- err
+					return
+				}
+				if d := time.Since(start); d > 3*time.Second {
+					errs <- errors.New("a lock took " + d.String() + " with one master hung")
+					return
+				}
+				cl.Eval(ctx, seedRelease, []string{key}, "t")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("with one of five hung: %v", err)
+	}
+}
+
+// waitRestarted waits until the proxy has reconnected to backend i and
+// seen its new identity.
+func (c *cluster) waitRestarted(i int, restarts uint64) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h := c.app.Pool().Health()[i]
+		if h.Up && h.Restarts >= restarts {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("backend %d: restart not seen: %+v", i, h)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A master that restarts has forgotten its locks. Its votes do not count
+// until max_ttl + drift after it came back, from the first command on: a
+// lock still held by a client cannot be granted again through it. With the
+// quarantine off (the control), it is.
+func TestRestartQuarantineKeepsLocksExclusive(t *testing.T) {
+	for _, mode := range []string{"run-id", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			// TTLs long enough that A surely still holds its lock when B tries.
+			c := newCluster(t, 3, func(cfg *config.Config) {
+				cfg.MaxTTL = 5 * time.Second
+				cfg.RestartQuarantine = mode
+			})
+			ctx := context.Background()
+			cl := c.client(2)
+			key := uniqueKey("restart")
+			heldUntil := time.Now().Add(5 * time.Second)
+			if ok, err := cl.SetNX(ctx, key, "A", 5*time.Second).Result(); !ok || err != nil {
+				t.Fatalf("A: SET NX = %v, %v", ok, err)
+			}
+			// Two of three masters crash and come straight back, empty.
+			for _, i := range []int{0, 1} {
+				if err := c.servers[i].Restart(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.waitRestarted(0, 1)
+			c.waitRestarted(1, 1)
+			ok, err := cl.SetNX(ctx, key, "B", 2*time.Second).Result()
+			if !time.Now().Before(heldUntil) {
+				t.Fatalf("the machine was too slow: A's 5s lock ran out before B tried, so this run shows nothing")
+			}
+			switch mode {
+			case "run-id":
+				if ok || err != nil {
+					t.Fatalf("B got %v, %v while A still held the lock: the restarted masters' votes counted", ok, err)
+				}
+				info, _ := cl.Info(ctx, "proxy").Result()
+				if strings.Count(info, "state=quarantined") != 2 {
+					t.Fatalf("INFO does not show the two restarted masters quarantined:\n%s", info)
+				}
+				c.checkGone(t, "after B's refused attempt", key, "B")
+				// After the quarantine (and A's TTL), B gets it.
+				deadline := time.Now().Add(15 * time.Second)
+				for {
+					ok, _ := cl.SetNX(ctx, key, "B", 2*time.Second).Result()
+					if ok {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("B never got the lock after the quarantine")
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			case "off":
+				// The control: without the quarantine the forgetful masters
+				// hand out a lock that is still held.
+				if !ok || err != nil {
+					t.Fatalf("control: with the quarantine off B should (unsafely) get the lock: %v, %v", ok, err)
+				}
+			}
+		})
+	}
+}
+
+// The strict rule also quarantines masters that are younger than the hold
+// when the proxy first sees them: a proxy started with fresh masters
+// refuses locks until then.
+func TestStrictRestartRule(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *config.Config) {
+		cfg.MaxTTL = 2 * time.Second
+		cfg.BackendTimeout = 100 * time.Millisecond
+		cfg.RestartQuarantine = "strict"
+	})
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("strict")
+	// The masters started moments ago, so at first no vote counts...
+	h := c.app.Pool().Health()[0]
+	if !time.Now().Before(h.QuarantinedUntil) {
+		t.Fatalf("the masters are not quarantined at first (the 2s hold passed during set-up?): %+v", h)
+	}
+	if ok, _ := cl.SetNX(ctx, key, "t", time.Second).Result(); ok {
+		t.Fatalf("strict: a lock was granted by masters younger than the hold")
+	}
+	// ...and once they are older than max_ttl + drift, locks are granted.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if ok, _ := cl.SetNX(ctx, key, "t", time.Second).Result(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strict: no lock granted after the hold")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Several proxies over the same masters share nothing: a lock taken
+// through one is refused through another, and released through either.
+func TestTwoProxies(t *testing.T) {
+	c := newCluster(t, 3)
+	var addrs []string
+	for _, s := range c.servers {
+		addrs = append(addrs, s.Addr)
+	}
+	other, _ := startApp(t, addrs)
+	ctx := context.Background()
+	a, b := c.client(2), proxyClient(t, other.Addr(), 2)
+	key := uniqueKey("two")
+	if ok, _ := a.SetNX(ctx, key, "A", 10*time.Second).Result(); !ok {
+		t.Fatalf("SET NX through proxy A failed")
+	}
+	if ok, _ := b.SetNX(ctx, key, "B", 10*time.Second).Result(); ok {
+		t.Fatalf("proxy B granted a lock held through proxy A")
+	}
+	if n, _ := b.Eval(ctx, seedRelease, []string{key}, "A").Int(); n != 1 {
+		t.Fatalf("release through proxy B = %d", n)
+	}
+	if ok, _ := b.SetNX(ctx, key, "B", 10*time.Second).Result(); !ok {
+		t.Fatalf("proxy B could not take the released lock")
+	}
+	if v, err := a.Get(ctx, key).Result(); err != nil || v != "B" {
+		t.Fatalf("proxy A reads %q, %v", v, err)
+	}
+}
+
+var _ = redis.Nil
