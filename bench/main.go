@@ -32,6 +32,10 @@ import (
 )
 
 func main() {
+	if safetyMode(os.Args[1:]) {
+		// The safety harness has flags of its own (see safety.go).
+		os.Exit(runSafety(os.Args[1:]))
+	}
 	mode := flag.String("mode", "throughput", "throughput or safety")
 	quick := flag.Bool("quick", false, "short run: fewer points, 1s each")
 	dur := flag.Duration("duration", 3*time.Second, "measured time per point")
@@ -53,8 +57,8 @@ func main() {
 		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d\n", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
 		return
 	case "throughput":
-	case "safety":
-		os.Exit(runSafety(flag.Args()))
+	case "safety": // normally dispatched above, before flag.Parse
+		os.Exit(runSafety(os.Args[1:]))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown -mode %q\n", *mode)
 		os.Exit(2)

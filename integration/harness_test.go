@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,3 +202,46 @@ func rawDo(t testing.TB, addr string, payload string) string {
 }
 
 var _ = io.EOF
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// buildBinary builds the proxy once per test run.
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "redlock-proxy-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "redlock-proxy")
+		out, err := exec.Command("go", "build", "-o", built.bin, "..").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// waitServing waits until a proxy answers PING at addr.
+func waitServing(t testing.TB, addr string) {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for cl.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing serving on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func sigterm() os.Signal { return syscall.SIGTERM }

@@ -339,15 +339,22 @@ func cmdHello(c *client, args [][]byte) {
 }
 
 // passwordSet reports whether clients must authenticate.
-func (s *Server) passwordSet() bool { return s.cfg.RequirePass != "" }
+func (s *Server) passwordSet() bool { return s.cfg.RequirePass != "" || len(s.cfg.Users) > 0 }
 
-// checkAuth verifies client credentials. Without a password the default
-// user accepts any password (Redis's nopass default user).
+// checkAuth verifies client credentials. Without any password the default
+// user accepts any password (Redis's nopass default user); with users
+// configured and no RequirePass, the default user is disabled.
 func (s *Server) checkAuth(user, pass []byte) bool {
 	if !s.passwordSet() {
 		return string(user) == "default"
 	}
-	return string(user) == "default" && subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+	want, ok := s.cfg.Users[string(user)]
+	if string(user) == "default" {
+		want, ok = s.cfg.RequirePass, s.cfg.RequirePass != ""
+	}
+	// Compare in constant time whether or not the user exists.
+	eq := subtle.ConstantTimeCompare(pass, []byte(want)) == 1
+	return ok && eq
 }
 
 // setAuthed records whether the connection is authenticated; the reader

@@ -45,6 +45,9 @@ type client struct {
 	cmd      []byte // encoding buffer for backend commands
 	created  time.Time
 	lastCmd  string
+
+	partialSince time.Time // when the command being read started arriving
+	deadline     time.Time // the read deadline in force
 }
 
 func newClient(s *Server, nc net.Conn) *client {
@@ -87,12 +90,36 @@ func (c *client) serve() {
 			return
 		default:
 		}
-		if t := c.s.cfg.IdleTimeout; t > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(t))
-		}
+		c.setReadDeadline()
 		if err := c.rd.fill(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() && !c.partialSince.IsZero() {
+				c.writeRaw(appendReply(nil, resp.ErrorValue(msgCommandTimeout(c.s.cfg.CommandTimeout)), false))
+			}
 			return
 		}
+	}
+}
+
+// setReadDeadline bounds the next read: a command already started must be
+// complete within CommandTimeout (a client cannot hold a connection and its
+// buffer by dripping a command in), an idle connection is closed after
+// IdleTimeout. Deadlines are only touched when they change.
+func (c *client) setReadDeadline() {
+	var d time.Time
+	if c.rd.buffered() {
+		if c.partialSince.IsZero() {
+			c.partialSince = time.Now()
+		}
+		d = c.partialSince.Add(c.s.cfg.CommandTimeout)
+	} else {
+		c.partialSince = time.Time{}
+		if t := c.s.cfg.IdleTimeout; t > 0 {
+			d = time.Now().Add(t)
+		}
+	}
+	if !d.Equal(c.deadline) {
+		c.nc.SetReadDeadline(d)
+		c.deadline = d
 	}
 }
 

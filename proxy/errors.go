@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"time"
 )
 
 // Wire error replies, worded as Redis words them where Redis has a reply for
@@ -29,6 +30,10 @@ const (
 	msgExpiryPast     = "ERR redlock-proxy: the lock's expiry time is already in the past"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 )
+
+func msgCommandTimeout(d time.Duration) string {
+	return fmt.Sprintf("ERR redlock-proxy: command not received whole within command_timeout (%v); closing the connection", d)
+}
 
 func msgWrongArgs(name string) string {
 	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)

@@ -34,9 +34,11 @@ type Config struct {
 	VoteUnknownScripts bool
 	Logger             *slog.Logger
 	Observer           Observer
-	RequirePass        string // password clients must give with AUTH or HELLO (default: none)
-	Version            string // the proxy's version, for INFO
-	Addr               string // the listen address, for INFO
+	RequirePass        string            // password of the default user (default: none)
+	Users              map[string]string // more users: name -> password; with users and no RequirePass the default user is disabled
+	CommandTimeout     time.Duration     // a command whose first byte arrived must be whole within this (default 10s)
+	Version            string            // the proxy's version, for INFO
+	Addr               string            // the listen address, for INFO
 }
 
 func (c *Config) defaults() {
@@ -58,6 +60,9 @@ func (c *Config) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.CommandTimeout <= 0 {
+		c.CommandTimeout = 10 * time.Second
 	}
 	if c.Scripts == nil {
 		c.Scripts = script.NewRegistry()

@@ -10,6 +10,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -84,11 +85,28 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		rule = quorum.RestartRule{}
 		log.Warn("restart_quarantine is off: a restarted backend counts at once (UNSAFE, for tests and control runs)")
 	}
+	backendTLS, err := cfg.BackendTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	clientTLS, err := cfg.ClientTLS()
+	if err != nil {
+		return nil, err
+	}
 	var opts []netio.Options
 	for _, b := range backends {
-		opts = append(opts, netio.Options{
+		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
-		})
+			Username: cfg.BackendUsername, Password: cfg.BackendPassword,
+		}
+		if backendTLS != nil && a.demo == nil {
+			t := backendTLS.Clone()
+			if t.ServerName == "" {
+				t.ServerName, _, _ = net.SplitHostPort(b)
+			}
+			o.TLS = t
+		}
+		opts = append(opts, o)
 	}
 	a.pool = netio.NewPool(opts)
 	a.pool.Start()
@@ -96,6 +114,13 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	a.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if clientTLS != nil {
+		a.ln = tls.NewListener(a.ln, clientTLS)
+	}
+	users := map[string]string{}
+	for _, u := range cfg.Users {
+		users[u.Name] = u.Password
 	}
 	scripts := script.NewRegistry()
 	if err := cfg.RegisterScripts(scripts); err != nil {
@@ -108,9 +133,18 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		BackendTimeout:     cfg.BackendTimeout,
 		UndoTimeout:        cfg.UndoTimeout,
 		MaxTTL:             cfg.MaxTTL,
-		Logger:             log,
-		Version:            Version,
-		Addr:               a.ln.Addr().String(),
+		RequirePass:        cfg.RequirePass,
+		Users:              users,
+		MaxClients:         cfg.MaxClients,
+		IdleTimeout:        cfg.IdleTimeout,
+		CommandTimeout:     cfg.CommandTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		Limits: proxy.Limits{
+			MaxArgs: cfg.MaxArgs, MaxBulk: cfg.MaxBulk, MaxInline: cfg.MaxInline, MaxCommandBytes: cfg.MaxCommandBytes,
+		},
+		Logger:  log,
+		Version: Version,
+		Addr:    a.ln.Addr().String(),
 	}, backendsOf{a.pool})
 	if cfg.Admin != "" {
 		a.adminLn, err = net.Listen("tcp", cfg.Admin)
@@ -125,7 +159,10 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
 		"backend_timeout", cfg.BackendTimeout, "undo_timeout", cfg.UndoTimeout, "max_ttl", cfg.MaxTTL,
 		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold,
-		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts))
+		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts),
+		"client_auth", cfg.RequirePass != "" || len(cfg.Users) > 0, "client_tls", clientTLS != nil,
+		"backend_auth", cfg.BackendPassword != "", "backend_tls", backendTLS != nil,
+		"max_clients", cfg.MaxClients, "idle_timeout", cfg.IdleTimeout, "command_timeout", cfg.CommandTimeout)
 	return a, nil
 }
 

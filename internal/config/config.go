@@ -41,6 +41,32 @@ type Config struct {
 	// reconnect; default), "strict" (also a backend first seen with uptime
 	// below that hold), "off" (never: unsafe, for tests and control runs).
 	RestartQuarantine string `yaml:"restart_quarantine"`
+	// Clients.
+	RequirePass     string        `yaml:"requirepass"`       // password of the default user (default: none, no AUTH needed)
+	Users           []UserConfig  `yaml:"users"`             // more users for AUTH user pass (with users and no requirepass, the default user is disabled)
+	TLSCertFile     string        `yaml:"tls_cert_file"`     // serve clients over TLS with this certificate...
+	TLSKeyFile      string        `yaml:"tls_key_file"`      // ...and key (PEM)
+	TLSCAFile       string        `yaml:"tls_ca_file"`       // CA for client certificates
+	TLSAuthClients  bool          `yaml:"tls_auth_clients"`  // require client certificates signed by tls_ca_file
+	MaxClients      int           `yaml:"max_clients"`       // connected clients (default 10000)
+	IdleTimeout     time.Duration `yaml:"idle_timeout"`      // close a client idle this long (default 0: never)
+	CommandTimeout  time.Duration `yaml:"command_timeout"`   // a started command must arrive whole within this (default 10s)
+	WriteTimeout    time.Duration `yaml:"write_timeout"`     // give up on a client that does not read its replies (default 10s)
+	MaxArgs         int           `yaml:"max_args"`          // arguments per command (default 4096)
+	MaxBulk         int           `yaml:"max_bulk"`          // bytes per argument (default 512 KiB)
+	MaxInline       int           `yaml:"max_inline"`        // bytes per inline command line (default 64 KiB)
+	MaxCommandBytes int           `yaml:"max_command_bytes"` // bytes buffered for one command (default 1 MiB)
+
+	// Backends.
+	BackendUsername      string `yaml:"backend_username"`        // AUTH user for the backends (never a client's)
+	BackendPassword      string `yaml:"backend_password"`        // AUTH password for the backends
+	BackendTLS           bool   `yaml:"backend_tls"`             // connect to the backends over TLS
+	BackendTLSCAFile     string `yaml:"backend_tls_ca_file"`     // CA that signed the backends' certificates (default: system roots)
+	BackendTLSCertFile   string `yaml:"backend_tls_cert_file"`   // client certificate for backends that require one
+	BackendTLSKeyFile    string `yaml:"backend_tls_key_file"`    // its key
+	BackendTLSServerName string `yaml:"backend_tls_server_name"` // name to verify (default: each backend's host)
+	BackendTLSSkipVerify bool   `yaml:"backend_tls_skip_verify"` // do not verify backend certificates (tests only)
+
 	// UnknownScripts is what happens to a script no registry entry knows:
 	// "refuse" (default) or "vote" (run it on every backend and reply what a
 	// majority answer; safe only for scripts that keep their state in the
@@ -49,6 +75,12 @@ type Config struct {
 	Scripts        []ScriptConfig `yaml:"scripts"`    // more lock scripts (see ScriptConfig)
 	LogLevel       string         `yaml:"log_level"`  // debug, info, warn, error (default info)
 	LogFormat      string         `yaml:"log_format"` // text or json (default text)
+}
+
+// UserConfig is a client user: AUTH name password.
+type UserConfig struct {
+	Name     string `yaml:"name"`
+	Password string `yaml:"password"`
 }
 
 // List is a list of strings, written in YAML as a sequence or as one
@@ -95,6 +127,13 @@ func Default() Config {
 		MaxTTL:            60 * time.Second,
 		RestartQuarantine: "run-id",
 		UnknownScripts:    "refuse",
+		MaxClients:        10000,
+		CommandTimeout:    10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		MaxArgs:           4096,
+		MaxBulk:           512 << 10,
+		MaxInline:         64 << 10,
+		MaxCommandBytes:   1 << 20,
 		LogLevel:          "info",
 		LogFormat:         "text",
 	}
@@ -169,6 +208,27 @@ func (c *Config) Validate() (warnings []string, err error) {
 		warnings = append(warnings, "restart_quarantine: off: a backend that restarts forgetting its locks can hand out a lock that is still held (unsafe; for tests only)")
 	default:
 		return nil, invalid("restart_quarantine", "must be run-id, strict or off, got %q", c.RestartQuarantine)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.MaxClients < 1:
+		return nil, invalid("max_clients", "must be at least 1, got %d", c.MaxClients)
+	case c.IdleTimeout < 0:
+		return nil, invalid("idle_timeout", "must not be negative (0: never), got %v", c.IdleTimeout)
+	case c.CommandTimeout <= 0:
+		return nil, invalid("command_timeout", "must be positive, got %v", c.CommandTimeout)
+	case c.WriteTimeout <= 0:
+		return nil, invalid("write_timeout", "must be positive, got %v", c.WriteTimeout)
+	case c.MaxArgs < 3:
+		return nil, invalid("max_args", "must be at least 3 (SET key value), got %d", c.MaxArgs)
+	case c.MaxBulk < 1024:
+		return nil, invalid("max_bulk", "must be at least 1024 bytes, got %d", c.MaxBulk)
+	case c.MaxInline < 1024:
+		return nil, invalid("max_inline", "must be at least 1024 bytes, got %d", c.MaxInline)
+	case c.MaxCommandBytes < c.MaxBulk:
+		return nil, invalid("max_command_bytes", "must be at least max_bulk (%d), got %d", c.MaxBulk, c.MaxCommandBytes)
 	}
 	switch c.UnknownScripts {
 	case "refuse":
@@ -300,6 +360,27 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.DurationVar(&c.UndoTimeout, "undo_timeout", c.UndoTimeout, "per-backend timeout of an undo")
 	fs.DurationVar(&c.MaxTTL, "max_ttl", c.MaxTTL, "longest TTL a client may ask for")
 	fs.StringVar(&c.RestartQuarantine, "restart_quarantine", c.RestartQuarantine, "run-id, strict or off")
+	fs.StringVar(&c.RequirePass, "requirepass", c.RequirePass, "password clients must give (AUTH, HELLO AUTH)")
+	fs.StringVar(&c.TLSCertFile, "tls_cert_file", c.TLSCertFile, "serve clients over TLS with this certificate (PEM)")
+	fs.StringVar(&c.TLSKeyFile, "tls_key_file", c.TLSKeyFile, "key of tls_cert_file (PEM)")
+	fs.StringVar(&c.TLSCAFile, "tls_ca_file", c.TLSCAFile, "CA for client certificates")
+	fs.BoolVar(&c.TLSAuthClients, "tls_auth_clients", c.TLSAuthClients, "require client certificates signed by tls_ca_file")
+	fs.IntVar(&c.MaxClients, "max_clients", c.MaxClients, "connected clients")
+	fs.DurationVar(&c.IdleTimeout, "idle_timeout", c.IdleTimeout, "close a client idle this long (0: never)")
+	fs.DurationVar(&c.CommandTimeout, "command_timeout", c.CommandTimeout, "a started command must arrive whole within this")
+	fs.DurationVar(&c.WriteTimeout, "write_timeout", c.WriteTimeout, "give up on a client that does not read its replies")
+	fs.IntVar(&c.MaxArgs, "max_args", c.MaxArgs, "arguments per command")
+	fs.IntVar(&c.MaxBulk, "max_bulk", c.MaxBulk, "bytes per argument")
+	fs.IntVar(&c.MaxInline, "max_inline", c.MaxInline, "bytes per inline command line")
+	fs.IntVar(&c.MaxCommandBytes, "max_command_bytes", c.MaxCommandBytes, "bytes buffered for one command")
+	fs.StringVar(&c.BackendUsername, "backend_username", c.BackendUsername, "AUTH user for the backends")
+	fs.StringVar(&c.BackendPassword, "backend_password", c.BackendPassword, "AUTH password for the backends")
+	fs.BoolVar(&c.BackendTLS, "backend_tls", c.BackendTLS, "connect to the backends over TLS")
+	fs.StringVar(&c.BackendTLSCAFile, "backend_tls_ca_file", c.BackendTLSCAFile, "CA of the backends' certificates")
+	fs.StringVar(&c.BackendTLSCertFile, "backend_tls_cert_file", c.BackendTLSCertFile, "client certificate for the backends")
+	fs.StringVar(&c.BackendTLSKeyFile, "backend_tls_key_file", c.BackendTLSKeyFile, "key of backend_tls_cert_file")
+	fs.StringVar(&c.BackendTLSServerName, "backend_tls_server_name", c.BackendTLSServerName, "name to verify in backend certificates")
+	fs.BoolVar(&c.BackendTLSSkipVerify, "backend_tls_skip_verify", c.BackendTLSSkipVerify, "do not verify backend certificates (tests only)")
 	fs.StringVar(&c.UnknownScripts, "unknown_scripts", c.UnknownScripts, "refuse or vote")
 	fs.StringVar(&c.LogLevel, "log_level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log_format", c.LogFormat, "text or json")

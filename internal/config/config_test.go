@@ -142,8 +142,8 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 		t.Fatalf("Load(-h) error = %v, want flag.ErrHelp", err)
 	}
 	for _, key := range append(yamlKeys(t), "config") {
-		if key == "scripts" {
-			continue // a list of structures: YAML only
+		if key == "scripts" || key == "users" {
+			continue // lists of structures: YAML only
 		}
 		if !strings.Contains(out.String(), "-"+key+" ") && !strings.Contains(out.String(), "-"+key+"\n") {
 			t.Errorf("usage has no flag -%s:\n%s", key, out.String())
@@ -168,6 +168,30 @@ backend_timeout: 40ms
 undo_timeout: 2s
 max_ttl: 1m30s
 restart_quarantine: strict
+requirepass: s3cret
+users:
+  - name: app
+    password: apppass
+tls_cert_file: /etc/proxy/cert.pem
+tls_key_file: /etc/proxy/key.pem
+tls_ca_file: /etc/proxy/ca.pem
+tls_auth_clients: true
+max_clients: 500
+idle_timeout: 5m
+command_timeout: 3s
+write_timeout: 4s
+max_args: 100
+max_bulk: 65536
+max_inline: 4096
+max_command_bytes: 131072
+backend_username: proxy
+backend_password: backendpass
+backend_tls: true
+backend_tls_ca_file: /etc/proxy/backend-ca.pem
+backend_tls_cert_file: /etc/proxy/backend-cert.pem
+backend_tls_key_file: /etc/proxy/backend-key.pem
+backend_tls_server_name: redis.internal
+backend_tls_skip_verify: true
 unknown_scripts: vote
 scripts:
   - name: mine
@@ -184,18 +208,40 @@ const voteWarning = "unknown_scripts: vote: scripts the proxy does not know run 
 
 func allKeysConfig() Config {
 	return Config{
-		Listen:            "0.0.0.0:6000",
-		Admin:             "0.0.0.0:6001",
-		Backends:          List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"},
-		EmbeddedBackends:  7,
-		DriftFactor:       0.02,
-		DriftFloor:        3 * time.Millisecond,
-		MinValidity:       100 * time.Millisecond,
-		BackendTimeout:    40 * time.Millisecond,
-		UndoTimeout:       2 * time.Second,
-		MaxTTL:            90 * time.Second,
-		RestartQuarantine: "strict",
-		UnknownScripts:    "vote",
+		Listen:               "0.0.0.0:6000",
+		Admin:                "0.0.0.0:6001",
+		Backends:             List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"},
+		EmbeddedBackends:     7,
+		DriftFactor:          0.02,
+		DriftFloor:           3 * time.Millisecond,
+		MinValidity:          100 * time.Millisecond,
+		BackendTimeout:       40 * time.Millisecond,
+		UndoTimeout:          2 * time.Second,
+		MaxTTL:               90 * time.Second,
+		RestartQuarantine:    "strict",
+		RequirePass:          "s3cret",
+		Users:                []UserConfig{{Name: "app", Password: "apppass"}},
+		TLSCertFile:          "/etc/proxy/cert.pem",
+		TLSKeyFile:           "/etc/proxy/key.pem",
+		TLSCAFile:            "/etc/proxy/ca.pem",
+		TLSAuthClients:       true,
+		MaxClients:           500,
+		IdleTimeout:          5 * time.Minute,
+		CommandTimeout:       3 * time.Second,
+		WriteTimeout:         4 * time.Second,
+		MaxArgs:              100,
+		MaxBulk:              65536,
+		MaxInline:            4096,
+		MaxCommandBytes:      131072,
+		BackendUsername:      "proxy",
+		BackendPassword:      "backendpass",
+		BackendTLS:           true,
+		BackendTLSCAFile:     "/etc/proxy/backend-ca.pem",
+		BackendTLSCertFile:   "/etc/proxy/backend-cert.pem",
+		BackendTLSKeyFile:    "/etc/proxy/backend-key.pem",
+		BackendTLSServerName: "redis.internal",
+		BackendTLSSkipVerify: true,
+		UnknownScripts:       "vote",
 		Scripts: []ScriptConfig{{
 			Name:    "mine",
 			Text:    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('unlink', KEYS[1]) end return -1",

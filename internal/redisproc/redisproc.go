@@ -9,6 +9,7 @@ package redisproc
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +50,8 @@ type Server struct {
 	dir   string
 	extra []string
 
+	tls *tls.Config // set for a TLS-only server: how to reach it
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the current process has exited
@@ -85,6 +88,35 @@ func Start(dir string, extra ...string) (*Server, error) {
 	return nil, lastErr
 }
 
+// TLSFiles are the PEM files of a TLS-only server.
+type TLSFiles struct {
+	Cert, Key, CA string
+	Client        *tls.Config // how this package's own Ping reaches it
+}
+
+// StartTLS runs redis-server serving only TLS (no plain port), not
+// requiring client certificates, plus extra arguments.
+func StartTLS(dir string, files TLSFiles, extra ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, dir: dir, tls: files.Client,
+			extra: append([]string{"--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
+				"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no"}, extra...)}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	return nil, lastErr
+}
+
 // StartN starts n servers.
 func StartN(dir string, n int, extra ...string) ([]*Server, error) {
 	var out []*Server
@@ -106,11 +138,15 @@ func (s *Server) start() error {
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return err
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	portArgs := []string{"--port", strconv.Itoa(s.Port)}
+	if s.tls != nil {
+		portArgs = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}
+	}
+	args := append(append(portArgs,
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--dir", wd, "--logfile", filepath.Join(wd, "redis.log"),
 		"--protected-mode", "no",
-	}, s.extra...)
+	), s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
@@ -155,7 +191,13 @@ func (s *Server) Ping() error {
 // Do runs one command on a fresh connection and returns the first line of
 // the reply without its type byte (enough for PING, DEBUG, CONFIG SET).
 func (s *Server) Do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	var c net.Conn
+	var err error
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
+	}
 	if err != nil {
 		return "", err
 	}

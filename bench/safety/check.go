@@ -1,0 +1,340 @@
+package safety
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// maxExamples bounds the examples each checker keeps.
+const maxExamples = 5
+
+// hold is a granted lock as its holder saw it.
+type hold struct {
+	acq        Op
+	start, end time.Time // the validity window; empty when end <= start
+}
+
+// holds derives every holder's window from the history: from the instant
+// its OK arrived to the earlier of its ValidUntil and the call of its
+// release (a holder stops using the lock when it starts to release it).
+func holds(ops []Op) []hold {
+	releaseCall := make(map[string]time.Time)
+	for _, op := range ops {
+		if op.Kind != Release {
+			continue
+		}
+		if t, ok := releaseCall[op.Token]; !ok || op.Call.Before(t) {
+			releaseCall[op.Token] = op.Call
+		}
+	}
+	var out []hold
+	for _, op := range ops {
+		if op.Kind != Acquire || op.Outcome != OK {
+			continue
+		}
+		h := hold{acq: op, start: op.Return, end: op.ValidUntil}
+		if rc, ok := releaseCall[op.Token]; ok && rc.Before(h.end) {
+			h.end = rc
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// CheckWindows is checker 1: per key, no two holders' validity windows
+// overlap. It returns the number of holds whose window began inside an
+// earlier holder's, with examples.
+func CheckWindows(h *History) (violations int, examples []string) {
+	byKey := make(map[string][]hold)
+	for _, x := range holds(h.Ops()) {
+		if x.end.After(x.start) {
+			byKey[x.acq.Key] = append(byKey[x.acq.Key], x)
+		}
+	}
+	for _, key := range sortedKeys(byKey) {
+		hs := byKey[key]
+		sort.Slice(hs, func(i, j int) bool { return hs[i].start.Before(hs[j].start) })
+		cur := hs[0] // the window reaching furthest so far
+		for _, x := range hs[1:] {
+			if x.start.Before(cur.end) && x.acq.Token != cur.acq.Token {
+				violations++
+				if len(examples) < maxExamples {
+					examples = append(examples, fmt.Sprintf(
+						"windows: key %s: %s (client %d, proxy %d) got OK at %s while %s (client %d, proxy %d) held it from %s until %s (overlap %v)",
+						key, x.acq.Token, x.acq.Client, x.acq.Proxy, h.rel(x.start),
+						cur.acq.Token, cur.acq.Client, cur.acq.Proxy, h.rel(cur.start), h.rel(cur.end),
+						cur.end.Sub(x.start).Round(time.Microsecond)))
+				}
+			}
+			if x.end.After(cur.end) {
+				cur = x
+			}
+		}
+	}
+	return violations, examples
+}
+
+// CheckRegisters is checker 2: per key, the register's final value equals
+// the increments holders counted. It returns the number of lost updates
+// (summed over keys), with examples of writers that read the same value.
+func CheckRegisters(h *History) (lost int64, examples []string) {
+	regs := h.Registers()
+	writes := make(map[string][]Write)
+	for _, w := range h.Writes() {
+		writes[w.Key] = append(writes[w.Key], w)
+	}
+	for _, key := range sortedKeys(regs) {
+		r := regs[key]
+		d := r.Increments - r.Value
+		if d == 0 {
+			continue
+		}
+		if d < 0 {
+			d = -d
+		}
+		lost += d
+		if len(examples) >= maxExamples {
+			continue
+		}
+		examples = append(examples, fmt.Sprintf("register: key %s: %d increments counted, final value %d", key, r.Increments, r.Value))
+		byRead := make(map[int64][]Write)
+		for _, w := range writes[key] {
+			byRead[w.Read] = append(byRead[w.Read], w)
+		}
+		for _, v := range sortedKeys(byRead) {
+			ws := byRead[v]
+			if len(ws) < 2 || len(examples) >= maxExamples {
+				continue
+			}
+			var who []string
+			for _, w := range ws {
+				late := ""
+				if w.Late {
+					late = ", after its validity ended"
+				}
+				who = append(who, fmt.Sprintf("%s (client %d) at %s%s", w.Token, w.Client, h.rel(w.At), late))
+			}
+			examples = append(examples, fmt.Sprintf("register: key %s: lost update: %s all read %d and wrote %d", key, strings.Join(who, " and "), v, v+1))
+		}
+	}
+	return lost, examples
+}
+
+// CheckNoMajorityGrants counts grants that began and ended inside an
+// interval when no majority of masters could count (see Env.NoMajority):
+// such a grant cannot come from a majority vote.
+func CheckNoMajorityGrants(h *History, ivs []Interval) (n int, examples []string) {
+	for _, op := range h.Ops() {
+		if op.Kind != Acquire || op.Outcome != OK {
+			continue
+		}
+		for _, iv := range ivs {
+			if !op.Call.Before(iv.From) && !op.Return.After(iv.To) {
+				n++
+				if len(examples) < maxExamples {
+					examples = append(examples, fmt.Sprintf("no-majority: key %s: %s got OK at %s (called %s) while %s (%s to %s)",
+						op.Key, op.Token, h.rel(op.Return), h.rel(op.Call), iv.Why, h.rel(iv.From), h.rel(iv.To)))
+				}
+				break
+			}
+		}
+	}
+	return n, examples
+}
+
+// Interval is a span of a run, with why it matters.
+type Interval struct {
+	From, To time.Time
+	Why      string
+}
+
+// lockInput is an operation as the porcupine model sees it.
+type lockInput struct {
+	Acquire    bool
+	Token      string
+	Return     int64 // the operation's return time (ns from the origin)
+	ValidUntil int64 // acquires: the holder's validity end (ns from the origin)
+}
+
+// lockState is the model's state: who holds the lock and until when. The
+// zero value is a free lock.
+type lockState struct {
+	Holder     string
+	ValidUntil int64
+}
+
+// LockModel is the sequential specification of a lock with expiry that
+// checker 3 holds the proxy to. It is nondeterministic because a release
+// that did not report success (not held, or an error) may or may not have
+// deleted the holder's key.
+var LockModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{lockState{}} },
+	Step: func(state, input, output any) []any {
+		s, in, out := state.(lockState), input.(lockInput), output.(Outcome)
+		if in.Acquire {
+			if out != OK {
+				return []any{s} // refused or unknown: legal, and the client does not use it
+			}
+			if s.Holder == "" || s.ValidUntil <= in.Return {
+				return []any{lockState{Holder: in.Token, ValidUntil: in.ValidUntil}}
+			}
+			return nil // granted while another holder's validity ran
+		}
+		switch {
+		case out == OK && s.Holder == in.Token:
+			return []any{lockState{}}
+		case out == OK:
+			return nil // released a lock it did not hold
+		case s.Holder == in.Token:
+			return []any{s, lockState{}} // may or may not have released
+		}
+		return []any{s}
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(lockInput), output.(Outcome)
+		if in.Acquire {
+			return fmt.Sprintf("acquire(%s) -> %v", in.Token, out)
+		}
+		return fmt.Sprintf("release(%s) -> %v", in.Token, out)
+	},
+	DescribeState: func(state any) string {
+		s := state.(lockState)
+		if s.Holder == "" {
+			return "free"
+		}
+		return fmt.Sprintf("%s until +%.3fs", s.Holder, float64(s.ValidUntil)/1e9)
+	},
+}
+
+// linOps converts a key's operations for porcupine. Acquires that were
+// refused or unknown are left out: the model accepts them in every state and
+// they change nothing, so they cannot make a history illegal; leaving them
+// out only spares the search.
+func linOps(h *History, ops []Op) []porcupine.Operation {
+	ns := func(t time.Time) int64 { return t.Sub(h.Start).Nanoseconds() }
+	var out []porcupine.Operation
+	for _, op := range ops {
+		if op.Kind == Acquire && op.Outcome != OK {
+			continue
+		}
+		in := lockInput{Acquire: op.Kind == Acquire, Token: op.Token, Return: ns(op.Return)}
+		if in.Acquire {
+			in.ValidUntil = ns(op.ValidUntil)
+		}
+		out = append(out, porcupine.Operation{
+			ClientId: op.Client, Input: in, Output: op.Outcome,
+			Call: ns(op.Call), Return: ns(op.Return),
+		})
+	}
+	return out
+}
+
+// LinResult is what checker 3 found.
+type LinResult struct {
+	Illegal      int // keys whose history is not linearizable
+	Inconclusive int // keys the search did not finish in time
+	Examples     []string
+	Visualized   []string // HTML files written
+}
+
+// CheckLinearizable is checker 3: per key, porcupine checks the lock
+// history against LockModel. timeout bounds each key's search (0: none);
+// when vizDir is set, an HTML visualization of every illegal key is
+// written there.
+func CheckLinearizable(h *History, timeout time.Duration, vizDir string) (LinResult, error) {
+	var res LinResult
+	model := LockModel.ToModel()
+	byKey := make(map[string][]Op)
+	for _, op := range h.Ops() {
+		byKey[op.Key] = append(byKey[op.Key], op)
+	}
+	for _, key := range sortedKeys(byKey) {
+		ops := linOps(h, byKey[key])
+		switch porcupine.CheckOperationsTimeout(model, ops, timeout) {
+		case porcupine.Ok:
+			continue
+		case porcupine.Unknown:
+			res.Inconclusive++
+			if len(res.Examples) < maxExamples {
+				res.Examples = append(res.Examples, fmt.Sprintf("linearizability: key %s: search did not finish in %v (%d operations)", key, timeout, len(ops)))
+			}
+			continue
+		}
+		res.Illegal++
+		// Search again, verbosely, to explain (only for illegal keys).
+		_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+		if len(res.Examples) < maxExamples {
+			res.Examples = append(res.Examples, explainIllegal(h, key, ops, info))
+		}
+		if vizDir != "" {
+			if err := os.MkdirAll(vizDir, 0o755); err != nil {
+				return res, fmt.Errorf("visualization: %w", err)
+			}
+			path := filepath.Join(vizDir, fileSafe(key)+".html")
+			if err := porcupine.VisualizePath(model, info, path); err != nil {
+				return res, fmt.Errorf("visualization of %s: %w", key, err)
+			}
+			res.Visualized = append(res.Visualized, path)
+		}
+	}
+	return res, nil
+}
+
+// explainIllegal names the longest linearizable prefix the search found and
+// the operation it could not place after it.
+func explainIllegal(h *History, key string, ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	var longest []porcupine.Operation
+	for _, part := range info.PartialLinearizationsOperations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	placed := make(map[lockInput]bool)
+	for _, op := range longest {
+		placed[op.Input.(lockInput)] = true
+	}
+	var stuck *porcupine.Operation
+	for i := range ops {
+		if !placed[ops[i].Input.(lockInput)] && (stuck == nil || ops[i].Call < stuck.Call) {
+			stuck = &ops[i]
+		}
+	}
+	desc := func(op porcupine.Operation) string {
+		return fmt.Sprintf("%s by client %d [+%.3fs, +%.3fs]", LockModel.DescribeOperation(op.Input, op.Output),
+			op.ClientId, float64(op.Call)/1e9, float64(op.Return)/1e9)
+	}
+	msg := fmt.Sprintf("linearizability: key %s: not linearizable: %d of %d operations placed", key, len(longest), len(ops))
+	if len(longest) > 0 {
+		msg += "; last placed " + desc(longest[len(longest)-1])
+	}
+	if stuck != nil {
+		msg += "; cannot place " + desc(*stuck)
+	}
+	return msg
+}
+
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,388 @@
+package safety
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Env is what a fault schedule or a control driver acts on: the cluster,
+// the history (for notes), a seeded random source, and the instant by which
+// every fault must be healed.
+type Env struct {
+	C        *Cluster
+	H        *History
+	Deadline time.Time // faults end by then; the run goes on healed for a while after
+	Workload WorkloadConfig
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	mu         sync.Mutex
+	noMajority []Interval
+	busyUntil  []time.Time // per master: faulted (or quarantined) until
+	faults     int
+	progress   func(string)
+
+	wg sync.WaitGroup // fault goroutines started with Go
+}
+
+func newEnv(c *Cluster, h *History, seed uint64, deadline time.Time, progress func(string)) *Env {
+	return &Env{
+		C: c, H: h, Deadline: deadline,
+		rng:       rand.New(rand.NewPCG(seed, 0x5afe7)),
+		busyUntil: make([]time.Time, len(c.Servers)),
+		progress:  progress,
+	}
+}
+
+// Intn returns a random int in [0, n).
+func (e *Env) Intn(n int) int {
+	e.rngMu.Lock()
+	defer e.rngMu.Unlock()
+	return e.rng.IntN(n)
+}
+
+// Between returns a random duration in [lo, hi).
+func (e *Env) Between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	e.rngMu.Lock()
+	defer e.rngMu.Unlock()
+	return lo + time.Duration(e.rng.Int64N(int64(hi-lo)))
+}
+
+// Logf notes a fault event in the history and reports it as progress.
+func (e *Env) Logf(format string, a ...any) {
+	text := e.H.Notef(format, a...)
+	e.mu.Lock()
+	e.faults++
+	e.mu.Unlock()
+	if e.progress != nil {
+		e.progress(fmt.Sprintf("  %s %s", e.H.rel(time.Now()), text))
+	}
+}
+
+// Left is the time until the deadline.
+func (e *Env) Left() time.Duration { return time.Until(e.Deadline) }
+
+// Go runs f on a goroutine that the run waits for before checking.
+func (e *Env) Go(f func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+}
+
+// NoMajority records an interval in which no majority of masters can vote:
+// a grant that begins and ends inside it is a violation.
+func (e *Env) NoMajority(from, to time.Time, why string) {
+	e.mu.Lock()
+	e.noMajority = append(e.noMajority, Interval{From: from, To: to, Why: why})
+	e.mu.Unlock()
+}
+
+func (e *Env) intervals() []Interval {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Interval(nil), e.noMajority...)
+}
+
+// pick returns k distinct masters at random.
+func (e *Env) pick(k int) []int {
+	e.rngMu.Lock()
+	defer e.rngMu.Unlock()
+	return e.rng.Perm(len(e.C.Servers))[:k]
+}
+
+// reserve marks up to n free masters busy until the given instant and
+// returns them; it never lets more than maxBusy masters be busy at once.
+func (e *Env) reserve(n, maxBusy int, until time.Time) []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	var free []int
+	busy := 0
+	for i, t := range e.busyUntil {
+		if now.Before(t) {
+			busy++
+		} else {
+			free = append(free, i)
+		}
+	}
+	n = min(n, maxBusy-busy, len(free))
+	if n <= 0 {
+		return nil
+	}
+	e.rngMu.Lock()
+	e.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	e.rngMu.Unlock()
+	picked := free[:n]
+	for _, i := range picked {
+		e.busyUntil[i] = until
+	}
+	return picked
+}
+
+// extend keeps master i busy until at least t.
+func (e *Env) extend(i int, t time.Time) {
+	e.mu.Lock()
+	if t.After(e.busyUntil[i]) {
+		e.busyUntil[i] = t
+	}
+	e.mu.Unlock()
+}
+
+// reconnectAllowance covers a proxy's redial backoff (up to 1s) after a
+// master comes back, so that a restarted master is not counted as healthy
+// before the proxies could possibly see it again.
+const reconnectAllowance = 1200 * time.Millisecond
+
+// The fault primitives. Each logs what it does; errors are logged, not
+// returned: a fault that could not be injected weakens a run, it does not
+// invalidate its history.
+
+// Kill9 ends master i with SIGKILL.
+func (e *Env) Kill9(i int) {
+	e.C.Servers[i].Kill()
+	e.Logf("kill -9 master %d", i)
+}
+
+// Start brings master i back after Kill9 (a fresh process: no data).
+func (e *Env) Start(i int) {
+	if err := e.C.Servers[i].Restart(); err != nil {
+		e.Logf("restart master %d FAILED: %v", i, err)
+		return
+	}
+	e.Logf("master %d started again (new run_id, no data)", i)
+}
+
+// Restart kills master i with SIGKILL and starts it again at once.
+func (e *Env) Restart(i int) {
+	if err := e.C.Servers[i].Restart(); err != nil {
+		e.Logf("kill -9 + restart master %d FAILED: %v", i, err)
+		return
+	}
+	e.Logf("kill -9 + immediate restart of master %d", i)
+}
+
+// Pause stops master i (SIGSTOP).
+func (e *Env) Pause(i int) {
+	if err := e.C.Servers[i].Pause(); err != nil {
+		e.Logf("SIGSTOP master %d FAILED: %v", i, err)
+		return
+	}
+	e.Logf("SIGSTOP master %d", i)
+}
+
+// Resume continues master i (SIGCONT).
+func (e *Env) Resume(i int) {
+	if err := e.C.Servers[i].Resume(); err != nil {
+		e.Logf("SIGCONT master %d FAILED: %v", i, err)
+		return
+	}
+	e.Logf("SIGCONT master %d", i)
+}
+
+// BlackHole starts or ends a black hole on master i's link.
+func (e *Env) BlackHole(i int, on bool) {
+	e.C.Relays[i].BlackHole(on)
+	if on {
+		e.Logf("black hole on master %d's link", i)
+	} else {
+		e.Logf("black hole on master %d's link healed", i)
+	}
+}
+
+// Delay sets the latency of master i's link.
+func (e *Env) Delay(i int, d time.Duration) {
+	e.C.Relays[i].Delay(d)
+	e.Logf("master %d's link delayed by %v each way", i, d)
+}
+
+// Cut resets every connection on master i's link.
+func (e *Env) Cut(i int) {
+	e.C.Relays[i].Cut()
+	e.Logf("connections to master %d cut", i)
+}
+
+// hold sleeps for d or until ctx is done (the fault is then healed early).
+func (e *Env) hold(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }
+
+// Schedules: each runs faults until ctx is done or the deadline is near,
+// and leaves every master running and every link healthy when it returns.
+
+func scheduleNone(ctx context.Context, e *Env) {}
+
+// scheduleKill9 kills one master at a time, keeps it down for 0.5-1.5s,
+// then starts it again and waits out its quarantine before the next.
+func scheduleKill9(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(200*time.Millisecond, 600*time.Millisecond)) {
+		down := e.Between(500*time.Millisecond, 1500*time.Millisecond)
+		if e.Left() < down {
+			return
+		}
+		i := e.Intn(len(e.C.Servers))
+		e.Kill9(i)
+		e.hold(ctx, down)
+		e.Start(i)
+		e.hold(ctx, e.C.Hold()+reconnectAllowance)
+	}
+}
+
+// scheduleKill9Restart kills a master and restarts it at once, then waits
+// out its quarantine before the next.
+func scheduleKill9Restart(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(200*time.Millisecond, 600*time.Millisecond)) {
+		if e.Left() < 500*time.Millisecond {
+			return
+		}
+		e.Restart(e.Intn(len(e.C.Servers)))
+		e.hold(ctx, e.C.Hold()+reconnectAllowance)
+	}
+}
+
+// scheduleSigstop stops one or two masters for 0.3-1.5s, then continues
+// them.
+func scheduleSigstop(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(200*time.Millisecond, 700*time.Millisecond)) {
+		d := e.Between(300*time.Millisecond, 1500*time.Millisecond)
+		if e.Left() < d {
+			return
+		}
+		ms := e.reserve(1+e.Intn(2), 2, time.Now().Add(d))
+		for _, i := range ms {
+			e.Pause(i)
+		}
+		e.hold(ctx, d)
+		for _, i := range ms {
+			e.Resume(i)
+		}
+	}
+}
+
+// scheduleBlackHole black-holes one or two links for 0.3-1.5s.
+func scheduleBlackHole(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(200*time.Millisecond, 700*time.Millisecond)) {
+		d := e.Between(300*time.Millisecond, 1500*time.Millisecond)
+		if e.Left() < d {
+			return
+		}
+		ms := e.reserve(1+e.Intn(2), 2, time.Now().Add(d))
+		for _, i := range ms {
+			e.BlackHole(i, true)
+		}
+		e.hold(ctx, d)
+		for _, i := range ms {
+			e.BlackHole(i, false)
+		}
+	}
+}
+
+// scheduleDelay delays one or two links by 30-100ms each way for 0.5-2s.
+func scheduleDelay(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(100*time.Millisecond, 500*time.Millisecond)) {
+		d := e.Between(500*time.Millisecond, 2*time.Second)
+		if e.Left() < d {
+			return
+		}
+		ms := e.reserve(1+e.Intn(2), 2, time.Now().Add(d))
+		for _, i := range ms {
+			e.Delay(i, e.Between(30*time.Millisecond, 100*time.Millisecond))
+		}
+		e.hold(ctx, d)
+		for _, i := range ms {
+			e.Delay(i, 0)
+		}
+	}
+}
+
+// scheduleMixed injects random faults of every kind, each on its own
+// goroutine, never on more than two masters at once (a restarted master
+// counts as faulted until its quarantine is over).
+func scheduleMixed(ctx context.Context, e *Env) {
+	for sleepCtx(ctx, e.Between(100*time.Millisecond, 400*time.Millisecond)) {
+		d := e.Between(300*time.Millisecond, 1500*time.Millisecond)
+		if e.Left() < d {
+			return
+		}
+		kind := e.Intn(6)
+		until := time.Now().Add(d)
+		if kind == 0 || kind == 1 { // restarts: quarantined after
+			until = until.Add(e.C.Hold() + reconnectAllowance)
+		}
+		ms := e.reserve(1, 2, until)
+		if len(ms) == 0 {
+			continue
+		}
+		i := ms[0]
+		e.Go(func() {
+			switch kind {
+			case 0:
+				e.Kill9(i)
+				e.hold(ctx, d)
+				e.Start(i)
+				e.extend(i, time.Now().Add(e.C.Hold()+reconnectAllowance))
+			case 1:
+				e.Restart(i)
+				e.extend(i, time.Now().Add(e.C.Hold()+reconnectAllowance))
+			case 2:
+				e.Pause(i)
+				e.hold(ctx, d)
+				e.Resume(i)
+			case 3:
+				e.BlackHole(i, true)
+				e.hold(ctx, d)
+				e.BlackHole(i, false)
+			case 4:
+				e.Delay(i, e.Between(30*time.Millisecond, 100*time.Millisecond))
+				e.hold(ctx, d)
+				e.Delay(i, 0)
+			case 5:
+				e.Cut(i)
+			}
+		})
+	}
+}
+
+// scheduleMajorityDown kills three of five masters (a majority) at once,
+// keeps them down for 1.5s, then starts them again. While they are down,
+// and until their quarantine ends, no lock may be granted.
+func scheduleMajorityDown(ctx context.Context, e *Env) {
+	n := len(e.C.Servers)
+	k := n/2 + 1
+	for sleepCtx(ctx, 700*time.Millisecond) {
+		down := 1500 * time.Millisecond
+		if e.Left() < down {
+			return
+		}
+		ms := e.reserve(k, n, time.Now().Add(down+e.C.Hold()+reconnectAllowance))
+		if len(ms) < k {
+			continue
+		}
+		for _, i := range ms {
+			e.Kill9(i)
+		}
+		killed := time.Now()
+		e.hold(ctx, down)
+		var restarts []time.Time
+		for _, i := range ms {
+			restarts = append(restarts, time.Now())
+			e.Start(i)
+		}
+		// The first master restarted is quarantined until at least its
+		// start plus the hold (the proxies' estimate of its boot is never
+		// earlier than the real one), and no majority counts before then.
+		if e.C.Config.Quarantine != "off" {
+			e.NoMajority(killed, restarts[0].Add(e.C.Hold()),
+				fmt.Sprintf("%d of %d masters were down or quarantined", len(ms), n))
+		} else {
+			e.NoMajority(killed, restarts[0], fmt.Sprintf("%d of %d masters were down", len(ms), n))
+		}
+		e.hold(ctx, e.C.Hold()+reconnectAllowance)
+	}
+}

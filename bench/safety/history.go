@@ -1,0 +1,193 @@
+package safety
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Kind is what an operation did.
+type Kind uint8
+
+// Operation kinds.
+const (
+	Acquire Kind = iota // SET key token NX PX ttl
+	Release             // compare-and-delete script
+)
+
+func (k Kind) String() string {
+	if k == Acquire {
+		return "acquire"
+	}
+	return "release"
+}
+
+// Outcome is what a client learned from an operation.
+type Outcome uint8
+
+// Outcomes. For an acquire: OK, Refused (nil reply) or Unknown (an error:
+// the lock may or may not have been set). For a release: OK (1: the token
+// was deleted on a majority), Refused (0: not held, or the proxy was unsure)
+// or Unknown (an error).
+const (
+	OK Outcome = iota
+	Refused
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Refused:
+		return "refused"
+	}
+	return "unknown"
+}
+
+// Op is one recorded lock operation.
+type Op struct {
+	Client  int // the harness client that ran it
+	Proxy   int // the proxy it went through
+	Key     string
+	Token   string
+	Kind    Kind
+	Outcome Outcome
+	TTL     time.Duration // acquires only
+	// Call is taken just before the command is sent, Return just after its
+	// reply (or error) arrived. Both carry monotonic readings.
+	Call, Return time.Time
+	// ValidUntil is Call + TTL - Drift(TTL): the end of the holder's
+	// validity as the client conservatively sees it (acquires only).
+	ValidUntil time.Time
+	Err        string // Unknown outcomes: the error
+}
+
+// Write is one update of a key's register by a holder.
+type Write struct {
+	Client int
+	Key    string
+	Token  string
+	Read   int64     // the value read; the holder wrote Read+1
+	At     time.Time // when the write happened
+	Late   bool      // written after the holder's validity ended (a paused client)
+}
+
+// Drift is the client's allowance for clock drift: ttl*0.01 + 2ms, the
+// Redlock page's values (and the proxy's defaults).
+func Drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*0.01) + 2*time.Millisecond
+}
+
+// Register is the state a lock guards: a counter that holders read and
+// then write, with nothing but the lock keeping them apart. Its loads and
+// stores are atomic only so that the race detector stays quiet: the
+// read-then-write as a whole is not, which is the point.
+type Register struct {
+	v    atomic.Int64
+	incs atomic.Int64 // increments holders performed
+}
+
+// History is everything a run recorded. It is safe for concurrent use.
+type History struct {
+	Start time.Time // the run's origin; times are reported relative to it
+
+	// Live counts, for progress while the run goes on.
+	LiveHolds, LiveRefusals, LiveUnknowns atomic.Int64
+
+	mu     sync.Mutex
+	ops    []Op
+	writes []Write
+	regs   map[string]*Register
+	notes  []Note
+}
+
+// Note is something that happened during a run (a fault, a phase), kept
+// for the report and for the checkers that need it.
+type Note struct {
+	At   time.Time
+	Text string
+}
+
+// NewHistory starts an empty history whose origin is now.
+func NewHistory() *History {
+	return &History{Start: time.Now(), regs: make(map[string]*Register)}
+}
+
+// Reg returns key's register, creating it.
+func (h *History) Reg(key string) *Register {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.regs[key]
+	if r == nil {
+		r = &Register{}
+		h.regs[key] = r
+	}
+	return r
+}
+
+// AddOps appends operations (a client's, usually at its end).
+func (h *History) AddOps(ops ...Op) {
+	h.mu.Lock()
+	h.ops = append(h.ops, ops...)
+	h.mu.Unlock()
+}
+
+// AddWrites appends register writes.
+func (h *History) AddWrites(ws ...Write) {
+	h.mu.Lock()
+	h.writes = append(h.writes, ws...)
+	h.mu.Unlock()
+}
+
+// Notef records a note at now and returns its text.
+func (h *History) Notef(format string, a ...any) string {
+	n := Note{At: time.Now(), Text: fmt.Sprintf(format, a...)}
+	h.mu.Lock()
+	h.notes = append(h.notes, n)
+	h.mu.Unlock()
+	return n.Text
+}
+
+// Ops returns a copy of the operations recorded so far.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Op(nil), h.ops...)
+}
+
+// Writes returns a copy of the register writes recorded so far.
+func (h *History) Writes() []Write {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Write(nil), h.writes...)
+}
+
+// Notes returns a copy of the notes recorded so far.
+func (h *History) Notes() []Note {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Note(nil), h.notes...)
+}
+
+// RegisterState is a register's final value and the increments counted.
+type RegisterState struct {
+	Value, Increments int64
+}
+
+// Registers returns every register's state.
+func (h *History) Registers() map[string]RegisterState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]RegisterState, len(h.regs))
+	for k, r := range h.regs {
+		out[k] = RegisterState{Value: r.v.Load(), Increments: r.incs.Load()}
+	}
+	return out
+}
+
+// rel formats t relative to the history's origin, e.g. "+1.234s".
+func (h *History) rel(t time.Time) string {
+	return fmt.Sprintf("+%.3fs", t.Sub(h.Start).Seconds())
+}

@@ -1,0 +1,111 @@
+package safety
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what one scenario's run showed.
+type Report struct {
+	Scenario   string
+	About      string
+	Quarantine string
+	Control    bool      // violations are expected: the run proves the checkers can see
+	Origin     time.Time // the run's time zero (wall clock), to match the proxies' logs
+	Duration   time.Duration
+	Seed       uint64
+
+	Backends, Proxies, Clients, Keys int
+
+	Holds           int // acquires granted
+	Refusals        int // acquires refused (nil)
+	Unknowns        int // acquires with an error
+	Releases        int // releases that deleted the token
+	ReleasesNotHeld int // releases answered 0
+	ReleaseUnknowns int // releases with an error
+	Increments      int64
+	UnknownErrors   []string // a few of the unknowns' errors
+
+	GrantsPerSecond     []int // by the second the OK arrived in
+	MinGrantsPerSecond  int   // over whole seconds
+	EmptySeconds        int   // whole seconds without a grant
+	GrantsAfterRecovery int   // majority-down: grants after the majority came back
+
+	WindowViolations int   // checker 1: holds whose window overlaps another holder's
+	LostUpdates      int64 // checker 2: increments lost, over all keys
+	NonLinearizable  int   // checker 3: keys whose history is not linearizable
+	Inconclusive     int   // checker 3: keys whose search timed out
+	NoMajorityGrants int   // grants inside an interval without a majority
+
+	Examples   []string
+	Faults     []string // the fault log
+	Visualized []string // porcupine HTML files
+	Problems   []string // expectations not met; empty when the run passed
+}
+
+// Violations is the total every checker reported.
+func (r *Report) Violations() int64 {
+	return int64(r.WindowViolations) + r.LostUpdates + int64(r.NonLinearizable) + int64(r.NoMajorityGrants)
+}
+
+// Passed reports whether the run met its scenario's expectations.
+func (r *Report) Passed() bool { return len(r.Problems) == 0 }
+
+// Verdict is one word for the table.
+func (r *Report) Verdict() string {
+	switch {
+	case !r.Passed():
+		return "FAIL"
+	case r.Control:
+		return "detected"
+	}
+	return "ok"
+}
+
+// WriteDetails writes the report's examples, problems and (optionally) its
+// fault log.
+func (r *Report) WriteDetails(w io.Writer, faults bool) {
+	fmt.Fprintf(w, "%s (%s): %s\n", r.Scenario, r.About, r.Verdict())
+	fmt.Fprintf(w, "  quarantine %s, %d masters, %d proxies, %d clients on %d keys, %v from %s, seed %d\n", r.Quarantine,
+		r.Backends, r.Proxies, r.Clients, r.Keys, r.Duration.Round(time.Millisecond), r.Origin.Format("15:04:05.000"), r.Seed)
+	fmt.Fprintf(w, "  holds %d, refusals %d, unknowns %d; releases %d ok, %d not held, %d unknown; increments %d\n",
+		r.Holds, r.Refusals, r.Unknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)
+	fmt.Fprintf(w, "  violations: windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d\n",
+		r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants)
+	fmt.Fprintf(w, "  grants per second: %v\n", r.GrantsPerSecond)
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  PROBLEM: %s\n", p)
+	}
+	for _, e := range r.Examples {
+		fmt.Fprintf(w, "  example: %s\n", e)
+	}
+	for _, e := range r.UnknownErrors {
+		fmt.Fprintf(w, "  unknown: %s\n", e)
+	}
+	for _, v := range r.Visualized {
+		fmt.Fprintf(w, "  visualization: %s\n", v)
+	}
+	if faults {
+		for _, f := range r.Faults {
+			fmt.Fprintf(w, "  fault: %s\n", f)
+		}
+	}
+}
+
+// WriteTable writes one row per report.
+func WriteTable(w io.Writer, reps []*Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	cols := []string{"scenario", "quarantine", "secs", "holds", "refusals", "unknowns", "releases", "rel-not-held", "rel-unknown",
+		"min-grants/s", "empty-s", "windows", "lost-upd", "non-lin", "no-maj", "verdict"}
+	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	for _, r := range reps {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Scenario, r.Quarantine, r.Duration.Seconds(), r.Holds, r.Refusals, r.Unknowns,
+			r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.MinGrantsPerSecond, r.EmptySeconds,
+			r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants, r.Verdict())
+	}
+	tw.Flush()
+}

@@ -1,0 +1,159 @@
+package safety
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+)
+
+// shortRuns is each fault scenario's workload time in CI: long enough for
+// at least one full fault cycle (a restart's quarantine is max_ttl + drift,
+// about 2s), about a minute for everything. The controls and the restart
+// scenarios last as long as their orchestration needs. The long run is
+// `go run ./bench -mode safety` (60s per scenario).
+var shortRuns = map[string]time.Duration{
+	"none":          3 * time.Second,
+	"kill9":         5 * time.Second,
+	"kill9-restart": 4500 * time.Millisecond,
+	"sigstop":       4 * time.Second,
+	"blackhole":     4 * time.Second,
+	"delay":         4 * time.Second,
+	"mixed":         8 * time.Second,
+	"majority-down": 7 * time.Second,
+}
+
+// requireRedis fails (never skips) when redis-server is missing.
+func requireRedis(t *testing.T) {
+	t.Helper()
+	if _, err := redisproc.Binary(); err != nil {
+		t.Fatalf("%v\nthe safety harness needs real redis-server processes: run ./test.sh, which installs it", err)
+	}
+}
+
+// seed is SAFETY_SEED when set (to repeat a run), else the clock.
+func seed(t *testing.T) uint64 {
+	if s := os.Getenv("SAFETY_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SAFETY_SEED: %v", err)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// syncBuffer keeps the proxies' warnings; they are shown when a run fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.b.Bytes()
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// runScenario runs sc with the CI settings and logs its report. Run stops
+// every process, relay, proxy and goroutine it started before it returns;
+// the redis-server files live in the test's temporary directory.
+func runScenario(t *testing.T, sc Scenario, s uint64) *Report {
+	t.Helper()
+	var proxyLog syncBuffer
+	start := time.Now()
+	rep, err := Run(context.Background(), sc, Options{
+		Duration:   shortRuns[sc.Name],
+		Seed:       s,
+		Dir:        t.TempDir(),
+		LinTimeout: 30 * time.Second,
+		ProxyLog:   &proxyLog,
+		Progress:   func(line string) { t.Log(line) },
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", sc.Name, err)
+	}
+	var details strings.Builder
+	rep.WriteDetails(&details, true)
+	t.Logf("took %v\n%s", time.Since(start).Round(time.Millisecond), details.String())
+	if !rep.Passed() {
+		t.Logf("the proxies' last warnings:\n%s", proxyLog.tail(8<<10))
+	}
+	return rep
+}
+
+// TestFaultScenarios runs a short version of every fault scenario: each
+// must show zero violations, and those that keep a majority up must keep
+// granting locks in every second.
+func TestFaultScenarios(t *testing.T) {
+	requireRedis(t)
+	s := seed(t)
+	t.Logf("seed %d (set SAFETY_SEED to repeat)", s)
+	for _, sc := range Scenarios() {
+		if sc.Control() {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			rep := runScenario(t, sc, s)
+			if v := rep.Violations(); v != 0 {
+				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d); see the examples above",
+					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants)
+			}
+			if rep.Holds == 0 {
+				t.Errorf("%s: no lock was granted", sc.Name)
+			}
+			if sc.MajorityUp && rep.EmptySeconds > 0 {
+				t.Errorf("%s: %d seconds without a grant while a majority was up: %v", sc.Name, rep.EmptySeconds, rep.GrantsPerSecond)
+			}
+			if sc.Recovers && rep.GrantsAfterRecovery == 0 {
+				t.Errorf("%s: no grant after the majority came back", sc.Name)
+			}
+			for _, p := range rep.Problems {
+				t.Errorf("%s: %s", sc.Name, p)
+			}
+		})
+	}
+}
+
+// TestControls proves the checkers can see: each control breaks an
+// assumption the proxy rests on, in an orchestrated interleaving, and its
+// violation must be reported.
+func TestControls(t *testing.T) {
+	requireRedis(t)
+	s := seed(t)
+	t.Logf("seed %d (set SAFETY_SEED to repeat)", s)
+	for _, sc := range Scenarios() {
+		if !sc.Control() {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			rep := runScenario(t, sc, s)
+			if sc.DetectLock && (rep.WindowViolations == 0 || rep.NonLinearizable == 0) {
+				t.Errorf("%s: a second holder inside the first one's validity went unseen: windows %d, non-linearizable keys %d",
+					sc.Name, rep.WindowViolations, rep.NonLinearizable)
+			}
+			if sc.DetectLost && rep.LostUpdates == 0 {
+				t.Errorf("%s: the paused holder's lost update went unseen", sc.Name)
+			}
+			for _, p := range rep.Problems {
+				t.Errorf("%s: %s", sc.Name, p)
+			}
+		})
+	}
+}

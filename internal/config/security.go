@@ -1,0 +1,100 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+)
+
+// validateSecurity checks authentication and TLS settings.
+func (c *Config) validateSecurity() error {
+	seen := map[string]bool{}
+	for i, u := range c.Users {
+		key := fmt.Sprintf("users[%d]", i)
+		switch {
+		case u.Name == "" || u.Name == "default":
+			return invalid(key+".name", "must be a name other than default (set requirepass for the default user), got %q", u.Name)
+		case seen[u.Name]:
+			return invalid(key+".name", "%q is listed twice", u.Name)
+		case u.Password == "":
+			return invalid(key+".password", "must not be empty")
+		}
+		seen[u.Name] = true
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return invalid("tls_cert_file", "tls_cert_file and tls_key_file go together")
+	}
+	if c.TLSAuthClients && (c.TLSCAFile == "" || c.TLSCertFile == "") {
+		return invalid("tls_auth_clients", "needs tls_cert_file, tls_key_file and tls_ca_file")
+	}
+	if (c.BackendTLSCertFile == "") != (c.BackendTLSKeyFile == "") {
+		return invalid("backend_tls_cert_file", "backend_tls_cert_file and backend_tls_key_file go together")
+	}
+	if !c.BackendTLS && (c.BackendTLSCAFile != "" || c.BackendTLSCertFile != "" || c.BackendTLSSkipVerify || c.BackendTLSServerName != "") {
+		return invalid("backend_tls", "backend_tls_* settings need backend_tls: true")
+	}
+	if c.BackendUsername != "" && c.BackendPassword == "" {
+		return invalid("backend_password", "backend_username needs a backend_password")
+	}
+	return nil
+}
+
+// ClientTLS builds the TLS configuration for the client listener, or nil.
+func (c *Config) ClientTLS() (*tls.Config, error) {
+	if c.TLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+	if err != nil {
+		return nil, invalid("tls_cert_file", "%v", err)
+	}
+	t := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		pool, err := loadCA(c.TLSCAFile)
+		if err != nil {
+			return nil, invalid("tls_ca_file", "%v", err)
+		}
+		t.ClientCAs = pool
+		t.ClientAuth = tls.VerifyClientCertIfGiven
+		if c.TLSAuthClients {
+			t.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	return t, nil
+}
+
+// BackendTLSConfig builds the TLS configuration for backend links, or nil.
+func (c *Config) BackendTLSConfig() (*tls.Config, error) {
+	if !c.BackendTLS {
+		return nil, nil
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.BackendTLSServerName, InsecureSkipVerify: c.BackendTLSSkipVerify}
+	if c.BackendTLSCAFile != "" {
+		pool, err := loadCA(c.BackendTLSCAFile)
+		if err != nil {
+			return nil, invalid("backend_tls_ca_file", "%v", err)
+		}
+		t.RootCAs = pool
+	}
+	if c.BackendTLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.BackendTLSCertFile, c.BackendTLSKeyFile)
+		if err != nil {
+			return nil, invalid("backend_tls_cert_file", "%v", err)
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
+}
+
+func loadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
