@@ -19,12 +19,12 @@ import (
 // certs is a CA and certificates it signed, written as PEM files, that the
 // tests generate for themselves.
 type certs struct {
-	dir                  string
-	CA                   string // CA certificate
+	dir                   string
+	CA                    string // CA certificate
 	ServerCert, ServerKey string // for 127.0.0.1 / localhost
 	ClientCert, ClientKey string
-	pool                 *x509.CertPool
-	client               tls.Certificate
+	pool                  *x509.CertPool
+	client                tls.Certificate
 }
 
 func newCerts(t *testing.T) *certs {
