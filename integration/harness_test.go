@@ -236,7 +236,7 @@ func waitServing(t testing.TB, addr string) {
 	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer cl.Close()
 	deadline := time.Now().Add(15 * time.Second)
-	for cl.Ping(context.Background()).Err() != nil {
+	for err := cl.Ping(context.Background()).Err(); err != nil && !strings.HasPrefix(err.Error(), "NOAUTH"); err = cl.Ping(context.Background()).Err() {
 		if time.Now().After(deadline) {
 			t.Fatalf("nothing serving on %s", addr)
 		}

@@ -271,7 +271,7 @@ func (l *Link) sweep() {
 	}
 	l.mu.Unlock()
 	for _, e := range expired {
-		if l.opt.Events != nil && e.rcv != resp.Receiver(l) {
+		if l.opt.Events != nil {
 			l.opt.Events.Timeout(l.opt.Index)
 		}
 		e.rcv.Receive(e.tag, resp.Result{Err: l.errTimeout})
@@ -493,7 +493,7 @@ func (l *Link) readLoop(c net.Conn) error {
 			l.health.Latency += (lat - l.health.Latency) / 8
 		}
 		l.mu.Unlock()
-		if l.opt.Events != nil && e.rcv != resp.Receiver(l) {
+		if l.opt.Events != nil {
 			l.opt.Events.Reply(l.opt.Index, lat, isErr)
 		}
 		if e.expired {

@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"crypto/subtle"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 // command is one entry of the command table. Arity follows Redis: n > 0
@@ -55,6 +57,21 @@ func init() {
 	)
 }
 
+// CommandNames lists every name the proxy reports commands under: the
+// command table, the roles of lock scripts, and "vote" and "unknown". It
+// bounds the label values of metrics.
+func CommandNames() []string {
+	names := []string{"unknown", "vote"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	for _, r := range []script.Role{script.RoleAcquire, script.RoleRelease, script.RoleExtend, script.RoleExtendOrAcquire, script.RoleTTL} {
+		names = append(names, r.String())
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // lookup finds a command by name, in any case, without allocating.
 func lookup(name []byte) *command {
 	var buf [24]byte
@@ -93,7 +110,12 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
+	started, rejected := c.inflight, c.rejected
 	cmd.fn(c, args)
+	// Commands that started no op and were not rejected were answered here.
+	if obs := c.s.cfg.Observer; obs != nil && c.inflight == started && c.rejected == rejected {
+		obs.Command(cmd.name, ResultOK, 0)
+	}
 }
 
 // is compares an argument to an ASCII word, ignoring case.

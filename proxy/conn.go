@@ -46,6 +46,7 @@ type client struct {
 	created  time.Time
 	lastCmd  string
 
+	rejected     int       // error replies given, to tell answered commands apart
 	partialSince time.Time // when the command being read started arriving
 	deadline     time.Time // the read deadline in force
 }
@@ -185,6 +186,7 @@ func (c *client) replyRaw(b []byte) {
 }
 
 func (c *client) replyErr(msg string) {
+	c.rejected++
 	c.s.stats.rejected.Add(1)
 	if c.s.cfg.Observer != nil {
 		c.s.cfg.Observer.Command(c.lastCmd, ResultError, 0)

@@ -193,11 +193,11 @@ func (o *op) classify(r resp.Result) quorum.Vote {
 func (o *op) decideLocked() bool {
 	switch {
 	case o.kind == opGet || o.kind == opPTTL:
-		return o.decideReadLocked()
+		return o.answered(o.decideReadLocked())
 	case o.kind == opVote:
-		return o.decideVoteLocked()
+		return o.answered(o.decideVoteLocked())
 	case o.kind == opScript && o.spec.Role == script.RoleTTL:
-		return o.decideTTLScriptLocked()
+		return o.answered(o.decideTTLScriptLocked())
 	}
 	var success bool
 	switch o.tally.Outcome() {
@@ -229,6 +229,18 @@ func (o *op) decideLocked() bool {
 		o.e.stats.decided(o.name, result, time.Since(o.t1))
 	}
 	return true
+}
+
+// answered reports a decided read (or voted script) to the observer.
+func (o *op) answered(decided bool) bool {
+	if decided && o.e.stats != nil && o.e.stats.obs != nil {
+		result := ResultOK
+		if o.result.Kind == resp.KindError {
+			result = ResultError
+		}
+		o.e.stats.obs.Command(o.name, result, time.Since(o.t1))
+	}
+	return decided
 }
 
 // validityBound reports whether success also needs validity left: for

@@ -23,6 +23,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/demo"
+	"github.com/redlock-proxy/redlock-proxy/internal/metrics"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
@@ -42,6 +43,7 @@ type App struct {
 	ln      net.Listener
 	admin   *http.Server
 	adminLn net.Listener
+	metrics *metrics.Metrics
 	served  chan error
 }
 
@@ -93,11 +95,12 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() })
 	var opts []netio.Options
 	for _, b := range backends {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
-			Username: cfg.BackendUsername, Password: cfg.BackendPassword,
+			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
 		}
 		if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
@@ -142,9 +145,10 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		Limits: proxy.Limits{
 			MaxArgs: cfg.MaxArgs, MaxBulk: cfg.MaxBulk, MaxInline: cfg.MaxInline, MaxCommandBytes: cfg.MaxCommandBytes,
 		},
-		Logger:  log,
-		Version: Version,
-		Addr:    a.ln.Addr().String(),
+		Logger:   log,
+		Observer: a.metrics,
+		Version:  Version,
+		Addr:     a.ln.Addr().String(),
 	}, backendsOf{a.pool})
 	if cfg.Admin != "" {
 		a.adminLn, err = net.Listen("tcp", cfg.Admin)
@@ -248,7 +252,7 @@ func (b backendsOf) Status() []proxy.BackendStatus {
 	return out
 }
 
-// adminHandler serves health; metrics come with the operations work.
+// adminHandler serves /metrics, /healthz, /readyz and /debug/pprof.
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	// Profiles for whoever runs it: the admin address is loopback by default.
@@ -257,6 +261,7 @@ func (a *App) adminHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.Handle("/metrics", a.metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

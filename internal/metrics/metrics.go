@@ -1,0 +1,230 @@
+// Package metrics exports what the proxy and its backend links observe as
+// Prometheus metrics, with the Go runtime and process collectors.
+//
+// It promises: every metric name starts with redlock_proxy_, uses base
+// units and the _total/_seconds conventions, and has bounded labels (the
+// command table, the result kinds, the configured backend addresses; never
+// a key or a token). Hooks called on hot paths do no allocation.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+const ns = "redlock_proxy"
+
+// Metrics implements proxy.Observer and netio.Events.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	commands map[string]map[string]prometheus.Counter
+	duration map[string]prometheus.Observer
+	other    map[string]prometheus.Counter // results of commands outside the table
+	margin   prometheus.Histogram
+	undoOK   prometheus.Counter
+	undoFail prometheus.Counter
+	clients  prometheus.Gauge
+
+	backendLatency  []prometheus.Observer
+	backendErrors   []prometheus.Counter
+	backendTimeouts []prometheus.Counter
+	backendReconn   []prometheus.Counter
+	backendRestarts []prometheus.Counter
+}
+
+var results = []string{proxy.ResultGranted, proxy.ResultRefused, proxy.ResultNoQuorum, proxy.ResultError, proxy.ResultOK}
+
+// New registers every metric. addrs are the backends, in pool order;
+// health reads their state at scrape time.
+func New(addrs []string, health func() []netio.Health) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cmdTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "commands_total",
+		Help: "Commands answered, by command (lock scripts by their role) and result: granted, refused (a majority said no), no_quorum (too few answers, or no validity left), error (rejected), ok (not a lock decision).",
+	}, []string{"command", "result"})
+	cmdDur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: ns, Name: "command_duration_seconds",
+		Help:    "Time from sending a lock command to the backends to its decision, by command.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	}, []string{"command"})
+	m.commands = map[string]map[string]prometheus.Counter{}
+	m.duration = map[string]prometheus.Observer{}
+	for _, c := range proxy.CommandNames() {
+		m.commands[c] = map[string]prometheus.Counter{}
+		for _, r := range results {
+			m.commands[c][r] = cmdTotal.WithLabelValues(c, r)
+		}
+		m.duration[c] = cmdDur.WithLabelValues(c)
+	}
+	m.margin = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: ns, Name: "validity_margin_ratio",
+		Help:    "Share of the TTL still valid when a lock was granted or extended (validity / TTL).",
+		Buckets: []float64{.5, .8, .9, .95, .98, .99, .995, .999},
+	})
+	undo := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "undo_total",
+		Help: "Compare-and-deletes sent to undo partial acquisitions, by whether the backend answered.",
+	}, []string{"result"})
+	m.undoOK, m.undoFail = undo.WithLabelValues("ok"), undo.WithLabelValues("failed")
+	m.clients = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connected_clients", Help: "Client connections open."})
+
+	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: ns, Name: "backend_request_duration_seconds",
+		Help:    "Time from queueing a command for a backend to its reply, by backend.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
+	}, []string{"backend"})
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_errors_total",
+		Help: "Error replies from a backend, and commands refused because it was down or overloaded."}, []string{"backend"})
+	tmo := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_timeouts_total",
+		Help: "Commands that got no reply within the per-backend timeout."}, []string{"backend"})
+	rec := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_reconnects_total",
+		Help: "Connections established to a backend (the first one included)."}, []string{"backend"})
+	rst := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_restarts_total",
+		Help: "Restarts detected (a new run_id or a shorter uptime), each starting a quarantine."}, []string{"backend"})
+	for _, a := range addrs {
+		m.backendLatency = append(m.backendLatency, lat.WithLabelValues(a))
+		m.backendErrors = append(m.backendErrors, errs.WithLabelValues(a))
+		m.backendTimeouts = append(m.backendTimeouts, tmo.WithLabelValues(a))
+		m.backendReconn = append(m.backendReconn, rec.WithLabelValues(a))
+		m.backendRestarts = append(m.backendRestarts, rst.WithLabelValues(a))
+	}
+	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, lat, errs, tmo, rec, rst, &state{addrs: addrs, health: health})
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry holding every metric (for tests).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Command implements proxy.Observer.
+func (m *Metrics) Command(name, result string, elapsed time.Duration) {
+	byResult, ok := m.commands[name]
+	if !ok {
+		byResult = m.commands["unknown"]
+	}
+	if c, ok := byResult[result]; ok {
+		c.Inc()
+	}
+	if elapsed > 0 {
+		if d, ok := m.duration[name]; ok {
+			d.Observe(elapsed.Seconds())
+		}
+	}
+}
+
+// Margin implements proxy.Observer.
+func (m *Metrics) Margin(ttl, validity time.Duration) {
+	if ttl > 0 {
+		m.margin.Observe(float64(validity) / float64(ttl))
+	}
+}
+
+// Undo implements proxy.Observer.
+func (m *Metrics) Undo(ok bool) {
+	if ok {
+		m.undoOK.Inc()
+	} else {
+		m.undoFail.Inc()
+	}
+}
+
+// Clients implements proxy.Observer.
+func (m *Metrics) Clients(n int) { m.clients.Set(float64(n)) }
+
+// Reply implements netio.Events.
+func (m *Metrics) Reply(node int, latency time.Duration, isError bool) {
+	m.backendLatency[node].Observe(latency.Seconds())
+	if isError {
+		m.backendErrors[node].Inc()
+	}
+}
+
+// Timeout implements netio.Events.
+func (m *Metrics) Timeout(node int) { m.backendTimeouts[node].Inc() }
+
+// StateChange implements netio.Events.
+func (m *Metrics) StateChange(node int, up bool) {}
+
+// Restarted implements netio.Events.
+func (m *Metrics) Restarted(node int, until time.Time) { m.backendRestarts[node].Inc() }
+
+// Reconnect implements netio.Events.
+func (m *Metrics) Reconnect(node int) { m.backendReconn[node].Inc() }
+
+// state reads the backends' state at scrape time.
+type state struct {
+	addrs  []string
+	health func() []netio.Health
+}
+
+var (
+	upDesc = prometheus.NewDesc(ns+"_backend_up",
+		"1 when the backend is connected and its identity verified.", []string{"backend"}, nil)
+	quarDesc = prometheus.NewDesc(ns+"_backend_quarantined",
+		"1 while the backend's votes do not count after a restart.", []string{"backend"}, nil)
+	quarLeftDesc = prometheus.NewDesc(ns+"_backend_quarantine_remaining_seconds",
+		"Time until a quarantined backend's votes count again.", []string{"backend"}, nil)
+	latDesc = prometheus.NewDesc(ns+"_backend_latency_seconds",
+		"Smoothed reply latency of the backend.", []string{"backend"}, nil)
+	sentDesc = prometheus.NewDesc(ns+"_backend_commands_total",
+		"Commands written to the backend.", []string{"backend"}, nil)
+	writesDesc = prometheus.NewDesc(ns+"_backend_writes_total",
+		"Write calls to the backend (commands / writes is the mean batch).", []string{"backend"}, nil)
+	countingDesc = prometheus.NewDesc(ns+"_backends_counting",
+		"Backends whose votes count now (up and not quarantined).", nil, nil)
+	backendsDesc = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
+	majorityDesc = prometheus.NewDesc(ns+"_majority", "Backends needed for a majority.", nil, nil)
+)
+
+func (s *state) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc} {
+		ch <- d
+	}
+}
+
+func (s *state) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	counting := 0
+	hs := s.health()
+	for i, h := range hs {
+		a := s.addrs[i]
+		b2f := func(b bool) float64 {
+			if b {
+				return 1
+			}
+			return 0
+		}
+		quarantined := h.Up && now.Before(h.QuarantinedUntil)
+		left := 0.0
+		if now.Before(h.QuarantinedUntil) {
+			left = h.QuarantinedUntil.Sub(now).Seconds()
+		}
+		if h.Counts(now) {
+			counting++
+		}
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, b2f(h.Up), a)
+		ch <- prometheus.MustNewConstMetric(quarDesc, prometheus.GaugeValue, b2f(quarantined), a)
+		ch <- prometheus.MustNewConstMetric(quarLeftDesc, prometheus.GaugeValue, left, a)
+		ch <- prometheus.MustNewConstMetric(latDesc, prometheus.GaugeValue, h.Latency.Seconds(), a)
+		ch <- prometheus.MustNewConstMetric(sentDesc, prometheus.CounterValue, float64(h.Sent), a)
+		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(h.Writes), a)
+	}
+	ch <- prometheus.MustNewConstMetric(countingDesc, prometheus.GaugeValue, float64(counting))
+	ch <- prometheus.MustNewConstMetric(backendsDesc, prometheus.GaugeValue, float64(len(hs)))
+	ch <- prometheus.MustNewConstMetric(majorityDesc, prometheus.GaugeValue, float64(quorum.Majority(len(hs))))
+}
