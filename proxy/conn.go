@@ -14,7 +14,8 @@ const maxBatch = 256
 // slot is one command's place in the reply order: an answer already
 // encoded in scratch[a:b], or the results of ops still deciding.
 type slot struct {
-	ops   []*op // the reply is ops[0]'s result, or the sum of their integer results
+	op    *op   // the reply is op's result...
+	ops   []*op // ...or the sum of these ops' integer results (DEL of several keys)
 	a, b  int
 	resp3 bool
 }
@@ -131,9 +132,9 @@ func (c *client) flush() error {
 	}
 	for _, sl := range c.slots {
 		switch {
-		case len(sl.ops) == 1:
-			c.out = appendReply(c.out, sl.ops[0].result, sl.resp3)
-		case len(sl.ops) > 1:
+		case sl.op != nil:
+			c.out = appendReply(c.out, sl.op.result, sl.resp3)
+		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {
 				sum += o.result.Int

@@ -56,9 +56,11 @@ func (c *fakeConn) SetDeadline(time.Time) error      { return nil }
 func (c *fakeConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *fakeConn) SetWriteDeadline(time.Time) error { return nil }
 
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func fuzzServer() *Server {
 	return New(Config{
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      discardLogger(),
 		RequirePass: "",
 		Limits:      Limits{MaxArgs: 64, MaxBulk: 4096, MaxInline: 4096, MaxCommandBytes: 16384},
 	}, fakeBackends{n: 3})

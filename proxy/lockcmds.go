@@ -11,7 +11,8 @@ import (
 // startOp sends cmd to every backend for op o and queues its reply.
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
 	c.s.eng.start(o, cmd, sc)
-	c.await(o)
+	c.slots = append(c.slots, slot{op: o, resp3: c.resp3})
+	c.inflight++
 }
 
 func cmdSet(c *client, args [][]byte) {
@@ -27,7 +28,7 @@ func cmdSet(c *client, args [][]byte) {
 	c.reserve(1)
 	o := c.s.eng.newOp("set", opAcquire, c.done)
 	o.ttl = req.ttl
-	o.undoCmd = appendUndoCmd(nil, args[1:2], req.value)
+	o.undoCmd = appendUndoCmd(o.undoBuf[:0], args[1:2], req.value)
 	b := resp.AppendArrayHeader(c.cmd[:0], 6)
 	b = resp.AppendBulkString(b, "SET")
 	b = resp.AppendBulk(b, req.key)
@@ -164,7 +165,7 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	o.nkeys = len(keys)
 	o.ttl = ttl
 	if spec.Role == script.RoleAcquire || spec.Role == script.RoleExtendOrAcquire {
-		o.undoCmd = appendUndoCmd(nil, keys, argv[spec.TokenArg])
+		o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, argv[spec.TokenArg])
 	}
 	// The registered reference text runs, not the client's bytes.
 	c.cmd = appendEvalSha(c.cmd[:0], k.Run.Sha, args[2:])

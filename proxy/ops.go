@@ -78,8 +78,10 @@ type op struct {
 	done    chan<- struct{}
 
 	mu         sync.Mutex
-	tally      quorum.Tally
+	tally      quorum.Tally // set up in place by Init: the op is never copied
 	replies    []resp.Value
+	replyBuf   [8]resp.Value
+	undoBuf    [192]byte // holds undoCmd for short keys and tokens
 	decided    bool
 	dispatched bool
 	undoNodes  []int
@@ -96,8 +98,17 @@ type engine struct {
 	stats       *stats
 }
 
+// newOp prepares an op in one allocation: its tally, replies and undo
+// command live inside it for the usual handful of backends.
 func (e *engine) newOp(name string, kind opKind, done chan<- struct{}) *op {
-	return &op{e: e, name: name, kind: kind, done: done, tally: quorum.NewTally(e.n), replies: make([]resp.Value, e.n)}
+	o := &op{e: e, name: name, kind: kind, done: done}
+	o.tally.Init(e.n)
+	if e.n <= len(o.replyBuf) {
+		o.replies = o.replyBuf[:e.n]
+	} else {
+		o.replies = make([]resp.Value, e.n)
+	}
+	return o
 }
 
 // start sends cmd to every backend. Decisions reached while sending (a

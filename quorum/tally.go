@@ -61,11 +61,27 @@ type Tally struct {
 	granted int    // counted grants
 	pending int    // nodes that have not answered yet
 	refused int    // counted refusals
+
+	small  [16]Vote // storage for Init, so a round over few nodes allocates nothing
+	smallC [16]bool
 }
 
 // NewTally starts a round over n nodes, all pending.
 func NewTally(n int) Tally {
 	return Tally{votes: make([]Vote, n), counted: make([]bool, n), pending: n}
+}
+
+// Init starts a round over n nodes in place, without allocating when n is
+// at most 16. A Tally set up by Init must not be copied afterwards.
+func (t *Tally) Init(n int) {
+	if n <= len(t.small) {
+		t.votes, t.counted = t.small[:n], t.smallC[:n]
+		clear(t.votes)
+		clear(t.counted)
+	} else {
+		t.votes, t.counted = make([]Vote, n), make([]bool, n)
+	}
+	t.granted, t.refused, t.pending = 0, 0, n
 }
 
 // N is the number of nodes in the round.

@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+var setCmd = []byte("*6\r\n$3\r\nSET\r\n$14\r\nlock:orders:42\r\n$36\r\n3f2504e0-4f89-11d3-9a0c-0305e82c3301\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n")
+
+// Parsing a client's SET NX PX from the connection buffer.
+func BenchmarkParseSetCommand(b *testing.B) {
+	b.ReportAllocs()
+	lim := Limits{}
+	lim.defaults()
+	rd := newReader(bytes.NewReader(nil), &lim)
+	rd.authed = true
+	now := time.Now()
+	for i := 0; i < b.N; i++ {
+		rd.buf = append(rd.buf[:0], setCmd...)
+		rd.start, rd.end = 0, len(setCmd)
+		args, err := rd.next()
+		if err != nil || len(args) != 6 {
+			b.Fatal(err)
+		}
+		if _, msg := parseSet(args, now, time.Minute); msg != "" {
+			b.Fatal(msg)
+		}
+	}
+}
+
+// A whole lock command through the front end: parse, fan out to five
+// (in-process, instant) backends, decide, encode the reply.
+func BenchmarkSetThroughFrontEnd(b *testing.B) {
+	b.ReportAllocs()
+	s := New(Config{Logger: discardLogger()}, fakeBackends{n: 5})
+	conn := &fakeConn{in: bytes.NewReader(nil)}
+	c := newClient(s, conn)
+	for i := 0; i < b.N; i++ {
+		conn.in.Reset(setCmd)
+		conn.out.Reset()
+		c.rd.start, c.rd.end = 0, 0
+		if err := c.rd.fill(); err != nil {
+			b.Fatal(err)
+		}
+		for !bytes.HasSuffix(c.rd.buf[:c.rd.end], []byte("30000\r\n")) {
+			c.rd.fill()
+		}
+		args, _ := c.rd.next()
+		c.exec(args)
+		c.flush()
+		if conn.out.String() != "+OK\r\n" {
+			b.Fatalf("reply %q", conn.out.String())
+		}
+	}
+}
+
+func BenchmarkAppendReply(b *testing.B) {
+	b.ReportAllocs()
+	buf := make([]byte, 0, 64)
+	v := resp.IntValue(1)
+	for i := 0; i < b.N; i++ {
+		buf = appendReply(buf[:0], resp.OK, false)
+		buf = appendReply(buf, v, false)
+		buf = appendReply(buf, resp.Nil, true)
+	}
+}
+
+var _ = io.EOF
