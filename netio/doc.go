@@ -1,10 +1,12 @@
 // Package netio owns the proxy's connections to its Redis backends.
 //
 // Each backend has one Link: one TCP (or TLS) connection shared by every
-// client's commands, written in batches by one writer goroutine and read by
-// one reader goroutine that matches replies to commands in order. Sending
-// never blocks and starts no goroutine and no timer per command: results
-// arrive through a resp.Receiver.
+// client's commands, and one reader goroutine that matches replies to
+// commands in order. A command is written by the goroutine that sends it
+// when the connection is idle; while a written batch awaits its replies,
+// commands queue and go out together in one write when it is answered.
+// Sending starts no goroutine and no timer per command: results arrive
+// through a resp.Receiver.
 //
 // It promises:
 //   - every command sent gets exactly one Result: its reply, or an error when

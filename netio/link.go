@@ -87,6 +87,9 @@ const (
 )
 
 // Link is one backend: a shared, pipelined connection that redials itself.
+// Writes happen in the goroutine that queued the bytes, or in the reader
+// when an answered batch releases what queued behind it: no goroutine
+// hand-off per command.
 type Link struct {
 	opt Options
 	log *slog.Logger
@@ -98,9 +101,9 @@ type Link struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	conn     net.Conn      // nil while down
-	kick     chan struct{} // wakes the current connection's writer
-	kicked   bool
+	conn     net.Conn // nil while down
+	writing  bool     // a goroutine is writing to the current connection
+	spare    []byte   // the other write buffer
 	wbuf     []byte
 	q        ring
 	loaded   map[string]bool // scripts loaded on the current connection
@@ -116,7 +119,6 @@ type Link struct {
 	queued    uint64
 	replied   uint64
 	batchEnds []uint64
-	held      bool   // the writer holds commands back until a batch is answered
 	sentMark  uint64 // queued count at the last write, for Health.Sent
 }
 
@@ -212,15 +214,55 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 	l.q.push(entry{rcv: rcv, tag: tag, sent: now, deadline: deadline, script: script})
 	l.queued++
 	l.armLocked(deadline)
-	l.kickLocked()
+	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
+	l.write(c, buf)
 }
 
-// kickLocked wakes the writer unless it is already woken or holding back.
-func (l *Link) kickLocked() {
-	if !l.kicked && !l.held {
-		l.kicked = true
-		l.kick <- struct{}{} // capacity 1, and kicked guarantees it is empty
+// takeWriteLocked hands the queued bytes to the caller to write, when no
+// one else is writing and fewer than BatchesInFlight written batches await
+// their replies; otherwise the bytes wait and join a later, larger write
+// (made by whoever finishes the current write, or by the reader when a
+// batch is answered). It returns a nil buffer when there is nothing to do.
+func (l *Link) takeWriteLocked() (net.Conn, []byte) {
+	if l.writing || l.conn == nil || len(l.wbuf) == 0 {
+		return nil, nil
+	}
+	if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
+		return nil, nil
+	}
+	buf := l.wbuf
+	l.wbuf = l.spare[:0]
+	l.spare = nil
+	l.writing = true
+	l.batchEnds = append(l.batchEnds, l.queued)
+	l.health.Writes++
+	l.health.Sent += l.queued - l.sentMark
+	l.sentMark = l.queued
+	return l.conn, buf
+}
+
+// write writes what takeWriteLocked handed over, in the caller's
+// goroutine (no hand-off to a writer goroutine), then anything that may be
+// written next. Writes to one connection never overlap, so commands reach
+// the backend in the order they were queued.
+func (l *Link) write(c net.Conn, buf []byte) {
+	for buf != nil {
+		c.SetWriteDeadline(time.Now().Add(l.opt.DeadAfter))
+		_, err := c.Write(buf)
+		if err != nil {
+			c.Close() // the reader sees it and cleans up
+		}
+		l.mu.Lock()
+		l.writing = false
+		if cap(buf) <= 1<<20 { // do not keep a burst's buffer forever
+			l.spare = buf[:0]
+		}
+		buf = nil
+		if err == nil && l.conn == c {
+			c, buf = l.takeWriteLocked()
+		}
+		l.mu.Unlock()
 	}
 }
 
@@ -282,27 +324,33 @@ func (l *Link) sweep() {
 	}
 }
 
-// run dials, serves and redials until Close.
+// run dials, serves and redials until Close. A connection that lived a
+// while after its identity was verified is redialled at once; a failed dial,
+// and a connection that failed its handshake or died young (something that
+// accepts and closes, such as a load balancer in front of a dead Redis),
+// waits a backoff that doubles up to a second.
 func (l *Link) run() {
 	defer l.wg.Done()
-	backoff := 10 * time.Millisecond
+	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
+	backoff := minBackoff
 	for l.ctx.Err() == nil {
 		c, err := l.dial()
-		if err != nil {
-			l.noteDown(err)
-			select {
-			case <-l.ctx.Done():
-				return
-			case <-time.After(backoff):
+		if err == nil {
+			start := time.Now()
+			verified := l.serve(c)
+			if verified && time.Since(start) > 5*time.Second {
+				backoff = minBackoff
+				continue
 			}
-			backoff = min(2*backoff, time.Second)
-			continue
+		} else {
+			l.noteDown(err)
 		}
-		start := time.Now()
-		l.serve(c)
-		if time.Since(start) > 5*time.Second {
-			backoff = 10 * time.Millisecond
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -334,21 +382,21 @@ func (l *Link) noteDown(err error) {
 	}
 }
 
-// serve runs one connection until it fails or the link closes.
-func (l *Link) serve(c net.Conn) {
-	kick := make(chan struct{}, 1)
+// serve runs one connection until it fails or the link closes, and reports
+// whether the connection's identity was verified.
+func (l *Link) serve(c net.Conn) (verified bool) {
 	now := time.Now()
 	l.mu.Lock()
 	if l.ctx.Err() != nil {
 		l.mu.Unlock()
 		c.Close()
-		return
+		return false
 	}
-	l.conn, l.kick, l.kicked = c, kick, false
+	l.conn, l.writing = c, false
 	l.loaded = make(map[string]bool)
 	l.verified = false
 	l.wbuf = l.wbuf[:0]
-	l.queued, l.replied, l.batchEnds, l.held, l.sentMark = 0, 0, l.batchEnds[:0], false, 0
+	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
 	l.health.Connects++
 	hs := now.Add(l.opt.DialTimeout)
 	if l.opt.Password != "" {
@@ -364,26 +412,20 @@ func (l *Link) serve(c net.Conn) {
 	l.q.push(entry{rcv: l, tag: tagInfo, sent: now, deadline: hs})
 	l.queued++
 	l.armLocked(hs)
-	l.kicked = true
-	kick <- struct{}{}
+	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
+	l.write(wc, buf)
 	if l.opt.Events != nil {
 		l.opt.Events.Reconnect(l.opt.Index)
 	}
 
-	writerDone, stop := make(chan struct{}), make(chan struct{})
-	go func() { // owned by serve, which stops it and waits for it below
-		defer close(writerDone)
-		l.writeLoop(c, kick, stop)
-	}()
 	err := l.readLoop(c)
-	close(stop)
 	c.Close()
-	<-writerDone
 
 	l.mu.Lock()
 	wasUp := l.verified
-	l.conn, l.kick, l.verified = nil, nil, false
+	l.conn, l.verified = nil, false
+	l.wbuf = l.wbuf[:0]
 	var lost []entry
 	for l.q.len() > 0 {
 		if e := l.q.pop(); !e.expired {
@@ -404,54 +446,7 @@ func (l *Link) serve(c net.Conn) {
 			l.opt.Events.StateChange(l.opt.Index, false)
 		}
 	}
-}
-
-// writeLoop writes whatever Send queued, one write per wake-up: commands
-// queued while a write is in progress share the next one.
-func (l *Link) writeLoop(c net.Conn, kick, stop chan struct{}) {
-	var spare []byte
-	for {
-		select {
-		case <-kick:
-		case <-stop: // the reader saw the connection end
-			return
-		case <-l.ctx.Done():
-			return
-		}
-		l.mu.Lock()
-		if l.conn != c {
-			l.mu.Unlock()
-			return
-		}
-		l.kicked = false
-		if len(l.wbuf) == 0 {
-			l.mu.Unlock()
-			continue
-		}
-		if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
-			// Earlier batches are still being answered: what arrives
-			// meanwhile joins this one; the reader wakes us.
-			l.held = true
-			l.mu.Unlock()
-			continue
-		}
-		buf := l.wbuf
-		l.wbuf = spare[:0]
-		l.batchEnds = append(l.batchEnds, l.queued)
-		l.health.Writes++
-		l.health.Sent += l.queued - l.sentMark
-		l.sentMark = l.queued
-		l.mu.Unlock()
-		c.SetWriteDeadline(time.Now().Add(l.opt.DeadAfter))
-		if _, err := c.Write(buf); err != nil {
-			c.Close()
-			return
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // do not keep a burst's buffer forever
-		}
-		spare = buf
-	}
+	return wasUp
 }
 
 // readLoop matches replies to queued commands, in order.
@@ -470,13 +465,14 @@ func (l *Link) readLoop(c net.Conn) error {
 		}
 		e := l.q.pop()
 		l.replied++
+		var wc net.Conn
+		var wbuf []byte
 		if len(l.batchEnds) > 0 && l.batchEnds[0] <= l.replied {
+			// A batch is answered: what queued meanwhile goes out now, from
+			// this goroutine.
 			n := copy(l.batchEnds, l.batchEnds[1:])
 			l.batchEnds = l.batchEnds[:n]
-			if l.held {
-				l.held = false
-				l.kickLocked()
-			}
+			wc, wbuf = l.takeWriteLocked()
 		}
 		counts := l.verified && l.watch.Counts(now)
 		isErr := v.Kind == resp.KindError
@@ -493,6 +489,7 @@ func (l *Link) readLoop(c net.Conn) error {
 			l.health.Latency += (lat - l.health.Latency) / 8
 		}
 		l.mu.Unlock()
+		l.write(wc, wbuf)
 		if l.opt.Events != nil {
 			l.opt.Events.Reply(l.opt.Index, lat, isErr)
 		}

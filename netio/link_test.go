@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,4 +324,33 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Something that accepts connections and closes them at once (a load
+// balancer in front of a dead Redis) is redialled with backoff, not in a
+// tight loop.
+func TestAcceptAndCloseBacksOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	l := NewLink(Options{Addr: ln.Addr().String(), Logger: quiet()})
+	l.Start()
+	time.Sleep(time.Second)
+	l.Close()
+	if n := accepted.Load(); n > 20 {
+		t.Fatalf("%d connections in one second: no backoff", n)
+	}
 }

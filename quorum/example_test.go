@@ -68,7 +68,9 @@ func ExampleMajorityRemaining() {
 }
 
 // A backend that comes back with a new run_id forgot its locks: its votes do
-// not count until Hold after it restarted.
+// not count until Hold after it restarted. Its uptime_in_seconds may be a
+// second too high, so the restart is taken to be a second later than it
+// says (here 4s ago rather than 5s).
 func ExampleWatch() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := quorum.Watch{Rule: quorum.RestartRule{Hold: 30 * time.Second}}
@@ -83,5 +85,5 @@ func ExampleWatch() {
 	// Output:
 	// counts: true
 	// restarted: true counts: false
-	// back in quorum after 25s
+	// back in quorum after 26s
 }

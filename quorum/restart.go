@@ -36,14 +36,25 @@ type Watch struct {
 // of the INFO round trip when comparing boot estimates.
 const uptimeSlack = 2 * time.Second
 
+// uptimeGrain is how much uptime_in_seconds can overstate the real uptime.
+const uptimeGrain = time.Second
+
 // Observe records the identity a newly established connection reported at
 // now, and reports whether the backend restarted since the last one (or
 // cannot be shown not to have). A restarted backend is quarantined until
 // Hold after it came back.
 func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
+	// The latest the backend can have started. Redis computes
+	// uptime_in_seconds from two whole-second wall-clock readings, so it can
+	// overstate the real uptime by up to a second: a backend up for 0.2s may
+	// say 1. Estimating the boot a second later than the reported uptime says
+	// keeps the quarantine from ending early.
 	boot := now
 	if id.Uptime >= 0 {
-		boot = now.Add(-id.Uptime)
+		boot = now.Add(-id.Uptime + uptimeGrain)
+		if boot.After(now) {
+			boot = now
+		}
 	}
 	defer func() {
 		w.seen = true
@@ -51,7 +62,7 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		w.boot = boot
 	}()
 	if !w.seen {
-		if w.Rule.Strict && (id.Uptime < 0 || id.Uptime < w.Rule.Hold) {
+		if w.Rule.Strict && (id.Uptime < 0 || boot.Add(w.Rule.Hold).After(now)) {
 			w.quarantine(boot)
 		}
 		return false

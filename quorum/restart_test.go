@@ -15,6 +15,16 @@ const (
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
+// came is the latest a backend that reports uptime at now can have
+// started: uptime_in_seconds can overstate the real uptime by a second.
+func came(now time.Time, uptime time.Duration) time.Time {
+	b := now.Add(-uptime + time.Second)
+	if b.After(now) {
+		return now
+	}
+	return b
+}
+
 // checkQuarantine asserts that w counts exactly from until on.
 func checkQuarantine(t *testing.T, w *Watch, until time.Time) {
 	t.Helper()
@@ -42,11 +52,13 @@ func TestWatchFirstSight(t *testing.T) {
 		{"lenient, no identity", false, Identity{"", unknown}, time.Time{}},
 		{"lenient, old backend", false, Identity{"r1", time.Hour}, time.Time{}},
 		{"strict, fresh backend", true, Identity{"r1", 0}, at(hold)},
-		{"strict, young backend", true, Identity{"r1", 10 * time.Second}, at(hold - 10*time.Second)},
-		{"strict, just under hold", true, Identity{"r1", hold - time.Nanosecond}, at(time.Nanosecond)},
+		{"strict, young backend", true, Identity{"r1", 10 * time.Second}, came(t0, 10*time.Second).Add(hold)},
+		{"strict, just under hold", true, Identity{"r1", hold - time.Nanosecond}, came(t0, hold-time.Nanosecond).Add(hold)},
 		{"strict, uptime unknown", true, Identity{"r1", unknown}, at(hold)},
 		{"strict, no identity", true, Identity{"", unknown}, at(hold)},
-		{"strict, up exactly hold", true, Identity{"r1", hold}, time.Time{}},
+		// Reported up exactly hold: it may have been up a second less.
+		{"strict, up exactly hold", true, Identity{"r1", hold}, came(t0, hold).Add(hold)},
+		{"strict, up hold plus the grain", true, Identity{"r1", hold + time.Second}, time.Time{}},
 		{"strict, old backend", true, Identity{"r1", time.Hour}, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,21 +102,21 @@ func TestWatchReconnect(t *testing.T) {
 		{"same run_id", Identity{"r1", time.Hour}, Identity{"r1", time.Hour + later}, false, time.Time{}},
 		{"same run_id, shorter uptime", Identity{"r1", time.Hour}, Identity{"r1", time.Second}, false, time.Time{}}, // run_id is the identity
 		{"same run_id, uptime unknown", Identity{"r1", time.Hour}, Identity{"r1", unknown}, false, time.Time{}},
-		{"run_id changed", Identity{"r1", time.Hour}, Identity{"r2", 5 * time.Second}, true, now.Add(-5 * time.Second).Add(hold)},
-		{"run_id changed, long uptime", Identity{"r1", time.Hour}, Identity{"r2", time.Hour}, true, now.Add(-time.Hour).Add(hold)}, // until in the past: counts at once
+		{"run_id changed", Identity{"r1", time.Hour}, Identity{"r2", 5 * time.Second}, true, came(now, 5*time.Second).Add(hold)},
+		{"run_id changed, long uptime", Identity{"r1", time.Hour}, Identity{"r2", time.Hour}, true, came(now, time.Hour).Add(hold)}, // until in the past: counts at once
 		{"run_id changed, uptime unknown", Identity{"r1", time.Hour}, Identity{"r2", unknown}, true, now.Add(hold)},
 		{"run_id lost, uptime consistent", Identity{"r1", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
-		{"run_id lost, uptime shorter", Identity{"r1", time.Hour}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
-		{"run_id new, uptime shorter", Identity{"", time.Hour}, Identity{"r1", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"run_id lost, uptime shorter", Identity{"r1", time.Hour}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
+		{"run_id new, uptime shorter", Identity{"", time.Hour}, Identity{"r1", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
 		{"no run_id, uptime consistent", Identity{"", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
 		{"no run_id, uptime truncated", Identity{"", time.Hour}, Identity{"", time.Hour + later - time.Second}, false, time.Time{}},
-		{"no run_id, uptime shorter", Identity{"", time.Hour}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"no run_id, uptime shorter", Identity{"", time.Hour}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
 		{"no run_id, uptime now unknown", Identity{"", time.Hour}, Identity{"", unknown}, true, now.Add(hold)},
 		{"nothing known either time", Identity{"", unknown}, Identity{"", unknown}, true, now.Add(hold)},
 		// The first boot estimate was t0 itself (uptime unknown): a backend up
 		// since before t0 is the same run, one that came up after is not.
 		{"uptime unknown, then long", Identity{"", unknown}, Identity{"", later + time.Hour}, false, time.Time{}},
-		{"uptime unknown, then short", Identity{"", unknown}, Identity{"", 10 * time.Second}, true, now.Add(-10 * time.Second).Add(hold)},
+		{"uptime unknown, then short", Identity{"", unknown}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := Watch{Rule: RestartRule{Hold: hold}}
@@ -193,13 +205,14 @@ func TestWatchStory(t *testing.T) {
 	for i, s := range []step{
 		{0, Identity{"r1", time.Hour}, false, []time.Duration{0, time.Hour}, nil},
 		{time.Minute, Identity{"r1", time.Hour + time.Minute}, false, []time.Duration{time.Minute}, nil},
-		// Restarted at 2m, seen at 2m3s: out until 2m30s.
+		// Restarted at 2m, seen at 2m3s saying 3s of uptime (so maybe only
+		// 2s): out until 2m31s.
 		{2*time.Minute + 3*time.Second, Identity{"r2", 3 * time.Second}, true,
-			[]time.Duration{2*time.Minute + 30*time.Second, time.Hour},
-			[]time.Duration{2*time.Minute + 3*time.Second, 2*time.Minute + 30*time.Second - 1}},
+			[]time.Duration{2*time.Minute + 31*time.Second, time.Hour},
+			[]time.Duration{2*time.Minute + 3*time.Second, 2*time.Minute + 31*time.Second - 1}},
 		// A reconnect of the same run during the quarantine changes nothing.
 		{2*time.Minute + 10*time.Second, Identity{"r2", 10 * time.Second}, false,
-			[]time.Duration{2*time.Minute + 30*time.Second},
+			[]time.Duration{2*time.Minute + 31*time.Second},
 			[]time.Duration{2*time.Minute + 10*time.Second}},
 		{5 * time.Minute, Identity{"r2", 3 * time.Minute}, false, []time.Duration{5 * time.Minute}, nil},
 	} {
@@ -242,7 +255,7 @@ func TestWatchProperty(t *testing.T) {
 			}
 			boot := now
 			if id.Uptime >= 0 {
-				boot = now.Add(-id.Uptime)
+				boot = came(now, id.Uptime)
 			}
 			if restarted && until.Before(boot.Add(w.Rule.Hold)) {
 				t.Fatalf("restart of %+v at %v quarantined only until %v, want at least boot+Hold %v", id, now, until, boot.Add(w.Rule.Hold))

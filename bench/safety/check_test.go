@@ -82,7 +82,7 @@ func TestRegisterChecker(t *testing.T) {
 	b.Write(lb, b.Read("k")) // 1 -> 2
 	a.Close()
 	b.Close()
-	if lost, ex := CheckRegisters(h); lost != 0 {
+	if lost, _, ex := CheckRegisters(h); lost != 0 {
 		t.Fatalf("serial updates: lost = %d (%q)", lost, ex)
 	}
 	va, vb := a.Read("k"), b.Read("k") // both read 2
@@ -90,12 +90,27 @@ func TestRegisterChecker(t *testing.T) {
 	b.Write(lb, vb) // 3 again: one update lost
 	a.Close()
 	b.Close()
-	lost, ex := CheckRegisters(h)
-	if lost != 1 {
-		t.Fatalf("lost = %d, want 1 (%q)", lost, ex)
+	lost, paused, ex := CheckRegisters(h)
+	if lost != 1 || paused != 0 {
+		t.Fatalf("lost = %d (paused %d), want 1 (0) (%q)", lost, paused, ex)
 	}
-	if len(ex) < 2 || !strings.Contains(ex[1], "all read 2 and wrote 3") {
+	if len(ex) < 2 || !strings.Contains(ex[0], "two holders inside their validity") || !strings.Contains(ex[1], "all read 2 and wrote 3") {
 		t.Fatalf("examples %q do not name the writers that read the same value", ex)
+	}
+
+	// A writer whose write ends after its validity was paused: its lost
+	// update is told apart.
+	h = NewHistory()
+	a, b = &Client{ID: 0, h: h}, &Client{ID: 1, h: h}
+	expired := Lease{Key: "k", Token: "a", ValidUntil: time.Now().Add(-time.Millisecond)}
+	va = a.Read("k")
+	b.Write(lb, b.Read("k"))
+	a.Write(expired, va)
+	a.Close()
+	b.Close()
+	lost, paused, ex = CheckRegisters(h)
+	if lost != 1 || paused != 1 || !strings.Contains(ex[0], "paused holders") || !strings.Contains(ex[1], "after its validity ended") {
+		t.Fatalf("paused writer: lost %d, paused %d, examples %q", lost, paused, ex)
 	}
 }
 

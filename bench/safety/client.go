@@ -135,9 +135,9 @@ func (c *Client) Read(key string) int64 { return c.h.Reg(key).v.Load() }
 // holder checks first; a paused one does not).
 func (c *Client) Write(l Lease, read int64) {
 	r := c.h.Reg(l.Key)
-	now := time.Now()
 	r.v.Store(read + 1)
 	r.incs.Add(1)
+	now := time.Now() // after the store: a write that ends inside the validity happened inside it
 	c.writes = append(c.writes, Write{Client: c.ID, Key: l.Key, Token: l.Token, Read: read, At: now, Late: !now.Before(l.ValidUntil)})
 }
 

@@ -22,6 +22,14 @@
 //     holder; refusals and unknown outcomes are always legal, and a release
 //     that did not report success may or may not have released).
 //
+// A fourth check counts grants that began and ended while no majority of
+// masters could vote (down, or quarantined after a restart). A lost update
+// on a key where some holder's write ended after its own validity is
+// charged to that holder's pause (the machine stopped it between its check
+// and its write, which no lock can prevent), not to the lock; it is still
+// reported. Likewise, seconds without a grant in which the harness process
+// itself was not scheduled are reported but not held against liveness.
+//
 // It promises: a Run reports the counts of holds (grants), refusals,
 // unknowns, releases and each checker's violations, with examples; every
 // process, relay, proxy and goroutine it starts is stopped and waited for

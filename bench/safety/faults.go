@@ -23,7 +23,6 @@ type Env struct {
 	mu         sync.Mutex
 	noMajority []Interval
 	busyUntil  []time.Time // per master: faulted (or quarantined) until
-	faults     int
 	progress   func(string)
 
 	wg sync.WaitGroup // fault goroutines started with Go
@@ -58,9 +57,6 @@ func (e *Env) Between(lo, hi time.Duration) time.Duration {
 // Logf notes a fault event in the history and reports it as progress.
 func (e *Env) Logf(format string, a ...any) {
 	text := e.H.Notef(format, a...)
-	e.mu.Lock()
-	e.faults++
-	e.mu.Unlock()
 	if e.progress != nil {
 		e.progress(fmt.Sprintf("  %s %s", e.H.rel(time.Now()), text))
 	}

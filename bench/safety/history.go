@@ -70,8 +70,8 @@ type Write struct {
 	Key    string
 	Token  string
 	Read   int64     // the value read; the holder wrote Read+1
-	At     time.Time // when the write happened
-	Late   bool      // written after the holder's validity ended (a paused client)
+	At     time.Time // just after the write
+	Late   bool      // the write ended after the holder's validity: the holder was paused
 }
 
 // Drift is the client's allowance for clock drift: ttl*0.01 + 2ms, the

@@ -14,6 +14,9 @@
 //     after BlackHole(false), unless the connection is closed first;
 //   - Delay(d) holds every chunk read from then on for d before writing it
 //     on (latency, not a bandwidth limit: chunks in flight overlap);
+//   - when either end closes its connection, the relay writes on what it
+//     already read from it (after any delay or black hole) and then closes
+//     the other end too;
 //   - Cut closes every current connection at both ends (a reset link);
 //   - when the target refuses a connection (its process is down), the relay
 //     refuses too: it stops listening until the target accepts again, then
