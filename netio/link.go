@@ -118,8 +118,21 @@ type Link struct {
 	// replies are not all in.
 	queued    uint64
 	replied   uint64
-	batchEnds []uint64
+	batchEnds []batch
 	sentMark  uint64 // queued count at the last write, for Health.Sent
+
+	// Deadlines: every queued command has a sequence number (pushed counts
+	// them, popped counts those answered or dropped); each deadline class
+	// keeps its commands' numbers in sending order for the sweep.
+	pushed, popped uint64
+	byDeadline     [2]seqRing
+}
+
+// batch is a write awaiting its replies: the queued count at its end, and
+// when it was written (reply latency is measured from there).
+type batch struct {
+	end uint64
+	at  time.Time
 }
 
 // Health is a snapshot of a backend's state.
@@ -200,23 +213,45 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		rcv.Receive(tag, resp.Result{Err: l.errOverloaded})
 		return
 	}
-	now := time.Now()
 	if script != nil && !l.loaded[script.Sha] {
 		l.loaded[script.Sha] = true
 		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
 		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
 		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
 		l.wbuf = resp.AppendBulk(l.wbuf, script.Body)
-		l.q.push(entry{rcv: l, tag: tagScriptLoad, sent: now, deadline: deadline})
-		l.queued++
+		l.pushLocked(entry{rcv: l, tag: tagScriptLoad, deadline: deadline})
 	}
 	l.wbuf = append(l.wbuf, cmd...)
-	l.q.push(entry{rcv: rcv, tag: tag, sent: now, deadline: deadline, script: script})
-	l.queued++
+	l.pushLocked(entry{rcv: rcv, tag: tag, deadline: deadline, script: script})
 	l.armLocked(deadline)
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
+}
+
+// pushLocked queues e, whose bytes are already in wbuf.
+func (l *Link) pushLocked(e entry) {
+	l.q.push(e)
+	class := 0
+	if l.longDeadline(e.deadline) {
+		class = 1
+	}
+	l.byDeadline[class].push(l.pushed)
+	l.pushed++
+	l.queued++
+}
+
+// longDeadline tells the undo and handshake deadlines (seconds) from the
+// per-command ones (tens of milliseconds): each class's deadlines come in
+// the order commands are queued.
+func (l *Link) longDeadline(d time.Time) bool {
+	return time.Until(d) > 4*l.opt.Timeout
+}
+
+// popLocked removes the oldest queued command.
+func (l *Link) popLocked() entry {
+	l.popped++
+	return l.q.pop()
 }
 
 // takeWriteLocked hands the queued bytes to the caller to write, when no
@@ -235,7 +270,7 @@ func (l *Link) takeWriteLocked() (net.Conn, []byte) {
 	l.wbuf = l.spare[:0]
 	l.spare = nil
 	l.writing = true
-	l.batchEnds = append(l.batchEnds, l.queued)
+	l.batchEnds = append(l.batchEnds, batch{end: l.queued, at: time.Now()})
 	l.health.Writes++
 	l.health.Sent += l.queued - l.sentMark
 	l.sentMark = l.queued
@@ -285,18 +320,26 @@ func (l *Link) sweep() {
 	l.mu.Lock()
 	l.armedAt = time.Time{}
 	var next time.Time
-	for i := 0; i < l.q.len(); i++ {
-		e := l.q.at(i)
-		if e.expired {
-			continue
-		}
-		if !e.deadline.After(now) {
-			e.expired = true
-			expired = append(expired, *e)
-			continue
-		}
-		if next.IsZero() || e.deadline.Before(next) {
-			next = e.deadline
+	for c := range l.byDeadline {
+		dq := &l.byDeadline[c]
+		for dq.len() > 0 {
+			seq := dq.front()
+			if seq < l.popped { // answered already
+				dq.pop()
+				continue
+			}
+			e := l.q.at(int(seq - l.popped))
+			if !e.expired && e.deadline.After(now) {
+				if next.IsZero() || e.deadline.Before(next) {
+					next = e.deadline
+				}
+				break
+			}
+			if !e.expired {
+				e.expired = true
+				expired = append(expired, *e)
+			}
+			dq.pop()
 		}
 	}
 	if l.q.len() > 0 {
@@ -405,12 +448,10 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 		} else {
 			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
 		}
-		l.q.push(entry{rcv: l, tag: tagAuth, sent: now, deadline: hs})
-		l.queued++
+		l.pushLocked(entry{rcv: l, tag: tagAuth, deadline: hs})
 	}
 	l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
-	l.q.push(entry{rcv: l, tag: tagInfo, sent: now, deadline: hs})
-	l.queued++
+	l.pushLocked(entry{rcv: l, tag: tagInfo, deadline: hs})
 	l.armLocked(hs)
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
@@ -428,7 +469,7 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 	l.wbuf = l.wbuf[:0]
 	var lost []entry
 	for l.q.len() > 0 {
-		if e := l.q.pop(); !e.expired {
+		if e := l.popLocked(); !e.expired {
 			lost = append(lost, e)
 		}
 	}
@@ -452,22 +493,32 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 // readLoop matches replies to queued commands, in order.
 func (l *Link) readLoop(c net.Conn) error {
 	rd := resp.NewReader(bufio.NewReaderSize(c, 64<<10), resp.ReaderLimits{})
+	var now time.Time
 	for {
+		// One clock reading per read from the socket: replies that arrived
+		// together share it.
+		fresh := rd.Buffered() == 0
 		v, err := rd.Read()
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		if fresh || now.IsZero() {
+			now = time.Now()
+		}
 		l.mu.Lock()
 		if l.q.len() == 0 {
 			l.mu.Unlock()
 			return errors.New("reply with no command waiting for it")
 		}
-		e := l.q.pop()
+		e := l.popLocked()
 		l.replied++
+		var lat time.Duration
+		if len(l.batchEnds) > 0 {
+			lat = now.Sub(l.batchEnds[0].at)
+		}
 		var wc net.Conn
 		var wbuf []byte
-		if len(l.batchEnds) > 0 && l.batchEnds[0] <= l.replied {
+		if len(l.batchEnds) > 0 && l.batchEnds[0].end <= l.replied {
 			// A batch is answered: what queued meanwhile goes out now, from
 			// this goroutine.
 			n := copy(l.batchEnds, l.batchEnds[1:])
@@ -482,7 +533,6 @@ func (l *Link) readLoop(c net.Conn) error {
 				delete(l.loaded, e.script.Sha) // flushed behind our back: load again next time
 			}
 		}
-		lat := now.Sub(e.sent)
 		if l.health.Latency == 0 {
 			l.health.Latency = lat
 		} else {

@@ -10,7 +10,6 @@ import (
 type entry struct {
 	rcv      resp.Receiver
 	tag      int
-	sent     time.Time
 	deadline time.Time
 	script   *resp.Script // set for EVALSHA, so a NOSCRIPT reply unloads it
 	expired  bool         // the receiver already got ErrTimeout
@@ -45,4 +44,34 @@ func (r *ring) pop() entry {
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
 	return e
+}
+
+// seqRing is a FIFO of command sequence numbers: one per deadline class,
+// so that the sweep finds expired commands from the front in amortized
+// constant time (within a class, deadlines come in sending order).
+type seqRing struct {
+	buf  []uint64
+	head int
+	n    int
+}
+
+func (r *seqRing) len() int { return r.n }
+
+func (r *seqRing) push(v uint64) {
+	if r.n == len(r.buf) {
+		nb := make([]uint64, max(16, 2*len(r.buf)))
+		for i := 0; i < r.n; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = v
+	r.n++
+}
+
+func (r *seqRing) front() uint64 { return r.buf[r.head] }
+
+func (r *seqRing) pop() {
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
 }

@@ -353,7 +353,9 @@ func scheduleMajorityDown(ctx context.Context, e *Env) {
 	k := n/2 + 1
 	for sleepCtx(ctx, 700*time.Millisecond) {
 		down := 1500 * time.Millisecond
-		if e.Left() < down {
+		// Leave time after the quarantine (up to a second longer than the
+		// hold: uptime_in_seconds is whole seconds) for grants to resume.
+		if e.Left() < down+e.C.Hold()+reconnectAllowance+2*time.Second {
 			return
 		}
 		ms := e.reserve(k, n, time.Now().Add(down+e.C.Hold()+reconnectAllowance))
