@@ -26,7 +26,7 @@ var shortRuns = map[string]time.Duration{
 	"blackhole":     4 * time.Second,
 	"delay":         4 * time.Second,
 	"mixed":         8 * time.Second,
-	"majority-down": 8 * time.Second,
+	"majority-down": 10 * time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server is missing.
