@@ -52,7 +52,7 @@ type proxyProc struct {
 	done chan struct{}
 }
 
-func startProxy(bin string, backends []string, extra ...string) (*proxyProc, error) {
+func startProxy(bin string, backends []string, procs int, extra ...string) (*proxyProc, error) {
 	port, err := redisproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -61,6 +61,9 @@ func startProxy(bin string, backends []string, extra ...string) (*proxyProc, err
 	args := append([]string{"-listen", addr, "-admin", "", "-backends", strings.Join(backends, ","), "-log_level", "warn"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
+	if procs > 0 {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -16,13 +16,14 @@ type pipeResult struct {
 }
 
 type report struct {
-	Started   time.Time     `json:"started"`
-	Finished  time.Time     `json:"finished"`
-	Host      string        `json:"host"`
-	Duration  time.Duration `json:"duration_per_point"`
-	Rounds    int           `json:"rounds"`
-	Results   []result      `json:"results"`
-	Pipelined []pipeResult  `json:"pipelined"`
+	Started    time.Time     `json:"started"`
+	Finished   time.Time     `json:"finished"`
+	Host       string        `json:"host"`
+	Duration   time.Duration `json:"duration_per_point"`
+	ProxyProcs int           `json:"proxy_gomaxprocs"`
+	Rounds     int           `json:"rounds"`
+	Results    []result      `json:"results"`
+	Pipelined  []pipeResult  `json:"pipelined"`
 }
 
 func (r *report) find(series string, n, clients int) (result, bool) {
@@ -146,14 +147,14 @@ func (r *report) printTable(w io.Writer) {
 		if !t.Met {
 			mark = "NOT MET"
 		}
-		fmt.Fprintf(w, "  %-50s %6.2f  (want %s)  %s\n", t.Name, t.Value, t.Want, mark)
+		fmt.Fprintf(w, "  %-50s %6.3f  (want %s)  %s\n", t.Name, t.Value, t.Want, mark)
 	}
 }
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown.\n\n",
-		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds)
+	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown, proxy GOMAXPROCS %d.\n\n",
+		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.ProxyProcs)
 	b.WriteString("Lock cycle = `SET key token NX PX 30000` + compare-and-delete release, random keys, go-redis clients.\n")
 	b.WriteString("`lone` is the same client code on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
 	b.WriteString("| N | clients | series | cycles/s | vs lone | p50 | p99 | p999 | errors | proxy CPU/op | Redis CPU/op |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -190,7 +191,7 @@ func (r *report) markdown() string {
 		if !t.Met {
 			mark = "**not met**"
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s |\n", t.Name, t.Value, t.Want, mark)
+		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, mark)
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
 	return b.String()
