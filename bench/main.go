@@ -51,7 +51,18 @@ func main() {
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
 	procs := flag.Int("proxy-procs", 1, "GOMAXPROCS of the proxy process (0: Go's default, the CPU count)")
+	render := flag.String("render", "", "write report.md and chart.svg under -out from an earlier results.json, without measuring")
 	flag.Parse()
+
+	if *render != "" {
+		b, err := os.ReadFile(*render)
+		check(err)
+		var rep report
+		check(json.Unmarshal(b, &rep))
+		check(rep.write(*out))
+		rep.printTable(os.Stdout)
+		return
+	}
 
 	switch *mode {
 	case "load":

@@ -93,14 +93,20 @@ func (r *report) targets() []target {
 	ts = append(ts, target{Name: fmt.Sprintf("proxy / redsync, N=%d, %d clients", n, c), Want: ">= 4.0",
 		Present: ok1 && ok3 && s.PerSec > 0, Value: p.PerSec / s.PerSec})
 	if len(r.Pipelined) > 0 {
-		best := r.Pipelined[0]
+		// The median ratio of the interleaved rounds.
+		var ratios []float64
 		for _, x := range r.Pipelined {
-			if x.Proxy/x.Lone > best.Proxy/best.Lone {
-				best = x
+			if x.Lone > 0 {
+				ratios = append(ratios, x.Proxy/x.Lone)
 			}
 		}
-		ts = append(ts, target{Name: fmt.Sprintf("pipelined -P 16 -c 50 proxy / lone, N=%d", best.N), Want: ">= 0.25",
-			Present: best.Lone > 0, Value: best.Proxy / best.Lone})
+		sort.Float64s(ratios)
+		med := 0.0
+		if len(ratios) > 0 {
+			med = ratios[len(ratios)/2]
+		}
+		ts = append(ts, target{Name: fmt.Sprintf("pipelined -P 16 -c 50 proxy / lone, N=%d (median)", r.Pipelined[0].N), Want: ">= 0.25",
+			Present: len(ratios) > 0, Value: med})
 	}
 	p1, ok4 := r.find("proxy", ns[0], c)
 	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU/op N=%d / N=%d, %d clients", n, ns[0], c), Want: "<= 2.5",

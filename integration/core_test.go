@@ -20,28 +20,6 @@ const seedRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return 
 
 const oneLineExtend = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
 
-func rawExchange(t testing.TB, addr, payload string, wait time.Duration) string {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte(payload)); err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	c.SetReadDeadline(time.Now().Add(wait))
-	var out []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := c.Read(buf)
-		out = append(out, buf[:n]...)
-		if err != nil {
-			return string(out)
-		}
-	}
-}
-
 // The single-instance lock pattern, unchanged, through the proxy over five
 // real masters.
 func TestSingleInstancePatternOverFiveMasters(t *testing.T) {

@@ -194,11 +194,12 @@ func uniqueKey(prefix string) string {
 	return fmt.Sprintf("%s:%d:%d", prefix, time.Now().UnixNano(), keySeq.n)
 }
 
-// rawDo sends one command to addr with a fresh connection and returns the
-// raw reply bytes read until the deadline or the first full line set.
-func rawDo(t testing.TB, addr string, payload string) string {
+// rawDo writes payload to addr on a fresh connection and returns the raw
+// bytes read until the proxy closes the connection or 300ms pass.
+func rawDo(t *testing.T, addr string, payload string) string {
 	t.Helper()
-	return rawExchange(t, addr, payload, 300*time.Millisecond)
+	reply, _ := exchange(t, addr, payload, 300*time.Millisecond)
+	return reply
 }
 
 var _ = io.EOF

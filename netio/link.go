@@ -105,7 +105,7 @@ type Link struct {
 	writing  bool     // a goroutine is writing to the current connection
 	spare    []byte   // the other write buffer
 	wbuf     []byte
-	q        ring
+	q        ring[entry]
 	loaded   map[string]bool // scripts loaded on the current connection
 	timer    *time.Timer
 	armedAt  time.Time // when timer fires; zero when not armed
@@ -125,7 +125,7 @@ type Link struct {
 	// them, popped counts those answered or dropped); each deadline class
 	// keeps its commands' numbers in sending order for the sweep.
 	pushed, popped uint64
-	byDeadline     [2]seqRing
+	byDeadline     [2]ring[uint64]
 }
 
 // batch is a write awaiting its replies: the queued count at its end, and
@@ -323,7 +323,7 @@ func (l *Link) sweep() {
 	for c := range l.byDeadline {
 		dq := &l.byDeadline[c]
 		for dq.len() > 0 {
-			seq := dq.front()
+			seq := *dq.at(0)
 			if seq < l.popped { // answered already
 				dq.pop()
 				continue

@@ -15,51 +15,21 @@ type entry struct {
 	expired  bool         // the receiver already got ErrTimeout
 }
 
-// ring is a FIFO of entries that grows as needed.
-type ring struct {
-	buf  []entry
+// ring is a FIFO that grows as needed: the queue of commands awaiting
+// replies (ring[entry]) and, per deadline class, their sequence numbers in
+// sending order (ring[uint64]), so that the sweep finds expired commands
+// from the front in amortized constant time.
+type ring[T any] struct {
+	buf  []T
 	head int
 	n    int
 }
 
-func (r *ring) len() int { return r.n }
+func (r *ring[T]) len() int { return r.n }
 
-func (r *ring) push(e entry) {
+func (r *ring[T]) push(v T) {
 	if r.n == len(r.buf) {
-		nb := make([]entry, max(16, 2*len(r.buf)))
-		for i := 0; i < r.n; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
-		}
-		r.buf, r.head = nb, 0
-	}
-	r.buf[(r.head+r.n)%len(r.buf)] = e
-	r.n++
-}
-
-func (r *ring) at(i int) *entry { return &r.buf[(r.head+i)%len(r.buf)] }
-
-func (r *ring) pop() entry {
-	e := r.buf[r.head]
-	r.buf[r.head] = entry{}
-	r.head = (r.head + 1) % len(r.buf)
-	r.n--
-	return e
-}
-
-// seqRing is a FIFO of command sequence numbers: one per deadline class,
-// so that the sweep finds expired commands from the front in amortized
-// constant time (within a class, deadlines come in sending order).
-type seqRing struct {
-	buf  []uint64
-	head int
-	n    int
-}
-
-func (r *seqRing) len() int { return r.n }
-
-func (r *seqRing) push(v uint64) {
-	if r.n == len(r.buf) {
-		nb := make([]uint64, max(16, 2*len(r.buf)))
+		nb := make([]T, max(16, 2*len(r.buf)))
 		for i := 0; i < r.n; i++ {
 			nb[i] = r.buf[(r.head+i)%len(r.buf)]
 		}
@@ -69,9 +39,13 @@ func (r *seqRing) push(v uint64) {
 	r.n++
 }
 
-func (r *seqRing) front() uint64 { return r.buf[r.head] }
+func (r *ring[T]) at(i int) *T { return &r.buf[(r.head+i)%len(r.buf)] }
 
-func (r *seqRing) pop() {
+func (r *ring[T]) pop() T {
+	var zero T
+	v := r.buf[r.head]
+	r.buf[r.head] = zero // drop references held by the slot
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
+	return v
 }

@@ -70,6 +70,12 @@ func FreePort() (int, error) {
 // Start runs redis-server on a free port with no persistence, plus extra
 // arguments (e.g. "--requirepass", "x").
 func Start(dir string, extra ...string) (*Server, error) {
+	return startOnFreePort(func(s *Server) { s.dir, s.extra = dir, extra })
+}
+
+// startOnFreePort starts a server set up by setup on a free port, trying a
+// few ports: another process may take a port between its choice and use.
+func startOnFreePort(setup func(*Server)) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -80,7 +86,8 @@ func Start(dir string, extra ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, dir: dir, extra: extra}
+		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin}
+		setup(s)
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -97,24 +104,11 @@ type TLSFiles struct {
 // StartTLS runs redis-server serving only TLS (no plain port), not
 // requiring client certificates, plus extra arguments.
 func StartTLS(dir string, files TLSFiles, extra ...string) (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, dir: dir, tls: files.Client,
-			extra: append([]string{"--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
-				"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no"}, extra...)}
-		if lastErr = s.start(); lastErr == nil {
-			return s, nil
-		}
-	}
-	return nil, lastErr
+	return startOnFreePort(func(s *Server) {
+		s.dir, s.tls = dir, files.Client
+		s.extra = append([]string{"--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
+			"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no"}, extra...)
+	})
 }
 
 // StartN starts n servers.
