@@ -148,8 +148,11 @@ func FuzzParseSet(f *testing.F) {
 		if req.ttl <= 0 || req.ttl > time.Minute {
 			t.Fatalf("%q accepted with TTL %v", line, req.ttl)
 		}
-		upper := strings.ToUpper(line)
-		if !strings.Contains(upper, " NX") && !strings.Contains(upper, " IFEQ ") {
+		lock := false
+		for _, a := range args[3:] {
+			lock = lock || is(a, "nx") || is(a, "ifeq")
+		}
+		if !lock {
 			t.Fatalf("%q accepted without NX or IFEQ", line)
 		}
 	})
