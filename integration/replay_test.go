@@ -230,3 +230,18 @@ func TestReplayAioredlock(t *testing.T) {
 	c.checkGone(t, "after release", key, uuid)
 	mustDo(t, "OK", cl, "EVALSHA", shas["release"], 1, key, uuid) // already gone: OK
 }
+
+// @sesamecare-oss/redlock's scripts SELECT the database given in ARGV[1];
+// the proxy serves database 0 only (its undo and reads work there), so
+// another database is refused rather than locked where nothing can see it.
+func TestSesameDatabaseArgument(t *testing.T) {
+	c := newCluster(t, 3)
+	acquire := libScript(t, "sesamecare-1.4-acquire.lua", "1b77b94aa78451d55dfa97e18819bfbfc596cb5b")
+	cl := c.client(2)
+	key := uniqueKey("sesame-db")
+	if _, err := do(cl, "EVAL", acquire, 1, key, "3", "tok", 5000); err == nil || !strings.Contains(err.Error(), "database 0") {
+		t.Fatalf("acquire in database 3: %v; want a refusal naming database 0", err)
+	}
+	mustDo(t, int64(1), cl, "EVAL", acquire, 1, key, "0", "tok", 5000)
+	c.checkHeld(t, "after the acquire in database 0", key, "tok")
+}

@@ -146,6 +146,10 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 		c.replyErr(fmt.Sprintf("ERR redlock-proxy: script %q (%s) needs at least %d arguments after its keys", spec.Name, k.Script.Sha, max(spec.TokenArg, spec.TTLArg)+1))
 		return
 	}
+	if spec.DBArg > 0 && (spec.DBArg > len(argv) || string(argv[spec.DBArg-1]) != "0") {
+		c.replyErr(msgOnlyDB0)
+		return
+	}
 	var ttl time.Duration
 	if spec.TTLArg >= 0 {
 		n, ok := resp.ParseInt(argv[spec.TTLArg])

@@ -84,22 +84,21 @@ var (
 // node-redlock 4.2.0 and 5.x, and @sesamecare-oss/redlock 1.4: multi-key
 // scripts that hold all their keys on a backend or none. A backend's vote
 // is "for" when it answers the number of keys.
-func multiKey(name string, role Role, tokenArg, ttlArg int) *Spec {
-	s := &Spec{
+func multiKey(name string, role Role, tokenArg, ttlArg, dbArg int) *Spec {
+	return &Spec{
 		Name: name, Role: role, Keys: 0, TokenArg: tokenArg, TTLArg: ttlArg, TTLUnit: ms,
 		Granted: []Pattern{nkeys}, Refused: []Pattern{{Kind: PatIntAtLeast, Int: 0}},
-		Success: nkeys, Failure: int0,
+		Success: nkeys, Failure: int0, DBArg: dbArg,
 	}
-	return s
 }
 
 var (
-	nodeRedlockAcquire = multiKey("node-redlock acquire", RoleAcquire, 0, 1)
-	nodeRedlockExtend  = multiKey("node-redlock extend", RoleExtend, 0, 1)
-	nodeRedlockRelease = multiKey("node-redlock release", RoleRelease, 0, -1)
-	sesameAcquire      = multiKey("@sesamecare-oss/redlock acquire", RoleAcquire, 1, 2)
-	sesameExtend       = multiKey("@sesamecare-oss/redlock extend", RoleExtend, 1, 2)
-	sesameRelease      = multiKey("@sesamecare-oss/redlock release", RoleRelease, 1, -1)
+	nodeRedlockAcquire = multiKey("node-redlock acquire", RoleAcquire, 0, 1, 0)
+	nodeRedlockExtend  = multiKey("node-redlock extend", RoleExtend, 0, 1, 0)
+	nodeRedlockRelease = multiKey("node-redlock release", RoleRelease, 0, -1, 0)
+	sesameAcquire      = multiKey("@sesamecare-oss/redlock acquire", RoleAcquire, 1, 2, 1)
+	sesameExtend       = multiKey("@sesamecare-oss/redlock extend", RoleExtend, 1, 2, 1)
+	sesameRelease      = multiKey("@sesamecare-oss/redlock release", RoleRelease, 1, -1, 1)
 )
 
 // RedLock.net 2.3: its release is the compare-and-delete above; its extend

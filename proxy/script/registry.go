@@ -186,6 +186,10 @@ type Spec struct {
 	Failure  Pattern       // reply to the client on failure when no majority agrees on one
 	// ReplyUnit is the unit of a TTL query's integer reply (ms or s).
 	ReplyUnit time.Duration
+	// DBArg is the 1-based position in ARGV of a database number the
+	// script SELECTs (@sesamecare-oss/redlock), or 0 for none. The proxy
+	// serves database 0 only.
+	DBArg int
 }
 
 // Classify reads one backend's reply.
