@@ -288,14 +288,19 @@ func (l *Link) write(c net.Conn, buf []byte) {
 		if err != nil {
 			c.Close() // the reader sees it and cleans up
 		}
+		written := buf
 		l.mu.Lock()
-		l.writing = false
-		if cap(buf) <= 1<<20 { // do not keep a burst's buffer forever
-			l.spare = buf[:0]
-		}
 		buf = nil
-		if err == nil && l.conn == c {
-			c, buf = l.takeWriteLocked()
+		if l.conn == c {
+			// Only the current connection's writer may clear the flag: after a
+			// reconnect it belongs to the new connection.
+			l.writing = false
+			if cap(written) <= 1<<20 && l.spare == nil { // keep no burst-sized buffer
+				l.spare = written[:0]
+			}
+			if err == nil {
+				c, buf = l.takeWriteLocked()
+			}
 		}
 		l.mu.Unlock()
 	}
