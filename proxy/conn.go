@@ -47,9 +47,10 @@ type client struct {
 	created  time.Time
 	lastCmd  string
 
-	rejected     int       // error replies given, to tell answered commands apart
-	partialSince time.Time // when the command being read started arriving
-	deadline     time.Time // the read deadline in force
+	rejected      int       // error replies given, to tell answered commands apart
+	partialSince  time.Time // when the command being read started arriving
+	deadline      time.Time // the read deadline in force
+	writeDeadline time.Time // the write deadline in force
 }
 
 func newClient(s *Server, nc net.Conn) *client {
@@ -158,8 +159,16 @@ func (c *client) flush() error {
 	return err
 }
 
+// writeRaw writes b within WriteTimeout. The deadline is moved forward
+// only when less than half of it is left, not on every write: a client
+// that stops reading is still dropped within WriteTimeout, and the common
+// case does not pay for a timer update per reply.
 func (c *client) writeRaw(b []byte) error {
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	now := time.Now()
+	if t := c.s.cfg.WriteTimeout; c.writeDeadline.Sub(now) < t/2 {
+		c.writeDeadline = now.Add(t)
+		c.nc.SetWriteDeadline(c.writeDeadline)
+	}
 	_, err := c.nc.Write(b)
 	return err
 }
