@@ -200,8 +200,10 @@ func TestRestartQuarantineKeepsLocksExclusive(t *testing.T) {
 // when the proxy first sees them: a proxy started with fresh masters
 // refuses locks until then.
 func TestStrictRestartRule(t *testing.T) {
+	// A hold of about 5s leaves a slow CI machine room to set the cluster up
+	// before the first check.
 	c := newCluster(t, 3, func(cfg *config.Config) {
-		cfg.MaxTTL = 2 * time.Second
+		cfg.MaxTTL = 4 * time.Second
 		cfg.BackendTimeout = 100 * time.Millisecond
 		cfg.RestartQuarantine = "strict"
 	})
@@ -211,7 +213,7 @@ func TestStrictRestartRule(t *testing.T) {
 	// The masters started moments ago, so at first no vote counts...
 	h := c.app.Pool().Health()[0]
 	if !time.Now().Before(h.QuarantinedUntil) {
-		t.Fatalf("the masters are not quarantined at first (the 2s hold passed during set-up?): %+v", h)
+		t.Fatalf("the masters are not quarantined at first (the hold passed during set-up?): %+v", h)
 	}
 	if ok, _ := cl.SetNX(ctx, key, "t", time.Second).Result(); ok {
 		t.Fatalf("strict: a lock was granted by masters younger than the hold")
