@@ -113,8 +113,10 @@ func luaQuote(b *strings.Builder, s string) {
 // differing only in those names compare equal. Field names (after . or :)
 // are left alone, and the canonical names are chosen so that they cannot
 // be any global the script reads ("_1" unless the script reads a global
-// spelled with underscores and digits; then more underscores).
-func renameLocals(toks []token) {
+// spelled with underscores and digits; then more underscores). It reports
+// how many tokens its declaration scans visited, so tests can check that
+// its work stays linear.
+func renameLocals(toks []token) (scanned int) {
 	var order []string
 	declared := map[string]bool{}
 	declare := func(i int) {
@@ -134,6 +136,7 @@ func renameLocals(toks []token) {
 				j++
 			}
 			for j < len(toks) && toks[j].kind == tName && !isKeyword(toks[j].text) {
+				scanned++
 				declare(j)
 				if j+1 < len(toks) && toks[j+1].kind == tOp && toks[j+1].text == "," {
 					j += 2
@@ -146,12 +149,14 @@ func renameLocals(toks []token) {
 			j := i + 1
 			for j < len(toks) && ((toks[j].kind == tName && !isKeyword(toks[j].text)) ||
 				(toks[j].kind == tOp && (toks[j].text == "." || toks[j].text == ":"))) {
+				scanned++
 				j++
 			}
 			if j >= len(toks) || toks[j].text != "(" {
 				continue
 			}
 			for j++; j < len(toks); j++ {
+				scanned++
 				switch {
 				case toks[j].kind == tName && !isKeyword(toks[j].text):
 					declare(j)
@@ -163,7 +168,7 @@ func renameLocals(toks []token) {
 		}
 	}
 	if len(order) == 0 {
-		return
+		return scanned
 	}
 	isField := func(i int) bool {
 		return i > 0 && toks[i-1].kind == tOp && (toks[i-1].text == "." || toks[i-1].text == ":")
@@ -191,6 +196,7 @@ func renameLocals(toks []token) {
 			}
 		}
 	}
+	return scanned
 }
 
 var keywords = map[string]bool{
