@@ -40,8 +40,12 @@ type Options struct {
 	BatchesInFlight int
 
 	Restart quorum.RestartRule // when a restarted backend's votes count again
-	Logger  *slog.Logger       // default slog.Default()
-	Events  Events             // optional hooks for metrics
+	// InProcess marks a backend that lives in the proxy's own process (the
+	// embedded demo): it cannot restart on its own, so its lack of a run_id
+	// is not worth a warning.
+	InProcess bool
+	Logger    *slog.Logger // default slog.Default()
+	Events    Events       // optional hooks for metrics
 }
 
 // Events receives what a link observes, for metrics. Methods are called from
@@ -591,7 +595,7 @@ func (l *Link) identify(r resp.Result) {
 		l.health.Restarts++
 	}
 	l.mu.Unlock()
-	if id.RunID == "" {
+	if id.RunID == "" && !l.opt.InProcess {
 		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect, so every reconnect quarantines it")
 	}
 	if restarted {

@@ -101,6 +101,7 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
+			InProcess: a.demo != nil,
 		}
 		if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
