@@ -88,12 +88,15 @@ func (c *client) serve() {
 		if !needMore {
 			continue
 		}
+		c.setReadDeadline()
+		// Checked after the deadline is set: a Shutdown that set its own
+		// (wake-up) deadline before ours is seen here, one after it wakes
+		// the read.
 		select {
 		case <-c.s.shutdown:
 			return
 		default:
 		}
-		c.setReadDeadline()
 		if err := c.rd.fill(); err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() && !c.partialSince.IsZero() {
 				c.writeRaw(appendReply(nil, resp.ErrorValue(msgCommandTimeout(c.s.cfg.CommandTimeout)), false))
