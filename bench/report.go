@@ -35,26 +35,17 @@ func (r *report) find(series string, n, clients int) (result, bool) {
 	return result{}, false
 }
 
-func (r *report) ns() []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, x := range r.Results {
-		if !seen[x.N] {
-			seen[x.N] = true
-			out = append(out, x.N)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
+func (r *report) ns() []int      { return r.distinct(func(x result) int { return x.N }) }
+func (r *report) clients() []int { return r.distinct(func(x result) int { return x.Clients }) }
 
-func (r *report) clients() []int {
+// distinct lists the values of f over the results, sorted.
+func (r *report) distinct(f func(result) int) []int {
 	seen := map[int]bool{}
 	var out []int
 	for _, x := range r.Results {
-		if !seen[x.Clients] {
-			seen[x.Clients] = true
-			out = append(out, x.Clients)
+		if v := f(x); !seen[v] {
+			seen[v] = true
+			out = append(out, v)
 		}
 	}
 	sort.Ints(out)

@@ -115,7 +115,8 @@ func runSafety(args []string) int {
 	safety.WriteTable(os.Stdout, reps)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(reps, "", "  ")
-		if err := os.MkdirAll(filepath.Dir(*jsonOut), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Dir(*jsonOut), 0o755)
+		if err == nil {
 			err = os.WriteFile(*jsonOut, b, 0o644)
 		}
 		if err != nil {

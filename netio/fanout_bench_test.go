@@ -85,17 +85,22 @@ func BenchmarkFanoutPipelinedLink(b *testing.B) {
 	})
 }
 
-func BenchmarkFanoutRueidis(b *testing.B) {
-	addrs := startBackends(b)
+// rueidisClients opens one rueidis client per backend, closed at cleanup.
+func rueidisClients(b *testing.B, addrs []string) []rueidis.Client {
 	var clients []rueidis.Client
 	for _, a := range addrs {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, DisableCache: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close()
+		b.Cleanup(c.Close)
 		clients = append(clients, c)
 	}
+	return clients
+}
+
+func BenchmarkFanoutRueidis(b *testing.B) {
+	clients := rueidisClients(b, startBackends(b))
 	var seq atomic.Int64
 	runFanout(b, func() {
 		k := seq.Add(1)
@@ -129,12 +134,7 @@ func BenchmarkFanoutRueidisDoMulti(b *testing.B) {
 	var queues []chan req
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for _, a := range addrs {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, DisableCache: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
+	for _, c := range rueidisClients(b, addrs) {
 		q := make(chan req, 4096)
 		queues = append(queues, q)
 		wg.Add(1)

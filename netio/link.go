@@ -482,9 +482,7 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 			lost = append(lost, e)
 		}
 	}
-	if err != nil {
-		l.health.LastError = err.Error()
-	}
+	l.health.LastError = err.Error() // readLoop only ends on an error
 	l.health.Since = time.Now()
 	l.mu.Unlock()
 	for _, e := range lost {

@@ -28,7 +28,6 @@ type Metrics struct {
 
 	commands map[string]map[string]prometheus.Counter
 	duration map[string]prometheus.Observer
-	other    map[string]prometheus.Counter // results of commands outside the table
 	margin   prometheus.Histogram
 	undoOK   prometheus.Counter
 	undoFail prometheus.Counter
