@@ -37,12 +37,12 @@ func run(args []string) int {
 	for _, w := range warnings {
 		log.Warn("configuration: " + w)
 	}
-	if _, err := maxprocs.Set(maxprocs.Logger(func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) })); err != nil {
+	if _, err := maxprocs.Set(maxprocs.Logger(func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) })); err != nil {
 		log.Warn("automaxprocs", "err", err)
 	}
 	a, err := app.New(cfg, log)
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		fmt.Fprintln(os.Stderr, "redlock-proxy: cannot start:", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

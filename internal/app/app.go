@@ -58,21 +58,52 @@ func NewLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// New starts the backends' links and listens for clients and the admin
-// HTTP server. The configuration must have been validated.
-func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
-	a = &App{cfg: cfg, log: log, served: make(chan error, 2)}
-	defer func() {
-		if err != nil {
-			a.close()
-			a = nil
+// New listens for clients and the admin HTTP server, then starts the
+// backends' links. The configuration must have been validated. On error
+// nothing it started is left running or listening, and the error names the
+// address or file at fault.
+func New(cfg config.Config, log *slog.Logger) (*App, error) {
+	a := &App{cfg: cfg, log: log, served: make(chan error, 2)}
+	if err := a.start(); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// start does New's work; close releases whatever it got to.
+func (a *App) start() error {
+	cfg, log := a.cfg, a.log
+	// Everything that can fail on the operator's input comes first, before
+	// anything starts: the certificates and the two listen addresses.
+	backendTLS, err := cfg.BackendTLSConfig()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := cfg.ClientTLS()
+	if err != nil {
+		return err
+	}
+	scripts := script.NewRegistry()
+	if err := cfg.RegisterScripts(scripts); err != nil {
+		return err
+	}
+	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	if cfg.Admin != "" {
+		if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
+			return fmt.Errorf("admin: %w", err)
 		}
-	}()
+	}
+	if clientTLS != nil {
+		a.ln = tls.NewListener(a.ln, clientTLS)
+	}
+
 	backends := []string(cfg.Backends)
 	if len(backends) == 0 {
-		a.demo, err = demo.Start(cfg.EmbeddedBackends)
-		if err != nil {
-			return nil, err
+		if a.demo, err = demo.Start(cfg.EmbeddedBackends); err != nil {
+			return err
 		}
 		backends = a.demo.Addrs()
 		log.Warn("NO BACKENDS CONFIGURED: running on embedded in-process demo backends. "+
@@ -86,14 +117,6 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	if cfg.RestartQuarantine == "off" {
 		rule = quorum.RestartRule{}
 		log.Warn("restart_quarantine is off: a restarted backend counts at once (UNSAFE, for tests and control runs)")
-	}
-	backendTLS, err := cfg.BackendTLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	clientTLS, err := cfg.ClientTLS()
-	if err != nil {
-		return nil, err
 	}
 	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() })
 	var opts []netio.Options
@@ -115,20 +138,9 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 	a.pool = netio.NewPool(opts)
 	a.pool.Start()
 
-	a.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	if clientTLS != nil {
-		a.ln = tls.NewListener(a.ln, clientTLS)
-	}
 	users := map[string]string{}
 	for _, u := range cfg.Users {
 		users[u.Name] = u.Password
-	}
-	scripts := script.NewRegistry()
-	if err := cfg.RegisterScripts(scripts); err != nil {
-		return nil, err
 	}
 	a.srv = proxy.New(proxy.Config{
 		Scripts:            scripts,
@@ -151,11 +163,7 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		Version:  Version,
 		Addr:     a.ln.Addr().String(),
 	}, backendsOf{a.pool})
-	if cfg.Admin != "" {
-		a.adminLn, err = net.Listen("tcp", cfg.Admin)
-		if err != nil {
-			return nil, fmt.Errorf("admin listen: %w", err)
-		}
+	if a.adminLn != nil {
 		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	}
 	log.Info("redlock-proxy starting",
@@ -168,7 +176,7 @@ func New(cfg config.Config, log *slog.Logger) (a *App, err error) {
 		"client_auth", cfg.RequirePass != "" || len(cfg.Users) > 0, "client_tls", clientTLS != nil,
 		"backend_auth", cfg.BackendPassword != "", "backend_tls", backendTLS != nil,
 		"max_clients", cfg.MaxClients, "idle_timeout", cfg.IdleTimeout, "command_timeout", cfg.CommandTimeout)
-	return a, nil
+	return nil
 }
 
 // Addr is the address clients connect to.
@@ -222,10 +230,10 @@ func (a *App) Run(ctx context.Context) error {
 
 // close releases what New started, in reverse order.
 func (a *App) close() {
-	if a.ln != nil && a.srv == nil {
-		a.ln.Close()
+	if a.ln != nil {
+		a.ln.Close() // also after Serve: closing twice is harmless
 	}
-	if a.adminLn != nil && a.admin == nil {
+	if a.adminLn != nil {
 		a.adminLn.Close()
 	}
 	if a.pool != nil {
