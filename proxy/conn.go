@@ -134,14 +134,15 @@ func (c *client) flush() error {
 	for ; c.inflight > 0; c.inflight-- {
 		<-c.done
 	}
+	now := time.Now() // the replies leave now: grants and TTLs are judged at this instant
 	for _, sl := range c.slots {
 		switch {
 		case sl.op != nil:
-			c.out = appendReply(c.out, sl.op.result, sl.resp3)
+			c.out = appendReply(c.out, sl.op.final(now), sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {
-				sum += o.result.Int
+				sum += o.final(now).Int
 			}
 			c.out = appendReply(c.out, resp.IntValue(sum), sl.resp3)
 		default:

@@ -84,9 +84,9 @@ func (s *Server) infoClients() string {
 func (s *Server) infoStats() string {
 	st := &s.stats
 	return fmt.Sprintf("total_connections_received:%d\r\ntotal_commands_processed:%d\r\n"+
-		"lock_granted:%d\r\nlock_refused:%d\r\nlock_no_quorum:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nrejected_commands:%d\r\n",
+		"lock_granted:%d\r\nlock_refused:%d\r\nlock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nrejected_commands:%d\r\n",
 		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.noQuorum.Load(),
-		st.undos.Load(), st.undoFailed.Load(), st.rejected.Load())
+		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.rejected.Load())
 }
 
 func (s *Server) infoProxy() string {

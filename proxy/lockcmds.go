@@ -168,7 +168,10 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	o.spec = spec
 	o.nkeys = len(keys)
 	o.ttl = ttl
-	if spec.Role == script.RoleAcquire || spec.Role == script.RoleExtendOrAcquire {
+	// Only a pure acquire is undone: an extend-or-acquire may have extended
+	// the caller's still-valid lock on some nodes, and a compare-and-delete
+	// cannot tell those from the nodes where it acquired.
+	if spec.Role == script.RoleAcquire {
 		o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, argv[spec.TokenArg])
 	}
 	// The registered reference text runs, not the client's bytes.

@@ -86,6 +86,15 @@ type op struct {
 	dispatched bool
 	undoNodes  []int
 	result     resp.Value
+
+	// Set at the decision, read by final in the client's goroutine after
+	// the done signal.
+	decidedAt time.Time
+	outcome   string        // the result counted for metrics
+	granted   bool          // a validity-bound op succeeded: final checks it again
+	remaining time.Duration // a TTL read: the majority's remaining TTL, or quorum.NoExpiry
+	timed     bool          // the reply is a TTL computed from remaining when it leaves
+	unitTTL   time.Duration // the unit of a timed reply
 }
 
 // engine runs ops against the backends.
@@ -217,39 +226,89 @@ func (o *op) decideLocked() bool {
 	case quorum.Won:
 		success = true
 		if o.validityBound() {
-			validity := o.e.timing.Validity(o.ttl, time.Since(o.t1))
-			success = o.e.timing.Valid(validity)
-			if o.e.stats != nil {
-				o.e.stats.margin(o.ttl, validity)
-			}
+			success = o.e.timing.Valid(o.e.timing.Validity(o.ttl, time.Since(o.t1)))
 		}
 	case quorum.Lost:
 	}
-	if !success && o.undoCmd != nil {
-		o.undoNodes = o.tally.UndoSet(make([]int, 0, o.e.n))
+	if !success {
+		o.undoLocked()
 	}
 	o.result = o.reply(success)
-	if o.e.stats != nil {
-		result := ResultGranted
-		if !success {
-			result = ResultNoQuorum
-			if o.tally.Refused() >= quorum.Majority(o.e.n) {
-				result = ResultRefused
+	o.granted = success && o.validityBound()
+	o.outcome = ResultGranted
+	if !success {
+		o.outcome = ResultNoQuorum
+		if o.tally.Refused() >= quorum.Majority(o.e.n) {
+			o.outcome = ResultRefused
+		}
+	}
+	o.decidedAt = time.Now()
+	return true
+}
+
+// undoLocked arranges the undo of a failed acquisition on every node whose
+// vote was not a refusal (pending ones too: their grant may still come).
+// Ops without an undo command (extends of every kind) are never undone:
+// the nodes that extended hold the caller's own still-valid lock.
+func (o *op) undoLocked() {
+	if o.undoCmd != nil && o.undoNodes == nil {
+		o.undoNodes = o.tally.UndoSet(make([]int, 0, o.e.n))
+	}
+}
+
+// final is the op's reply as it leaves for the client at now, after its
+// done signal. Validity is judged here as well as at the decision: a grant
+// whose reply waited behind slower commands of the same pipeline until its
+// validity ran out is answered as a failure and undone, and a remaining
+// TTL is reported as of now. It is called once per op, from the client's
+// goroutine.
+func (o *op) final(now time.Time) resp.Value {
+	o.mu.Lock()
+	if o.granted {
+		validity := o.e.timing.Validity(o.ttl, now.Sub(o.t1))
+		if o.e.stats != nil {
+			o.e.stats.margin(o.ttl, validity)
+		}
+		if !o.e.timing.Valid(validity) {
+			o.granted = false
+			o.outcome = ResultNoQuorum
+			o.result = o.reply(false)
+			o.undoLocked()
+			if o.e.stats != nil {
+				o.e.stats.late.Add(1)
 			}
 		}
-		o.e.stats.decided(o.name, result, time.Since(o.t1))
 	}
-	return true
+	if o.timed {
+		o.result = o.ttlReply(now)
+	}
+	undo := o.takeUndoLocked()
+	v := o.result
+	o.mu.Unlock()
+	o.sendUndo(undo)
+	if o.e.stats != nil {
+		o.e.stats.decided(o.name, o.outcome, o.decidedAt.Sub(o.t1))
+	}
+	return v
+}
+
+// ttlReply is a TTL read's remaining validity as of now, in the reply's
+// unit, rounded down: never more than remains.
+func (o *op) ttlReply(now time.Time) resp.Value {
+	if o.remaining == quorum.NoExpiry {
+		return resp.IntValue(-1)
+	}
+	return resp.IntValue(int64(o.e.timing.RemainingValidity(o.remaining, now.Sub(o.t1)) / o.unitTTL))
 }
 
 // answered reports a decided read (or voted script) to the observer.
 func (o *op) answered(decided bool) bool {
-	if decided && o.e.stats != nil && o.e.stats.obs != nil {
-		result := ResultOK
+	if decided {
+		o.outcome = ResultOK
 		if o.result.Kind == resp.KindError {
-			result = ResultError
+			o.outcome = ResultError
 		}
-		o.e.stats.obs.Command(o.name, result, time.Since(o.t1))
+		o.decidedAt = time.Now()
 	}
 	return decided
 }
@@ -330,17 +389,13 @@ func (o *op) decideReadLocked() bool {
 			return false
 		}
 		_, rem, ok := quorum.MajorityRemaining(o.e.n, hs)
-		switch {
-		case !ok:
+		if !ok {
 			o.result = resp.IntValue(-2)
-		case rem == quorum.NoExpiry:
-			o.result = resp.IntValue(-1)
-		default:
-			ms := o.e.timing.RemainingValidity(rem, time.Since(o.t1)).Milliseconds()
-			if o.seconds {
-				ms = (ms + 500) / 1000
-			}
-			o.result = resp.IntValue(ms)
+			return true
+		}
+		o.remaining, o.timed, o.unitTTL = rem, true, time.Millisecond
+		if o.seconds {
+			o.unitTTL = time.Second
 		}
 		return true
 	}
@@ -414,10 +469,9 @@ func (o *op) decideTTLScriptLocked() bool {
 	slices.Reverse(ttls)
 	r := ttls[m-1]
 	if r == time.Duration(1<<63-1) {
-		o.result = resp.IntValue(-1)
-		return true
+		r = quorum.NoExpiry
 	}
-	o.result = resp.IntValue(int64(o.e.timing.RemainingValidity(r, time.Since(o.t1)) / unit))
+	o.remaining, o.timed, o.unitTTL = r, true, unit
 	return true
 }
 

@@ -38,6 +38,7 @@ type stats struct {
 	noQuorum   atomic.Uint64
 	undos      atomic.Uint64
 	undoFailed atomic.Uint64
+	late       atomic.Uint64 // grants revoked: their reply would have left after their validity
 	rejected   atomic.Uint64
 	connsTotal atomic.Uint64
 	clients    atomic.Int64
