@@ -58,7 +58,11 @@ func startProxy(bin string, backends []string, procs int, extra ...string) (*pro
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"-listen", addr, "-admin", "", "-backends", strings.Join(backends, ","), "-log_level", "warn"}, extra...)
+	// The backends are fresh, so the default restart rule would refuse locks
+	// for max_ttl + drift after they start; the run-id rule differs only in
+	// that, not in how a lock command is served.
+	args := append([]string{"-listen", addr, "-admin", "", "-backends", strings.Join(backends, ","), "-log_level", "warn",
+		"-restart_quarantine", "run-id"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	if procs > 0 {

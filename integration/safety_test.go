@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
 )
 
@@ -124,3 +127,147 @@ func TestTTLNeverReportsMoreThanRemains(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A failed acquire leaves no ghost: two of three masters hang while the SET
+// is on its way to them, the proxy answers nil, drops the hung connections,
+// and when the masters resume and run that SET, the undo still follows it.
+// Nothing holds the token afterwards, and another client gets the lock.
+func TestNoGhostLockAfterHungMastersResume(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	key := uniqueKey("ghost")
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.servers[1].Resume()
+			c.servers[2].Resume()
+		}
+	}()
+	if ok, err := c.client(2).SetNX(ctx, key, "A", 30*time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with two of three masters hung = %v, %v; want nil", ok, err)
+	}
+	// Long enough for the proxy to give up on the hung connections.
+	time.Sleep(1500 * time.Millisecond)
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	resumed = true
+	if h := c.eventuallyHolders(key, "A", 0); len(h) != 0 {
+		t.Fatalf("masters %v still hold the failed attempt's token: a ghost lock for its 30 s", h)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, err := c.client(2).SetNX(ctx, key, "B", 10*time.Second).Result()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("another client cannot take the lock after the failed attempt: %v, %v", ok, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if h := c.holders(key, "A"); len(h) != 0 {
+		t.Fatalf("the failed attempt's token reappeared on masters %v", h)
+	}
+}
+
+// Under the default rule a proxy that starts after a master restarted does
+// not count it: every proxy decides from what the master reports. With
+// the opt-in run-id rule (the control) the new proxy trusts the masters it
+// sees for the first time and hands out a lock that is still held.
+func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
+	for _, rule := range []string{"default", "run-id"} {
+		t.Run(rule, func(t *testing.T) {
+			const maxTTL = 4 * time.Second
+			set := func(cfg *config.Config) {
+				cfg.MaxTTL = maxTTL
+				cfg.BackendTimeout = 100 * time.Millisecond
+				if rule != "default" {
+					cfg.RestartQuarantine = rule
+				}
+			}
+			servers := startRedis(t, 3)
+			servers[2].Kill() // M3 is down while P1 runs
+			addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
+			p1, _ := startAppUp(t, addrs, 2, set)
+			a := proxyClient(t, p1.Addr(), 2)
+			ctx := context.Background()
+			key := uniqueKey("join")
+			// Under the strict rule the fresh masters count once max_ttl +
+			// drift has passed since they started.
+			waitGrant(t, a, key, "A", maxTTL, 15*time.Second)
+			heldUntil := time.Now().Add(maxTTL)
+			if err := servers[2].Restart(); err != nil { // M3 starts, empty
+				t.Fatal(err)
+			}
+			if err := servers[1].Restart(); err != nil { // M2 crashes and comes back empty
+				t.Fatal(err)
+			}
+			p2, _ := startAppUp(t, addrs, 3, set)
+			ok, err := proxyClient(t, p2.Addr(), 2).SetNX(ctx, key, "C", maxTTL).Result()
+			if !time.Now().Before(heldUntil) {
+				t.Fatalf("the machine was too slow: A's lock ran out before C tried")
+			}
+			switch rule {
+			case "default":
+				if ok || err != nil {
+					t.Fatalf("C got the lock through a new proxy (%v, %v) while A holds it: the restarted and fresh masters counted", ok, err)
+				}
+			case "run-id":
+				if !ok || err != nil {
+					t.Fatalf("control: under the run-id rule a new proxy should (unsafely) hand C the lock: %v, %v", ok, err)
+				}
+			}
+		})
+	}
+}
+
+// startAppUp runs a proxy over addrs and waits until want backends are up
+// (those that run; some may be down on purpose).
+func startAppUp(t *testing.T, addrs []string, want int, mutate ...func(*config.Config)) (*app.App, func()) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen, cfg.Admin, cfg.Backends = "127.0.0.1:0", "127.0.0.1:0", addrs
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if _, err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if err := a.Pool().WaitUp(wctx, want); err != nil {
+		t.Fatalf("backends not up: %v", err)
+	}
+	return a, stop
+}
+
+// waitGrant retries SET NX until it is granted or within is over.
+func waitGrant(t *testing.T, cl *redis.Client, key, token string, ttl, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := cl.SetNX(context.Background(), key, token, ttl).Result()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no grant of %s within %v: %v", key, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -12,6 +12,7 @@ var (
 	ErrConnLost   = errors.New("netio: connection lost before the reply")
 	ErrOverloaded = errors.New("netio: too many commands waiting for this backend")
 	ErrClosed     = errors.New("netio: link closed")
+	ErrAbandoned  = errors.New("netio: undo abandoned: too many undos wait for this backend")
 )
 
 // BackendError names the backend a failure came from.

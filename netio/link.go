@@ -1,15 +1,12 @@
 package netio
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,11 +24,13 @@ type Options struct {
 	Password string      // AUTH password for the backend (default: none)
 	TLS      *tls.Config // dial with TLS when set
 
-	DialTimeout    time.Duration // default 1s; also bounds the INFO handshake
+	DialTimeout    time.Duration // default 1s; also bounds the identity check
 	Timeout        time.Duration // per-command timeout for the link's own commands (default 50ms)
 	DeadAfter      time.Duration // disconnect when a reply is this late (default max(1s, 20*Timeout))
-	HealthInterval time.Duration // PING period while idle or busy (default 1s)
+	HealthInterval time.Duration // period of the health check: PING, or the marker check under the strict rule (default 1s)
 	MaxPending     int           // commands waiting for replies before sends fail (default 1<<16)
+	MaxRetained    int           // undos kept for the next connection while the backend is unreachable (default 1<<14)
+	MaxReply       int           // largest reply accepted from the backend, in bytes (default 4 MiB)
 	// BatchesInFlight is how many written batches may await their replies
 	// before the writer holds new commands back: commands that arrive
 	// meanwhile share the next write, so a loaded link makes few large
@@ -39,10 +38,10 @@ type Options struct {
 	// limit, one write per wake-up).
 	BatchesInFlight int
 
-	Restart quorum.RestartRule // when a restarted backend's votes count again
+	Restart quorum.RestartRule // when a backend that may have lost writes counts again
 	// InProcess marks a backend that lives in the proxy's own process (the
-	// embedded demo): it cannot restart on its own, so its lack of a run_id
-	// is not worth a warning.
+	// embedded demo): it cannot restart on its own, so it is never
+	// quarantined and needs no marker.
 	InProcess bool
 	Logger    *slog.Logger // default slog.Default()
 	Events    Events       // optional hooks for metrics
@@ -74,21 +73,22 @@ func (o *Options) defaults() {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 1 << 16
 	}
+	if o.MaxRetained <= 0 {
+		o.MaxRetained = 1 << 14
+	}
+	if o.MaxReply <= 0 {
+		o.MaxReply = 4 << 20
+	}
 	if o.BatchesInFlight == 0 {
 		o.BatchesInFlight = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.InProcess {
+		o.Restart = quorum.RestartRule{}
+	}
 }
-
-// Tags of the link's own commands (it is their Receiver).
-const (
-	tagAuth = iota
-	tagInfo
-	tagPing
-	tagScriptLoad
-)
 
 // Link is one backend: a shared, pipelined connection that redials itself.
 // Writes happen in the goroutine that queued the bytes, or in the reader
@@ -98,24 +98,41 @@ type Link struct {
 	opt Options
 	log *slog.Logger
 
-	errDown, errTimeout, errLost, errOverloaded, errClosed *BackendError
+	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned *BackendError
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	conn     net.Conn // nil while down
-	writing  bool     // a goroutine is writing to the current connection
-	spare    []byte   // the other write buffer
-	wbuf     []byte
-	q        ring[entry]
-	loaded   map[string]bool // scripts loaded on the current connection
-	timer    *time.Timer
-	armedAt  time.Time // when timer fires; zero when not armed
-	verified bool      // the current connection told the backend's identity
-	watch    quorum.Watch
-	health   Health
+	mu        sync.Mutex
+	conn      net.Conn // nil while down
+	gen       uint64   // counts connections: replies to an older one's identity check are ignored
+	ready     bool     // the current connection passed its identity check: commands may be sent
+	writing   bool     // a goroutine is writing to the current connection
+	spare     []byte   // the other write buffer
+	wbuf      []byte
+	q         ring[entry]
+	loaded    map[string]bool // scripts loaded on the current connection
+	timer     *time.Timer
+	armedAt   time.Time // when timer fires; zero when not armed
+	deadlines deadlineHeap
+	watch     quorum.Watch
+	health    Health
+	counting  bool // the votes counted at the last look, for the log
+
+	// Undos that must reach the backend: ids of earlier connections that may
+	// still run commands sent on them, and undos waiting for a connection.
+	clientID    int64 // the current connection's CLIENT ID; 0 when unknown
+	fsyncAlways bool  // the current connection's backend said appendfsync always
+	suspects    []int64
+	retained    []entry
+	killWarn    string // the last CLIENT KILL refusal logged
+
+	// Why the backend is unusable, as last logged, and how often it was
+	// seen since: a reason that keeps coming back is summarised.
+	lastLogged   string
+	lastLoggedAt time.Time
+	repeats      int
 
 	// Write batching on the current connection: commands queued, replies
 	// read, and the queued count at the end of each written batch whose
@@ -125,11 +142,9 @@ type Link struct {
 	batchEnds []batch
 	sentMark  uint64 // queued count at the last write, for Health.Sent
 
-	// Deadlines: every queued command has a sequence number (pushed counts
-	// them, popped counts those answered or dropped); each deadline class
-	// keeps its commands' numbers in sending order for the sweep.
+	// Every queued command has a sequence number: pushed counts them,
+	// popped counts those answered or dropped.
 	pushed, popped uint64
-	byDeadline     [2]ring[uint64]
 }
 
 // batch is a write awaiting its replies: the queued count at its end, and
@@ -145,15 +160,18 @@ type Health struct {
 	Addr             string
 	Up               bool          // connected and identity verified
 	Latency          time.Duration // smoothed reply latency
-	LastError        string
+	LastError        string        // why it is down or not verified, in the backend's own words where it gave any
 	RunID            string
 	QuarantinedUntil time.Time // votes do not count before this instant
+	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
 	Connects         uint64    // connections established
-	Restarts         uint64    // restarts detected
+	Restarts         uint64    // restarts (or other losses of writes) detected
 	Timeouts         uint64    // commands that got no reply in time
 	Errors           uint64    // error replies and failed sends
 	Writes           uint64    // write calls to the backend
 	Sent             uint64    // commands written (Sent/Writes is the mean batch)
+	UndoRetained     int       // undos waiting for the next connection
+	UndoAbandoned    uint64    // undos given up (too many waiting, or the link closed)
 	Since            time.Time // when Up last changed
 }
 
@@ -165,8 +183,8 @@ func NewLink(opt Options) *Link {
 	opt.defaults()
 	l := &Link{opt: opt, log: opt.Logger.With("backend", opt.Index, "addr", opt.Addr)}
 	mk := func(err error) *BackendError { return &BackendError{Node: opt.Index, Addr: opt.Addr, Err: err} }
-	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed =
-		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed)
+	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned =
+		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned)
 	l.watch.Rule = opt.Restart
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
@@ -191,65 +209,128 @@ func (l *Link) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.health
-	h.Up = l.conn != nil && l.verified
+	h.Up = l.conn != nil && l.ready
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
+	h.QuarantineReason = l.watch.Reason()
+	h.UndoRetained = len(l.retained)
+	for i := 0; i < l.q.len(); i++ {
+		if l.q.at(i).durable {
+			h.UndoRetained++
+		}
+	}
 	return h
 }
 
-// Send queues cmd (one or more encoded commands' worth of bytes forming
-// exactly one command) for the backend. When script is set, cmd is an
-// EVALSHA of it and the script is loaded first on a connection that has not
-// seen it. rcv.Receive(tag, ...) is called exactly once: with the reply, or
-// with an error at deadline, on connection loss, or at once when the
-// backend is down.
+// Send queues cmd (the bytes of exactly one command) for the backend. When
+// script is set, cmd is an EVALSHA of it and the script is loaded first on
+// a connection that has not seen it. rcv.Receive(tag, ...) is called
+// exactly once: with the reply, or with an error at deadline, on
+// connection loss, or at once when the backend is down or not yet verified.
 func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
 	l.mu.Lock()
-	if l.conn == nil {
+	if l.conn == nil || !l.ready {
 		l.health.Errors++
 		l.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: l.errDown})
+		rcv.Receive(tag, resp.Result{Err: l.errDown, Unsent: true})
 		return
 	}
 	if l.q.len() >= l.opt.MaxPending {
 		l.health.Errors++
 		l.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: l.errOverloaded})
+		rcv.Receive(tag, resp.Result{Err: l.errOverloaded, Unsent: true})
 		return
 	}
-	if script != nil && !l.loaded[script.Sha] {
-		l.loaded[script.Sha] = true
-		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
-		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
-		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
-		l.wbuf = resp.AppendBulk(l.wbuf, script.Body)
-		l.pushLocked(entry{rcv: l, tag: tagScriptLoad, deadline: deadline})
-	}
-	l.wbuf = append(l.wbuf, cmd...)
-	l.pushLocked(entry{rcv: rcv, tag: tag, deadline: deadline, script: script})
+	l.queueLocked(entry{rcv: rcv, tag: tag, deadline: deadline, script: script}, cmd)
 	l.armLocked(deadline)
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
 }
 
-// pushLocked queues e, whose bytes are already in wbuf.
-func (l *Link) pushLocked(e entry) {
-	l.q.push(e)
-	class := 0
-	if l.longDeadline(e.deadline) {
-		class = 1
+// Undo queues a command that must reach the backend after everything sent
+// before it, even across a lost connection: the compare-and-delete that
+// undoes a partial acquisition. When the connection is lost before its
+// reply (or the backend is unreachable), it is kept and sent on the next
+// connection, after that connection has killed the earlier ones still known
+// to the backend (CLIENT KILL ID), so that it still runs after the command
+// it undoes. cmd must not be modified afterwards. rcv.Receive is called
+// exactly once: with the reply, or with ErrAbandoned when too many undos
+// wait or ErrClosed when the link closes first.
+func (l *Link) Undo(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int) {
+	e := entry{rcv: rcv, tag: tag, script: script, durable: true, cmd: cmd}
+	l.mu.Lock()
+	if l.conn == nil || !l.ready {
+		dropped := l.retainLocked(e)
+		l.mu.Unlock()
+		l.abandon(dropped)
+		return
 	}
-	l.byDeadline[class].push(l.pushed)
-	l.pushed++
-	l.queued++
+	e.deadline = time.Now()
+	l.queueLocked(e, cmd)
+	c, buf := l.takeWriteLocked()
+	l.mu.Unlock()
+	l.write(c, buf)
 }
 
-// longDeadline tells the undo and handshake deadlines (seconds) from the
-// per-command ones (tens of milliseconds): each class's deadlines come in
-// the order commands are queued.
-func (l *Link) longDeadline(d time.Time) bool {
-	return time.Until(d) > 4*l.opt.Timeout
+// retainLocked keeps a durable entry for the next connection, and returns
+// the oldest one when too many wait.
+func (l *Link) retainLocked(e entry) []entry {
+	l.retained = append(l.retained, e)
+	if len(l.retained) <= l.opt.MaxRetained {
+		return nil
+	}
+	dropped := append([]entry(nil), l.retained[0])
+	l.retained = append(l.retained[:0], l.retained[1:]...)
+	return dropped
+}
+
+// abandon tells the receivers of undos that will never be sent.
+func (l *Link) abandon(es []entry) {
+	if len(es) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.health.UndoAbandoned += uint64(len(es))
+	l.mu.Unlock()
+	l.log.Warn("undo abandoned: too many waiting for an unreachable backend; the lock expires by its TTL", "count", len(es))
+	for _, e := range es {
+		e.rcv.Receive(e.tag, resp.Result{Err: l.errAbandoned})
+	}
+}
+
+// queueLocked appends cmd to the write buffer and queues e for its reply,
+// loading e's script first on a connection that has not seen it.
+func (l *Link) queueLocked(e entry, cmd []byte) {
+	if e.script != nil && !l.loaded[e.script.Sha] {
+		l.loaded[e.script.Sha] = true
+		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
+		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
+		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
+		l.wbuf = resp.AppendBulk(l.wbuf, e.script.Body)
+		dl := e.deadline
+		if e.durable {
+			dl = time.Time{} // loading an undo's script is as patient as the undo
+		}
+		l.pushLocked(entry{rcv: discard{}, deadline: dl})
+	}
+	l.wbuf = append(l.wbuf, cmd...)
+	l.pushLocked(e)
+}
+
+// pushLocked queues e, whose bytes are already in wbuf. Commands with a
+// deadline enter the deadline heap; durable ones and the link's own
+// patient commands (a zero deadline) do not.
+func (l *Link) pushLocked(e entry) {
+	if !e.durable && !e.deadline.IsZero() {
+		l.deadlines.push(deadline{at: e.deadline, seq: l.pushed})
+	}
+	if e.deadline.IsZero() {
+		e.deadline = time.Now() // for the dead-backend check: how late its reply is
+	}
+	l.q.push(e)
+	l.pushed++
+	l.queued++
 }
 
 // popLocked removes the oldest queued command.
@@ -310,196 +391,8 @@ func (l *Link) write(c net.Conn, buf []byte) {
 	}
 }
 
-// armLocked makes sure the sweep timer fires no later than t.
-func (l *Link) armLocked(t time.Time) {
-	if l.armedAt.IsZero() || t.Before(l.armedAt) {
-		l.armedAt = t
-		l.timer.Reset(time.Until(t))
-	}
-}
-
-// sweep runs when the earliest deadline may have passed: it answers every
-// expired command with ErrTimeout (their entries stay queued so that late
-// replies are matched and dropped), and disconnects a backend whose oldest
-// reply is DeadAfter late.
-func (l *Link) sweep() {
-	now := time.Now()
-	var expired []entry
-	var kill net.Conn
-	l.mu.Lock()
-	l.armedAt = time.Time{}
-	var next time.Time
-	for c := range l.byDeadline {
-		dq := &l.byDeadline[c]
-		for dq.len() > 0 {
-			seq := *dq.at(0)
-			if seq < l.popped { // answered already
-				dq.pop()
-				continue
-			}
-			e := l.q.at(int(seq - l.popped))
-			if !e.expired && e.deadline.After(now) {
-				if next.IsZero() || e.deadline.Before(next) {
-					next = e.deadline
-				}
-				break
-			}
-			if !e.expired {
-				e.expired = true
-				expired = append(expired, *e)
-			}
-			dq.pop()
-		}
-	}
-	if l.q.len() > 0 {
-		dead := l.q.at(0).deadline.Add(l.opt.DeadAfter)
-		if !dead.After(now) && l.conn != nil {
-			kill = l.conn
-		} else if next.IsZero() || dead.Before(next) {
-			next = dead
-		}
-	}
-	l.health.Timeouts += uint64(len(expired))
-	if !next.IsZero() {
-		l.armLocked(next)
-	}
-	l.mu.Unlock()
-	for _, e := range expired {
-		if l.opt.Events != nil {
-			l.opt.Events.Timeout(l.opt.Index)
-		}
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errTimeout})
-	}
-	if kill != nil {
-		l.log.Warn("backend stopped answering; disconnecting", "late", l.opt.DeadAfter)
-		kill.Close()
-	}
-}
-
-// run dials, serves and redials until Close. A connection that lived a
-// while after its identity was verified is redialled at once; a failed dial,
-// and a connection that failed its handshake or died young (something that
-// accepts and closes, such as a load balancer in front of a dead Redis),
-// waits a backoff that doubles up to a second.
-func (l *Link) run() {
-	defer l.wg.Done()
-	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
-	backoff := minBackoff
-	for l.ctx.Err() == nil {
-		c, err := l.dial()
-		if err == nil {
-			start := time.Now()
-			verified := l.serve(c)
-			if verified && time.Since(start) > 5*time.Second {
-				backoff = minBackoff
-				continue
-			}
-		} else {
-			l.noteDown(err)
-		}
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
-func (l *Link) dial() (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
-	defer cancel()
-	var c net.Conn
-	var err error
-	if l.opt.TLS != nil {
-		d := tls.Dialer{Config: l.opt.TLS}
-		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", l.opt.Addr, err)
-	}
-	return c, nil
-}
-
-func (l *Link) noteDown(err error) {
-	l.mu.Lock()
-	changed := l.health.LastError != err.Error()
-	l.health.LastError = err.Error()
-	l.mu.Unlock()
-	if changed {
-		l.log.Warn("backend unreachable", "err", err)
-	}
-}
-
-// serve runs one connection until it fails or the link closes, and reports
-// whether the connection's identity was verified.
-func (l *Link) serve(c net.Conn) (verified bool) {
-	now := time.Now()
-	l.mu.Lock()
-	if l.ctx.Err() != nil {
-		l.mu.Unlock()
-		c.Close()
-		return false
-	}
-	l.conn, l.writing = c, false
-	l.loaded = make(map[string]bool)
-	l.verified = false
-	l.wbuf = l.wbuf[:0]
-	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
-	l.health.Connects++
-	hs := now.Add(l.opt.DialTimeout)
-	if l.opt.Password != "" {
-		if l.opt.Username != "" {
-			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Username, l.opt.Password)
-		} else {
-			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
-		}
-		l.pushLocked(entry{rcv: l, tag: tagAuth, deadline: hs})
-	}
-	l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
-	l.pushLocked(entry{rcv: l, tag: tagInfo, deadline: hs})
-	l.armLocked(hs)
-	wc, buf := l.takeWriteLocked()
-	l.mu.Unlock()
-	l.write(wc, buf)
-	if l.opt.Events != nil {
-		l.opt.Events.Reconnect(l.opt.Index)
-	}
-
-	err := l.readLoop(c)
-	c.Close()
-
-	l.mu.Lock()
-	wasUp := l.verified
-	l.conn, l.verified = nil, false
-	l.wbuf = l.wbuf[:0]
-	var lost []entry
-	for l.q.len() > 0 {
-		if e := l.popLocked(); !e.expired {
-			lost = append(lost, e)
-		}
-	}
-	l.health.LastError = err.Error() // readLoop only ends on an error
-	l.health.Since = time.Now()
-	l.mu.Unlock()
-	for _, e := range lost {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errLost})
-	}
-	if wasUp && l.ctx.Err() == nil {
-		l.log.Warn("backend connection lost", "err", err)
-		if l.opt.Events != nil {
-			l.opt.Events.StateChange(l.opt.Index, false)
-		}
-	}
-	return wasUp
-}
-
 // readLoop matches replies to queued commands, in order.
-func (l *Link) readLoop(c net.Conn) error {
-	rd := resp.NewReader(bufio.NewReaderSize(c, 64<<10), resp.ReaderLimits{})
+func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 	var now time.Time
 	for {
 		// One clock reading per read from the socket: replies that arrived
@@ -532,12 +425,18 @@ func (l *Link) readLoop(c net.Conn) error {
 			l.batchEnds = l.batchEnds[:n]
 			wc, wbuf = l.takeWriteLocked()
 		}
-		counts := l.verified && l.watch.Counts(now)
+		counts := l.ready && l.watch.Counts(now)
 		isErr := v.Kind == resp.KindError
+		demoted := false
 		if isErr {
 			l.health.Errors++
-			if e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
+			switch {
+			case e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")):
 				delete(l.loaded, e.script.Sha) // flushed behind our back: load again next time
+			case bytes.HasPrefix(v.Str, []byte("READONLY")) && l.ready:
+				// The master became a replica under this connection: nothing
+				// it says counts until a new connection's identity check.
+				l.ready, counts, demoted = false, false, true
 			}
 		}
 		if l.health.Latency == 0 {
@@ -550,66 +449,24 @@ func (l *Link) readLoop(c net.Conn) error {
 		if l.opt.Events != nil {
 			l.opt.Events.Reply(l.opt.Index, lat, isErr)
 		}
+		if demoted {
+			l.log.Warn("backend answered READONLY: it is a replica now; its votes stop counting until it is a master again", "reply", string(v.Str))
+			c.Close()
+		}
 		if e.expired {
+			if lr, ok := e.rcv.(resp.LateReceiver); ok {
+				lr.Late(e.tag, resp.Result{V: v, Counts: counts})
+			}
 			continue
 		}
 		e.rcv.Receive(e.tag, resp.Result{V: v, Counts: counts})
 	}
 }
 
-// Receive handles the replies to the link's own commands.
-func (l *Link) Receive(tag int, r resp.Result) {
-	switch tag {
-	case tagAuth:
-		if r.Err == nil && r.V.Kind == resp.KindError {
-			l.log.Error("backend refused the proxy's credentials", "reply", string(r.V.Str))
-			l.dropConn()
-		}
-	case tagInfo:
-		l.identify(r)
-	case tagScriptLoad, tagPing:
-	}
-}
+// discard is the receiver of replies nobody waits for (a script load).
+type discard struct{}
 
-// identify processes the INFO server reply that opens every connection.
-func (l *Link) identify(r resp.Result) {
-	if r.Err != nil {
-		l.log.Warn("backend did not answer the identity check", "err", r.Err)
-		l.dropConn()
-		return
-	}
-	id := quorum.Identity{Uptime: -1}
-	if r.V.Kind == resp.KindBulk {
-		id = parseIdentity(r.V.Str)
-	}
-	now := time.Now()
-	l.mu.Lock()
-	restarted := l.watch.Observe(id, now)
-	until := l.watch.QuarantinedUntil()
-	l.verified = true
-	l.health.LastError = ""
-	l.health.Since = now
-	if restarted {
-		l.health.Restarts++
-	}
-	l.mu.Unlock()
-	if id.RunID == "" && !l.opt.InProcess {
-		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect, so every reconnect quarantines it")
-	}
-	if restarted {
-		l.log.Warn("backend restarted: its votes do not count until every lock it forgot has expired",
-			"run_id", id.RunID, "quarantined_until", until.Format(time.RFC3339Nano))
-		if l.opt.Events != nil {
-			l.opt.Events.Restarted(l.opt.Index, until)
-		}
-	} else if now.Before(until) {
-		l.log.Warn("backend quarantined (restart rule)", "run_id", id.RunID, "quarantined_until", until.Format(time.RFC3339Nano))
-	}
-	l.log.Info("backend up", "run_id", id.RunID)
-	if l.opt.Events != nil {
-		l.opt.Events.StateChange(l.opt.Index, true)
-	}
-}
+func (discard) Receive(int, resp.Result) {}
 
 func (l *Link) dropConn() {
 	l.mu.Lock()
@@ -620,49 +477,12 @@ func (l *Link) dropConn() {
 	}
 }
 
-// parseIdentity reads run_id and uptime_in_seconds from INFO server.
-func parseIdentity(info []byte) quorum.Identity {
-	id := quorum.Identity{Uptime: -1}
-	for _, line := range bytes.Split(info, []byte("\n")) {
-		line = bytes.TrimRight(line, "\r")
-		if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
-			id.RunID = string(v)
-		} else if v, ok := bytes.CutPrefix(line, []byte("uptime_in_seconds:")); ok {
-			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
-				id.Uptime = time.Duration(n) * time.Second
-			}
-		}
-	}
-	return id
-}
-
-var pingCmd = resp.AppendCommand(nil, "PING")
-
-// pinger keeps latency fresh and lets an idle link notice a hung backend.
-func (l *Link) pinger() {
-	defer l.wg.Done()
-	t := time.NewTicker(l.opt.HealthInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-			l.mu.Lock()
-			up := l.conn != nil
-			l.mu.Unlock()
-			if up {
-				l.Send(pingCmd, nil, l, tagPing, time.Now().Add(l.opt.Timeout))
-			}
-		}
-	}
-}
-
-// Pending is the number of commands waiting for a reply.
+// Pending is the number of commands waiting for a reply, undos included
+// (those waiting for a connection too).
 func (l *Link) Pending() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
+	n := len(l.retained)
 	for i := 0; i < l.q.len(); i++ {
 		if !l.q.at(i).expired {
 			n++
@@ -672,11 +492,19 @@ func (l *Link) Pending() int {
 }
 
 // Close disconnects and stops every goroutine of the link. Commands still
-// waiting get ErrConnLost.
+// waiting get ErrConnLost; undos still waiting get ErrClosed.
 func (l *Link) Close() error {
 	l.cancel()
 	l.dropConn()
 	l.wg.Wait()
 	l.timer.Stop()
+	l.mu.Lock()
+	retained := l.retained
+	l.retained = nil
+	l.health.UndoAbandoned += uint64(len(retained))
+	l.mu.Unlock()
+	for _, e := range retained {
+		e.rcv.Receive(e.tag, resp.Result{Err: l.errClosed})
+	}
 	return nil
 }

@@ -190,15 +190,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A backend that restarts (new run_id) is quarantined for the hold from
-// the first reply on the new connection; a reconnect to the same run is
-// not.
-func TestRestartQuarantine(t *testing.T) {
+// Under the run-id rule, a backend that restarts (new run_id) is
+// quarantined for the hold from the first reply on the new connection; a
+// reconnect to the same run is not.
+func TestRunIDRuleRestartQuarantine(t *testing.T) {
 	s := startRedis(t)
 	// The hold runs from when the backend came back (its uptime), not from
 	// when the link reconnected: it must outlast the restart and redial.
 	hold := 3 * time.Second
-	l := startLink(t, Options{Addr: s.Addr, Restart: quorum.RestartRule{Hold: hold}})
+	l := startLink(t, Options{Addr: s.Addr, Restart: quorum.RestartRule{Hold: hold, Mode: quorum.RuleRunID}})
 	c := newCollector()
 	first := l.Health().RunID
 	if first == "" {

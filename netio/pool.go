@@ -37,6 +37,12 @@ func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver
 	p.links[node].Send(cmd, script, rcv, tag, deadline)
 }
 
+// Undo queues an undo for backend node, kept across lost connections until
+// it is answered; see Link.Undo.
+func (p *Pool) Undo(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int) {
+	p.links[node].Undo(cmd, script, rcv, tag)
+}
+
 // Health returns a snapshot of every backend.
 func (p *Pool) Health() []Health {
 	hs := make([]Health, len(p.links))

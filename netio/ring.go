@@ -13,12 +13,14 @@ type entry struct {
 	deadline time.Time
 	script   *resp.Script // set for EVALSHA, so a NOSCRIPT reply unloads it
 	expired  bool         // the receiver already got ErrTimeout
+	// durable marks an undo: it has no deadline of its own and is sent
+	// again on the next connection when this one is lost before its reply.
+	durable bool
+	cmd     []byte // a durable command's bytes
 }
 
 // ring is a FIFO that grows as needed: the queue of commands awaiting
-// replies (ring[entry]) and, per deadline class, their sequence numbers in
-// sending order (ring[uint64]), so that the sweep finds expired commands
-// from the front in amortized constant time.
+// replies.
 type ring[T any] struct {
 	buf  []T
 	head int

@@ -34,6 +34,10 @@ func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Recei
 	rcv.Receive(tag, resp.Result{V: v, Counts: true})
 }
 
+func (f fakeBackends) Undo(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int) {
+	rcv.Receive(tag, resp.Result{V: resp.IntValue(1), Counts: true})
+}
+
 func (f fakeBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
 
 // fakeConn feeds a client input in small chunks and collects its output.

@@ -16,6 +16,10 @@ import (
 type Backends interface {
 	N() int
 	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time)
+	// Undo sends a compare-and-delete that must run after everything sent
+	// to the node before it, even if the connection it goes out on is lost:
+	// the backend keeps it for the next connection. rcv gets one result.
+	Undo(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int)
 	Status() []BackendStatus
 }
 
@@ -84,7 +88,7 @@ type op struct {
 	undoBuf    [192]byte // holds undoCmd for short keys and tokens
 	decided    bool
 	dispatched bool
-	undoNodes  []int
+	undo       quorum.Undo // set up in place by Init, like tally
 	result     resp.Value
 
 	// Set at the decision, read by final in the client's goroutine after
@@ -99,12 +103,11 @@ type op struct {
 
 // engine runs ops against the backends.
 type engine struct {
-	be          Backends
-	n           int
-	timing      quorum.Timing
-	timeout     time.Duration
-	undoTimeout time.Duration
-	stats       *stats
+	be      Backends
+	n       int
+	timing  quorum.Timing
+	timeout time.Duration
+	stats   *stats
 }
 
 // newOp prepares an op in one allocation: its tally, replies and undo
@@ -112,6 +115,7 @@ type engine struct {
 func (e *engine) newOp(name string, kind opKind, done chan<- struct{}) *op {
 	o := &op{e: e, name: name, kind: kind, done: done}
 	o.tally.Init(e.n)
+	o.undo.Init(e.n)
 	if e.n <= len(o.replyBuf) {
 		o.replies = o.replyBuf[:e.n]
 	} else {
@@ -154,6 +158,7 @@ func (o *op) Receive(node int, r resp.Result) {
 	o.replies[node] = r.V
 	vote := o.classify(r)
 	o.tally.Record(node, vote, r.Counts)
+	o.undo.Settle(node, fate(vote, r))
 	signal := false
 	if !o.decided {
 		signal = o.decideLocked()
@@ -246,14 +251,38 @@ func (o *op) decideLocked() bool {
 	return true
 }
 
-// undoLocked arranges the undo of a failed acquisition on every node whose
-// vote was not a refusal (pending ones too: their grant may still come).
-// Ops without an undo command (extends of every kind) are never undone:
-// the nodes that extended hold the caller's own still-valid lock.
+// undoLocked marks a failed acquisition for undo: every node where it may
+// have taken effect gets a compare-and-delete, as soon as that is known
+// (see quorum.Undo). Ops without an undo command (extends of every kind)
+// are never undone: the nodes that extended hold the caller's own
+// still-valid lock.
 func (o *op) undoLocked() {
-	if o.undoCmd != nil && o.undoNodes == nil {
-		o.undoNodes = o.tally.UndoSet(make([]int, 0, o.e.n))
+	if o.undoCmd != nil {
+		o.undo.Fail()
 	}
+}
+
+// Late records what became of a command after its timeout: a late grant,
+// or a lost connection, of a failed acquisition is undone too.
+func (o *op) Late(node int, r resp.Result) {
+	o.mu.Lock()
+	o.undo.Settle(node, fate(o.classify(r), r))
+	undo := o.takeUndoLocked()
+	o.mu.Unlock()
+	o.sendUndo(undo)
+}
+
+// fate says, from one result, whether the command may have taken effect.
+func fate(v quorum.Vote, r resp.Result) quorum.Fate {
+	switch {
+	case v == quorum.Granted:
+		return quorum.FateHolds
+	case v == quorum.Refused || r.Unsent:
+		return quorum.FateClear
+	case r.Later:
+		return quorum.FateOpen // the late reply, or the connection's loss, will tell
+	}
+	return quorum.FateHolds // an error reply or a lost connection: it may have run
 }
 
 // final is the op's reply as it leaves for the client at now, after its
@@ -475,26 +504,22 @@ func (o *op) decideTTLScriptLocked() bool {
 	return true
 }
 
-// takeUndoLocked hands over the undo set once it is decided and every
-// backend has been sent the command.
+// takeUndoLocked hands over the nodes to undo now, once every backend has
+// been sent the command, so that on each the undo follows what it undoes.
+// It allocates only when there is something to undo.
 func (o *op) takeUndoLocked() []int {
-	if !o.dispatched || o.undoNodes == nil {
+	if !o.dispatched || o.undoCmd == nil {
 		return nil
 	}
-	u := o.undoNodes
-	o.undoNodes = o.undoNodes[:0:0]
-	return u
+	return o.undo.Take(nil)
 }
 
-// sendUndo runs compare-and-delete with this attempt's token on each node,
-// on the proxy's own deadline: the client's fate does not matter to it.
+// sendUndo runs compare-and-delete with this attempt's token on each node.
+// It does not depend on the client: the backends deliver it even across a
+// lost connection, after the command it undoes.
 func (o *op) sendUndo(nodes []int) {
-	if len(nodes) == 0 {
-		return
-	}
-	deadline := time.Now().Add(o.e.undoTimeout)
 	for _, n := range nodes {
-		o.e.be.Send(n, o.undoCmd, undoScript, undoReceiver{o.e.stats}, n, deadline)
+		o.e.be.Undo(n, o.undoCmd, undoScript, undoReceiver{o.e.stats}, n)
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 type Config struct {
 	Timing         quorum.Timing    // drift and minimum validity (default quorum.DefaultTiming)
 	BackendTimeout time.Duration    // per-backend timeout of every command (default 50ms)
-	UndoTimeout    time.Duration    // per-backend timeout of an undo (default 1s)
 	MaxTTL         time.Duration    // longest TTL a client may ask for (default 60s)
 	Limits         Limits           // input limits (see Limits)
 	MaxClients     int              // connected clients (default 10000)
@@ -47,9 +46,6 @@ func (c *Config) defaults() {
 	}
 	if c.BackendTimeout <= 0 {
 		c.BackendTimeout = 50 * time.Millisecond
-	}
-	if c.UndoTimeout <= 0 {
-		c.UndoTimeout = time.Second
 	}
 	if c.MaxTTL <= 0 {
 		c.MaxTTL = 60 * time.Second
@@ -106,7 +102,7 @@ func New(cfg Config, be Backends) *Server {
 	s.stats.obs = cfg.Observer
 	s.eng = engine{
 		be: be, n: be.N(), timing: cfg.Timing, timeout: cfg.BackendTimeout,
-		undoTimeout: cfg.UndoTimeout, stats: &s.stats,
+		stats: &s.stats,
 	}
 	return s
 }

@@ -7,11 +7,15 @@
 //   - a round is decided as soon as its outcome can no longer change, and
 //     never before;
 //   - validity never exceeds the TTL and shrinks as elapsed time grows;
-//   - the undo set of a round holds every node whose vote was not a refusal
-//     (granted, unknown, or not yet known), so no partial acquisition is
-//     left behind;
+//   - a failed attempt is undone on every node where it may have taken
+//     effect (granted, failed with an error, or lost with its connection),
+//     each once, as soon as that is known, and never on a node that refused
+//     it, so no partial acquisition is left behind and no other holder of
+//     the same token loses its lock;
 //   - a quarantined node's vote is recorded (so it is undone) but never
-//     counted toward a majority.
+//     counted toward a majority;
+//   - under the strict restart rule, proxies that see the same reports from
+//     a master reach the same decision about it, whatever else they saw.
 //
 // It imports only the standard library; time is passed in, never read.
 package quorum

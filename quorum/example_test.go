@@ -34,18 +34,23 @@ func Example() {
 	// validity 9.89s ok true
 }
 
-// A failed acquisition must be undone on every node that did not refuse:
-// grants (counted or not), unknowns (a timed-out SET may have been applied),
-// and nodes that have not answered yet.
-func ExampleTally_UndoSet() {
-	round := quorum.NewTally(5)
-	round.Record(0, quorum.Refused, true)
-	round.Record(1, quorum.Granted, false)
-	round.Record(2, quorum.Unknown, true)
-	round.Record(3, quorum.Refused, true)
-	fmt.Println(round.Outcome(), "- undo on", round.UndoSet(nil))
+// A failed acquisition is undone exactly where it may have taken effect:
+// a grant at once, a timed-out node once its late reply or a lost
+// connection says so, and never a node that refused.
+func ExampleUndo() {
+	var u quorum.Undo
+	u.Init(5)
+	u.Settle(0, quorum.FateClear) // refused
+	u.Settle(1, quorum.FateHolds) // granted
+	u.Settle(3, quorum.FateClear) // never sent: the link was down
+	u.Fail()
+	fmt.Println("undo now:", u.Take(nil))
+	u.Settle(2, quorum.FateHolds) // timed out, then its connection was lost
+	u.Settle(4, quorum.FateClear) // timed out, then replied nil
+	fmt.Println("undo later:", u.Take(nil), "and then:", u.Take(nil))
 	// Output:
-	// lost - undo on [1 2 4]
+	// undo now: [1]
+	// undo later: [2] and then: []
 }
 
 // PTTL through the proxy: the time until fewer than a majority hold the key,
@@ -75,15 +80,20 @@ func ExampleWatch() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := quorum.Watch{Rule: quorum.RestartRule{Hold: 30 * time.Second}}
 
-	w.Observe(quorum.Identity{RunID: "a1", Uptime: 24 * time.Hour}, t0)
+	// A master up for a day, whose marker says it last lost writes a day ago.
+	w.Observe(quorum.Identity{RunID: "a1", Uptime: 24 * time.Hour,
+		Marker: &quorum.Marker{LostAgo: 24 * time.Hour, StartedAgo: 24 * time.Hour}}, t0)
 	fmt.Println("counts:", w.Counts(t0))
 
+	// A minute later it has restarted empty: 5 s of uptime, and no marker
+	// until this check wrote a new one.
 	now := t0.Add(time.Minute)
-	restarted := w.Observe(quorum.Identity{RunID: "b2", Uptime: 5 * time.Second}, now)
-	fmt.Println("restarted:", restarted, "counts:", w.Counts(now))
+	restarted := w.Observe(quorum.Identity{RunID: "b2", Uptime: 5 * time.Second,
+		Marker: &quorum.Marker{Change: "new", StartedAgo: 4 * time.Second}}, now)
+	fmt.Println("restarted:", restarted, "counts:", w.Counts(now), "why:", w.Reason())
 	fmt.Println("back in quorum after", w.QuarantinedUntil().Sub(now))
 	// Output:
 	// counts: true
-	// restarted: true counts: false
-	// back in quorum after 26s
+	// restarted: true counts: false why: new
+	// back in quorum after 30s
 }

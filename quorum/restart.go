@@ -2,22 +2,70 @@ package quorum
 
 import "time"
 
-// Identity is what a backend says about itself on a new connection.
+// Identity is what a backend says about itself on a connection.
 type Identity struct {
 	RunID  string        // INFO server run_id; "" when the backend does not say
 	Uptime time.Duration // INFO server uptime_in_seconds; negative when unknown
+	// Marker is the backend's answer to the replication-marker check, nil
+	// when the check did not run (the run-id rule, or a backend that cannot
+	// run it).
+	Marker *Marker
 }
 
-// RestartRule configures the restart quarantine.
+// Marker is what a master reports through the replication marker that the
+// proxies keep on it: when, by its own clock, it may last have lost writes.
+// Every proxy reads the same marker, so every proxy reaches the same
+// decision, whether it has watched the master for a year or started a
+// second ago.
+type Marker struct {
+	// Change says why the marker was (re)written by this check: "" when it
+	// was found as it was left; "new" when there was none (a master no
+	// proxy has used, or one whose data is gone: restarted empty, flushed,
+	// evicted); "promoted" when the master's replication history is a
+	// promoted replica's; "restarted" when it restarted with some of its
+	// data; "reloaded" when it restarted and reloaded every write.
+	Change string
+	// LostAgo is how long ago, by the master's clock, it may last have lost
+	// writes: the marker's record, kept by every proxy that checks it.
+	LostAgo time.Duration
+	// StartedAgo is how long ago, by the master's clock, its current run
+	// started, as recorded on the marker by the first check of the run (the
+	// latest start its uptime allows): every proxy reads the same instant,
+	// where uptime_in_seconds alone would differ by up to a second.
+	StartedAgo time.Duration
+	// Durable reports that the master persists every write before
+	// answering (appendfsync always) and found its marker after a restart:
+	// a restart cost it nothing, so its uptime does not quarantine it.
+	Durable bool
+	// Hold is the longest quarantine any proxy recorded on the marker: the
+	// largest max_ttl + drift in the fleet.
+	Hold time.Duration
+}
+
+// RestartMode selects how a backend's restarts are recognised.
+type RestartMode uint8
+
+// The restart rules.
+const (
+	// RuleStrict decides from what the backend reports: a master counts
+	// only once Hold has passed since it started (its uptime) and since it
+	// may last have lost writes (its marker: a restart, a promotion, a
+	// flush). Every proxy reaches the same decision. The default.
+	RuleStrict RestartMode = iota
+	// RuleRunID trusts a backend the first time it is seen and quarantines
+	// it when its run_id changes. A proxy that starts soon after a master
+	// restarted cannot tell, so it may count a master that forgot locks:
+	// unsafe in exactly that case.
+	RuleRunID
+)
+
+// RestartRule configures the restart quarantine. A zero Hold turns it off.
 type RestartRule struct {
-	// Hold is how long a restarted backend stays out of every quorum after
-	// it came back: max_ttl plus its drift, so that every lock it forgot
+	// Hold is how long a backend that may have lost writes stays out of
+	// every quorum: max_ttl plus its drift, so that every lock it forgot
 	// has expired everywhere else.
 	Hold time.Duration
-	// Strict also quarantines a backend seen for the first time when it has
-	// been up for less than Hold (or does not say how long). A proxy that
-	// starts together with fresh backends then refuses every lock for Hold.
-	Strict bool
+	Mode RestartMode
 }
 
 // Watch follows one backend's identity across connections and decides
@@ -30,6 +78,7 @@ type Watch struct {
 	runID string
 	boot  time.Time // estimated start of the backend's current run
 	until time.Time // votes do not count before this instant
+	why   string    // what the quarantine in force is for
 }
 
 // uptimeSlack absorbs the truncation of uptime_in_seconds and the latency
@@ -39,52 +88,94 @@ const uptimeSlack = 2 * time.Second
 // uptimeGrain is how much uptime_in_seconds can overstate the real uptime.
 const uptimeGrain = time.Second
 
-// Observe records the identity a newly established connection reported at
-// now, and reports whether the backend restarted since the last one (or
-// cannot be shown not to have). A restarted backend is quarantined until
-// Hold after it came back.
-func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
-	// The latest the backend can have started. Redis computes
-	// uptime_in_seconds from two whole-second wall-clock readings, so it can
-	// overstate the real uptime by up to a second: a backend up for 0.2s may
-	// say 1. Estimating the boot a second later than the reported uptime says
-	// keeps the quarantine from ending early.
-	boot := now
-	if id.Uptime >= 0 {
-		boot = now.Add(-id.Uptime + uptimeGrain)
-		if boot.After(now) {
-			boot = now
-		}
+// bootAt is the latest the backend can have started, given what it
+// reported at now. Redis computes uptime_in_seconds from two whole-second
+// wall-clock readings, so it can overstate the real uptime by up to a
+// second: a backend up for 0.2s may say 1. Estimating the boot a second
+// later than the reported uptime says keeps the quarantine from ending early.
+func bootAt(id Identity, now time.Time) time.Time {
+	if id.Uptime < 0 {
+		return now
 	}
+	boot := now.Add(-id.Uptime + uptimeGrain)
+	if boot.After(now) {
+		return now
+	}
+	return boot
+}
+
+// Observe records the identity a backend reported at now, and reports
+// whether it restarted (or otherwise may have lost writes) since the last
+// observation, or cannot be shown not to have. Under RuleStrict it may be
+// called again on a live connection (a periodic check): the quarantine only
+// ever grows.
+func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
+	boot := bootAt(id, now)
 	defer func() {
 		w.seen = true
 		w.runID = id.RunID
 		w.boot = boot
 	}()
-	if !w.seen {
-		if w.Rule.Strict && (id.Uptime < 0 || boot.Add(w.Rule.Hold).After(now)) {
-			w.quarantine(boot)
+	if w.Rule.Hold <= 0 {
+		return w.seen && w.changedRun(id, boot)
+	}
+	if w.Rule.Mode == RuleRunID {
+		if !w.seen {
+			return false
+		}
+		if w.changedRun(id, boot) {
+			w.quarantine(now, boot.Add(w.Rule.Hold), "restarted")
+			return true
 		}
 		return false
 	}
-	switch {
-	case id.RunID != "" && w.runID != "":
-		restarted = id.RunID != w.runID
-	case id.Uptime >= 0 && !w.boot.IsZero():
-		restarted = boot.After(w.boot.Add(uptimeSlack))
-	default:
-		restarted = true // nothing proves it is the same run
+	hold := w.Rule.Hold
+	if id.Marker != nil && id.Marker.Hold > hold {
+		hold = id.Marker.Hold
 	}
-	if restarted {
-		w.quarantine(boot)
+	restarted = w.seen && w.changedRun(id, boot)
+	if id.Marker != nil {
+		boot = now.Add(-id.Marker.StartedAgo)
+	}
+	if id.Marker == nil || !id.Marker.Durable {
+		w.quarantine(now, boot.Add(hold), "started")
+	}
+	if m := id.Marker; m != nil {
+		if m.LostAgo >= 0 {
+			why := m.Change
+			if why == "" {
+				why = "marked"
+			}
+			w.quarantine(now, now.Add(-m.LostAgo).Add(hold), why)
+		}
+		if m.Change != "" && m.Change != "new" {
+			restarted = true
+		}
+	} else {
+		// Nothing says what happened to its data: assume it was lost now.
+		w.quarantine(now, now.Add(hold), "unmarked")
 	}
 	return restarted
 }
 
-func (w *Watch) quarantine(boot time.Time) {
-	until := boot.Add(w.Rule.Hold)
-	if until.After(w.until) {
+// changedRun reports whether id belongs to another run of the backend than
+// the last one observed.
+func (w *Watch) changedRun(id Identity, boot time.Time) bool {
+	switch {
+	case id.RunID != "" && w.runID != "":
+		return id.RunID != w.runID
+	case id.Uptime >= 0 && !w.boot.IsZero():
+		return boot.After(w.boot.Add(uptimeSlack))
+	}
+	return true // nothing proves it is the same run
+}
+
+// quarantine keeps the backend out until then, unless that is already
+// past or a longer quarantine is in force.
+func (w *Watch) quarantine(now, until time.Time, why string) {
+	if until.After(now) && until.After(w.until) {
 		w.until = until
+		w.why = why
 	}
 }
 
@@ -94,6 +185,11 @@ func (w *Watch) Counts(now time.Time) bool { return !now.Before(w.until) }
 // QuarantinedUntil is the instant the backend's votes start counting again
 // (zero or past when they count).
 func (w *Watch) QuarantinedUntil() time.Time { return w.until }
+
+// Reason says what the quarantine in force is for: "started" (the backend
+// started less than the hold ago), "new", "promoted", "restarted",
+// "reloaded", "marked" or "unmarked" (see Marker).
+func (w *Watch) Reason() string { return w.why }
 
 // RunID is the last run_id observed.
 func (w *Watch) RunID() string { return w.runID }

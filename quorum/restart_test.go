@@ -15,6 +15,11 @@ const (
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
+// ident is an identity without a marker.
+func ident(runID string, uptime time.Duration) Identity {
+	return Identity{RunID: runID, Uptime: uptime}
+}
+
 // came is the latest a backend that reports uptime at now can have
 // started: uptime_in_seconds can overstate the real uptime by a second.
 func came(now time.Time, uptime time.Duration) time.Time {
@@ -46,23 +51,32 @@ func TestWatchFirstSight(t *testing.T) {
 		id     Identity
 		until  time.Time // zero: never quarantined
 	}{
-		{"lenient, fresh backend", false, Identity{"r1", 0}, time.Time{}},
-		{"lenient, young backend", false, Identity{"r1", time.Second}, time.Time{}},
-		{"lenient, uptime unknown", false, Identity{"r1", unknown}, time.Time{}},
-		{"lenient, no identity", false, Identity{"", unknown}, time.Time{}},
-		{"lenient, old backend", false, Identity{"r1", time.Hour}, time.Time{}},
-		{"strict, fresh backend", true, Identity{"r1", 0}, at(hold)},
-		{"strict, young backend", true, Identity{"r1", 10 * time.Second}, came(t0, 10*time.Second).Add(hold)},
-		{"strict, just under hold", true, Identity{"r1", hold - time.Nanosecond}, came(t0, hold-time.Nanosecond).Add(hold)},
-		{"strict, uptime unknown", true, Identity{"r1", unknown}, at(hold)},
-		{"strict, no identity", true, Identity{"", unknown}, at(hold)},
+		{"lenient, fresh backend", false, ident("r1", 0), time.Time{}},
+		{"lenient, young backend", false, ident("r1", time.Second), time.Time{}},
+		{"lenient, uptime unknown", false, ident("r1", unknown), time.Time{}},
+		{"lenient, no identity", false, ident("", unknown), time.Time{}},
+		{"lenient, old backend", false, ident("r1", time.Hour), time.Time{}},
+		{"strict, fresh backend", true, ident("r1", 0), at(hold)},
+		{"strict, young backend", true, ident("r1", 10*time.Second), came(t0, 10*time.Second).Add(hold)},
+		{"strict, just under hold", true, ident("r1", hold-time.Nanosecond), came(t0, hold-time.Nanosecond).Add(hold)},
+		{"strict, uptime unknown", true, ident("r1", unknown), at(hold)},
+		{"strict, no identity", true, ident("", unknown), at(hold)},
 		// Reported up exactly hold: it may have been up a second less.
-		{"strict, up exactly hold", true, Identity{"r1", hold}, came(t0, hold).Add(hold)},
-		{"strict, up hold plus the grain", true, Identity{"r1", hold + time.Second}, time.Time{}},
-		{"strict, old backend", true, Identity{"r1", time.Hour}, time.Time{}},
+		{"strict, up exactly hold", true, ident("r1", hold), came(t0, hold).Add(hold)},
+		{"strict, up hold plus the grain", true, ident("r1", hold+time.Second), time.Time{}},
+		{"strict, old backend", true, ident("r1", time.Hour), time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := Watch{Rule: RestartRule{Hold: hold, Strict: tc.strict}}
+			w := Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
+			if tc.strict {
+				// The marker says the master last lost writes long ago: only
+				// its uptime can quarantine it.
+				w.Rule.Mode = RuleStrict
+				tc.id.Marker = &Marker{LostAgo: 24 * time.Hour, StartedAgo: t0.Sub(came(t0, tc.id.Uptime))}
+				if tc.id.Uptime < 0 {
+					tc.id.Marker.StartedAgo = 0
+				}
+			}
 			if w.Observe(tc.id, t0) {
 				t.Error("Observe on first sight reported a restart")
 			}
@@ -99,27 +113,27 @@ func TestWatchReconnect(t *testing.T) {
 		restarted bool
 		until     time.Time // when restarted
 	}{
-		{"same run_id", Identity{"r1", time.Hour}, Identity{"r1", time.Hour + later}, false, time.Time{}},
-		{"same run_id, shorter uptime", Identity{"r1", time.Hour}, Identity{"r1", time.Second}, false, time.Time{}}, // run_id is the identity
-		{"same run_id, uptime unknown", Identity{"r1", time.Hour}, Identity{"r1", unknown}, false, time.Time{}},
-		{"run_id changed", Identity{"r1", time.Hour}, Identity{"r2", 5 * time.Second}, true, came(now, 5*time.Second).Add(hold)},
-		{"run_id changed, long uptime", Identity{"r1", time.Hour}, Identity{"r2", time.Hour}, true, came(now, time.Hour).Add(hold)}, // until in the past: counts at once
-		{"run_id changed, uptime unknown", Identity{"r1", time.Hour}, Identity{"r2", unknown}, true, now.Add(hold)},
-		{"run_id lost, uptime consistent", Identity{"r1", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
-		{"run_id lost, uptime shorter", Identity{"r1", time.Hour}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
-		{"run_id new, uptime shorter", Identity{"", time.Hour}, Identity{"r1", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
-		{"no run_id, uptime consistent", Identity{"", time.Hour}, Identity{"", time.Hour + later}, false, time.Time{}},
-		{"no run_id, uptime truncated", Identity{"", time.Hour}, Identity{"", time.Hour + later - time.Second}, false, time.Time{}},
-		{"no run_id, uptime shorter", Identity{"", time.Hour}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
-		{"no run_id, uptime now unknown", Identity{"", time.Hour}, Identity{"", unknown}, true, now.Add(hold)},
-		{"nothing known either time", Identity{"", unknown}, Identity{"", unknown}, true, now.Add(hold)},
+		{"same run_id", ident("r1", time.Hour), ident("r1", time.Hour+later), false, time.Time{}},
+		{"same run_id, shorter uptime", ident("r1", time.Hour), ident("r1", time.Second), false, time.Time{}}, // run_id is the identity
+		{"same run_id, uptime unknown", ident("r1", time.Hour), ident("r1", unknown), false, time.Time{}},
+		{"run_id changed", ident("r1", time.Hour), ident("r2", 5*time.Second), true, came(now, 5*time.Second).Add(hold)},
+		{"run_id changed, long uptime", ident("r1", time.Hour), ident("r2", time.Hour), true, time.Time{}}, // boot+Hold is past: counts at once
+		{"run_id changed, uptime unknown", ident("r1", time.Hour), ident("r2", unknown), true, now.Add(hold)},
+		{"run_id lost, uptime consistent", ident("r1", time.Hour), ident("", time.Hour+later), false, time.Time{}},
+		{"run_id lost, uptime shorter", ident("r1", time.Hour), ident("", 10*time.Second), true, came(now, 10*time.Second).Add(hold)},
+		{"run_id new, uptime shorter", ident("", time.Hour), ident("r1", 10*time.Second), true, came(now, 10*time.Second).Add(hold)},
+		{"no run_id, uptime consistent", ident("", time.Hour), ident("", time.Hour+later), false, time.Time{}},
+		{"no run_id, uptime truncated", ident("", time.Hour), ident("", time.Hour+later-time.Second), false, time.Time{}},
+		{"no run_id, uptime shorter", ident("", time.Hour), ident("", 10*time.Second), true, came(now, 10*time.Second).Add(hold)},
+		{"no run_id, uptime now unknown", ident("", time.Hour), ident("", unknown), true, now.Add(hold)},
+		{"nothing known either time", ident("", unknown), ident("", unknown), true, now.Add(hold)},
 		// The first boot estimate was t0 itself (uptime unknown): a backend up
 		// since before t0 is the same run, one that came up after is not.
-		{"uptime unknown, then long", Identity{"", unknown}, Identity{"", later + time.Hour}, false, time.Time{}},
-		{"uptime unknown, then short", Identity{"", unknown}, Identity{"", 10 * time.Second}, true, came(now, 10*time.Second).Add(hold)},
+		{"uptime unknown, then long", ident("", unknown), ident("", later+time.Hour), false, time.Time{}},
+		{"uptime unknown, then short", ident("", unknown), ident("", 10*time.Second), true, came(now, 10*time.Second).Add(hold)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := Watch{Rule: RestartRule{Hold: hold}}
+			w := Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
 			w.Observe(tc.first, t0)
 			if got := w.Observe(tc.second, now); got != tc.restarted {
 				t.Errorf("Observe(%+v) after %+v = %v, want %v", tc.second, tc.first, got, tc.restarted)
@@ -145,19 +159,20 @@ func TestWatchUptimeSlackBoundary(t *testing.T) {
 		{uptimeSlack, false},
 		{uptimeSlack + time.Nanosecond, true},
 	} {
-		w := Watch{Rule: RestartRule{Hold: hold}}
-		w.Observe(Identity{"", 2 * time.Hour}, t0) // booted at t0-2h
+		w := Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
+		w.Observe(ident("", 2*time.Hour), t0) // booted at t0-2h
 		uptime := now.Sub(t0.Add(-2 * time.Hour).Add(tc.shift))
-		if got := w.Observe(Identity{"", uptime}, now); got != tc.restarted {
+		if got := w.Observe(ident("", uptime), now); got != tc.restarted {
 			t.Errorf("boot estimate %v later: restarted = %v, want %v", tc.shift, got, tc.restarted)
 		}
 	}
 }
 
 func TestWatchStrictDoesNotAffectLaterSightings(t *testing.T) {
-	w := Watch{Rule: RestartRule{Hold: hold, Strict: true}}
-	w.Observe(Identity{"r1", time.Hour}, t0)
-	if got := w.Observe(Identity{"r1", time.Hour + time.Minute}, at(time.Minute)); got {
+	w := Watch{Rule: RestartRule{Hold: hold}}
+	w.Observe(Identity{RunID: "r1", Uptime: time.Hour, Marker: &Marker{LostAgo: 24 * time.Hour, StartedAgo: time.Hour}}, t0)
+	later := &Marker{LostAgo: 24*time.Hour + time.Minute, StartedAgo: time.Hour + time.Minute}
+	if got := w.Observe(Identity{RunID: "r1", Uptime: time.Hour + time.Minute, Marker: later}, at(time.Minute)); got {
 		t.Error("same run seen again under the strict rule reported a restart")
 	}
 	checkQuarantine(t, &w, time.Time{})
@@ -165,25 +180,25 @@ func TestWatchStrictDoesNotAffectLaterSightings(t *testing.T) {
 
 // A quarantine is only ever extended, never shortened.
 func TestWatchQuarantineOnlyExtends(t *testing.T) {
-	w := Watch{Rule: RestartRule{Hold: hold}}
-	w.Observe(Identity{"r1", time.Hour}, t0)
-	w.Observe(Identity{"r2", 0}, at(10*time.Second)) // came back at t0+10s
+	w := Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
+	w.Observe(ident("r1", time.Hour), t0)
+	w.Observe(ident("r2", 0), at(10*time.Second)) // came back at t0+10s
 	first := at(10*time.Second + hold)
 	checkQuarantine(t, &w, first)
 	// Another identity whose boot estimate is far in the past must not lift it.
-	if !w.Observe(Identity{"r3", time.Hour}, at(11*time.Second)) {
+	if !w.Observe(ident("r3", time.Hour), at(11*time.Second)) {
 		t.Fatal("run_id change not reported as a restart")
 	}
 	checkQuarantine(t, &w, first)
 	// A later restart extends it.
-	w.Observe(Identity{"r4", 0}, at(20*time.Second))
+	w.Observe(ident("r4", 0), at(20*time.Second))
 	checkQuarantine(t, &w, at(20*time.Second+hold))
 }
 
 func TestWatchZeroHold(t *testing.T) {
 	w := Watch{} // the quarantine is off
-	w.Observe(Identity{"r1", time.Hour}, t0)
-	if !w.Observe(Identity{"r2", 0}, at(time.Second)) {
+	w.Observe(ident("r1", time.Hour), t0)
+	if !w.Observe(ident("r2", 0), at(time.Second)) {
 		t.Error("run_id change not reported as a restart")
 	}
 	if !w.Counts(at(time.Second)) {
@@ -194,7 +209,7 @@ func TestWatchZeroHold(t *testing.T) {
 // A life story: the backend is trusted, restarts, sits out Hold, counts again,
 // and reconnects of the same run do not reset anything.
 func TestWatchStory(t *testing.T) {
-	w := Watch{Rule: RestartRule{Hold: hold}}
+	w := Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
 	type step struct {
 		at        time.Duration
 		id        Identity
@@ -203,18 +218,18 @@ func TestWatchStory(t *testing.T) {
 		outAt     []time.Duration // instants at which Counts is false
 	}
 	for i, s := range []step{
-		{0, Identity{"r1", time.Hour}, false, []time.Duration{0, time.Hour}, nil},
-		{time.Minute, Identity{"r1", time.Hour + time.Minute}, false, []time.Duration{time.Minute}, nil},
+		{0, ident("r1", time.Hour), false, []time.Duration{0, time.Hour}, nil},
+		{time.Minute, ident("r1", time.Hour+time.Minute), false, []time.Duration{time.Minute}, nil},
 		// Restarted at 2m, seen at 2m3s saying 3s of uptime (so maybe only
 		// 2s): out until 2m31s.
-		{2*time.Minute + 3*time.Second, Identity{"r2", 3 * time.Second}, true,
+		{2*time.Minute + 3*time.Second, ident("r2", 3*time.Second), true,
 			[]time.Duration{2*time.Minute + 31*time.Second, time.Hour},
 			[]time.Duration{2*time.Minute + 3*time.Second, 2*time.Minute + 31*time.Second - 1}},
 		// A reconnect of the same run during the quarantine changes nothing.
-		{2*time.Minute + 10*time.Second, Identity{"r2", 10 * time.Second}, false,
+		{2*time.Minute + 10*time.Second, ident("r2", 10*time.Second), false,
 			[]time.Duration{2*time.Minute + 31*time.Second},
 			[]time.Duration{2*time.Minute + 10*time.Second}},
-		{5 * time.Minute, Identity{"r2", 3 * time.Minute}, false, []time.Duration{5 * time.Minute}, nil},
+		{5 * time.Minute, ident("r2", 3*time.Minute), false, []time.Duration{5 * time.Minute}, nil},
 	} {
 		if got := w.Observe(s.id, at(s.at)); got != s.restarted {
 			t.Errorf("step %d: Observe(%+v) at +%v = %v, want %v", i, s.id, s.at, got, s.restarted)
@@ -239,7 +254,7 @@ func TestWatchProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	runIDs := []string{"", "r1", "r2"}
 	for range 2000 {
-		w := Watch{Rule: RestartRule{Hold: time.Duration(rng.Int64N(int64(time.Minute))), Strict: rng.IntN(2) == 0}}
+		w := Watch{Rule: RestartRule{Hold: time.Duration(rng.Int64N(int64(time.Minute))), Mode: RestartMode(rng.IntN(2))}}
 		now := t0
 		var prevUntil time.Time
 		for range 10 {
@@ -257,7 +272,7 @@ func TestWatchProperty(t *testing.T) {
 			if id.Uptime >= 0 {
 				boot = came(now, id.Uptime)
 			}
-			if restarted && until.Before(boot.Add(w.Rule.Hold)) {
+			if restarted && boot.Add(w.Rule.Hold).After(now) && until.Before(boot.Add(w.Rule.Hold)) {
 				t.Fatalf("restart of %+v at %v quarantined only until %v, want at least boot+Hold %v", id, now, until, boot.Add(w.Rule.Hold))
 			}
 			if w.RunID() != id.RunID {
@@ -269,6 +284,100 @@ func TestWatchProperty(t *testing.T) {
 				}
 			}
 			prevUntil = until
+		}
+	}
+}
+
+// Under the strict rule a master counts only once Hold has passed since it
+// started and since its marker says it may last have lost writes, whatever
+// this proxy saw before.
+func TestWatchStrictFirstSight(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name  string
+		id    Identity
+		until time.Time // zero: counts at once
+	}{
+		{"old master, marker kept", Identity{"r1", day, &Marker{LostAgo: day, StartedAgo: day}}, time.Time{}},
+		{"old master, marker lost a while ago", Identity{"r1", day, &Marker{LostAgo: 10 * time.Second, StartedAgo: day}}, at(hold - 10*time.Second)},
+		{"old master, no marker before this check", Identity{"r1", day, &Marker{Change: "new", StartedAgo: day}}, at(hold)},
+		{"fresh master", Identity{"r1", 2 * time.Second, &Marker{Change: "new", StartedAgo: time.Second}}, at(hold)},
+		{"restarted with its data, marker kept", Identity{"r2", 2 * time.Second, &Marker{Change: "restarted", LostAgo: time.Second, StartedAgo: time.Second}}, at(hold - time.Second)},
+		{"promoted replica, up a day", Identity{"r1", day, &Marker{Change: "promoted", StartedAgo: day}}, at(hold)},
+		{"durable, reloaded every write", Identity{"r2", 2 * time.Second, &Marker{Change: "reloaded", LostAgo: day, StartedAgo: time.Second, Durable: true}}, time.Time{}},
+		{"durable, but its marker records a recent loss", Identity{"r2", 2 * time.Second, &Marker{Change: "reloaded", LostAgo: 5 * time.Second, StartedAgo: time.Second, Durable: true}}, at(hold - 5*time.Second)},
+		{"another proxy holds longer", Identity{"r1", day, &Marker{LostAgo: 40 * time.Second, StartedAgo: day, Hold: time.Minute}}, at(20 * time.Second)},
+		{"no marker check at all", Identity{"r1", day, nil}, at(hold)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Watch{Rule: RestartRule{Hold: hold}}
+			w.Observe(tc.id, t0)
+			checkQuarantine(t, &w, tc.until)
+		})
+	}
+}
+
+// masterModel is a master as the marker check sees it: when it started,
+// when it may last have lost writes, whether it persists every write.
+type masterModel struct {
+	boot, lost time.Time
+	durable    bool
+	run        int
+}
+
+// report is what the master says at now.
+func (m masterModel) report(now time.Time) Identity {
+	return Identity{
+		RunID:  string(rune('a' + m.run%26)),
+		Uptime: now.Sub(m.boot).Truncate(time.Second),
+		Marker: &Marker{LostAgo: now.Sub(m.lost), StartedAgo: now.Sub(m.boot), Durable: m.durable},
+	}
+}
+
+// Proxies that start at different times, and so have seen different parts
+// of a master's life, agree at every instant on whether its votes count:
+// the decision rests on what the master reports.
+func TestWatchStrictProxiesAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		m := masterModel{boot: t0.Add(-time.Duration(rng.Int64N(int64(time.Hour)))), durable: rng.IntN(3) == 0}
+		m.lost = m.boot
+		now := t0
+		var watches []*Watch
+		for range 30 {
+			now = now.Add(time.Duration(rng.Int64N(int64(20 * time.Second))))
+			switch rng.IntN(6) {
+			case 0: // restart: a durable master keeps its writes
+				m.boot, m.run = now, m.run+1
+				if !m.durable {
+					m.lost = now
+				}
+			case 1: // promotion of a replica, or a flush: writes lost now
+				m.lost = now
+			case 2: // a new proxy starts
+				watches = append(watches, &Watch{Rule: RestartRule{Hold: hold}})
+			}
+			id := m.report(now)
+			var first bool
+			for i, w := range watches {
+				w.Observe(id, now)
+				counts := w.Counts(now)
+				if i == 0 {
+					first = counts
+				} else if counts != first {
+					t.Fatalf("at %v proxies disagree: proxy 0 counts=%v, proxy %d counts=%v (until %v vs %v)",
+						now.Sub(t0), first, i, counts, watches[0].QuarantinedUntil().Sub(t0), w.QuarantinedUntil().Sub(t0))
+				}
+				// Never counts before Hold has passed since writes were lost,
+				// nor, for a master that does not persist every write, since
+				// it started.
+				if counts && now.Before(m.lost.Add(hold)) {
+					t.Fatalf("counts at %v, %v after it lost writes", now.Sub(t0), now.Sub(m.lost))
+				}
+				if counts && !m.durable && now.Before(m.boot.Add(hold)) {
+					t.Fatalf("counts at %v, %v after it started", now.Sub(t0), now.Sub(m.boot))
+				}
+			}
 		}
 	}
 }

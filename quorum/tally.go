@@ -140,15 +140,3 @@ func (t *Tally) Outcome() Outcome {
 
 // Done reports whether every node has answered.
 func (t *Tally) Done() bool { return t.pending == 0 }
-
-// UndoSet appends to dst every node whose vote is not Refused: granted
-// (counted or not), unknown, and pending. After a failed acquisition each of
-// them may hold the caller's token and must get a compare-and-delete.
-func (t *Tally) UndoSet(dst []int) []int {
-	for i, v := range t.votes {
-		if v != Refused {
-			dst = append(dst, i)
-		}
-	}
-	return dst
-}

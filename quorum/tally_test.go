@@ -114,9 +114,6 @@ func TestNewTally(t *testing.T) {
 				t.Errorf("NewTally(%d).Vote(%d) = %v, %v; want pending, false", n, i, v, counts)
 			}
 		}
-		if got, want := ta.UndoSet(nil), seq(n); !slices.Equal(got, want) {
-			t.Errorf("NewTally(%d).UndoSet = %v, want every node %v", n, got, want)
-		}
 	}
 }
 
@@ -291,43 +288,6 @@ func TestTallyRefusedCountsOnlyCounted(t *testing.T) {
 		if got := ta.Refused(); got != tc.want {
 			t.Errorf("%q: Refused() = %d, want %d", tc.round, got, tc.want)
 		}
-	}
-}
-
-func TestTallyUndoSet(t *testing.T) {
-	for _, tc := range []struct {
-		round string
-		want  []int
-	}{
-		{"G", []int{0}},
-		{"R", nil},
-		{"r", nil},
-		{"g", []int{0}},
-		{"U", []int{0}},
-		{"u", []int{0}},
-		{".", []int{0}},
-		{"GRU", []int{0, 2}},
-		{"RRR", nil},
-		{"rRr", nil},
-		{"gRu.r", []int{0, 2, 3}},
-		{"GGGRRRR", []int{0, 1, 2}},
-		{"R.R.R.R", []int{1, 3, 5}},
-		{"GgUuRr.", []int{0, 1, 2, 3, 6}},
-	} {
-		ta := tallyOf(t, tc.round)
-		if got := ta.UndoSet(nil); !slices.Equal(got, tc.want) {
-			t.Errorf("%q: UndoSet(nil) = %v, want %v", tc.round, got, tc.want)
-		}
-	}
-}
-
-func TestTallyUndoSetAppends(t *testing.T) {
-	ta := tallyOf(t, "GRU")
-	dst := make([]int, 0, 8)
-	dst = append(dst, 42)
-	got := ta.UndoSet(dst)
-	if want := []int{42, 0, 2}; !slices.Equal(got, want) {
-		t.Errorf("UndoSet([42]) = %v, want %v", got, want)
 	}
 }
 
@@ -546,41 +506,6 @@ func TestTallyDisjointVotersExhaustive(t *testing.T) {
 			}
 			if a.Outcome() == Won && b.Outcome() == Won {
 				t.Fatalf("n=%d split %d: both rounds won", n, code)
-			}
-		}
-	}
-}
-
-// The undo set of any round, at any point, is exactly the nodes whose vote is
-// not a refusal, in node order.
-func TestTallyUndoSetProperty(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	for n := 1; n <= 7; n++ {
-		for range 3000 {
-			ta := NewTally(n)
-			cs := make([]cast, n)
-			for i := range cs {
-				cs[i] = allCasts[rng.IntN(len(allCasts))]
-				if cs[i].v != Pending {
-					ta.Record(i, cs[i].v, cs[i].counts)
-				}
-			}
-			undo := ta.UndoSet(nil)
-			if !slices.IsSorted(undo) || len(slices.Compact(slices.Clone(undo))) != len(undo) {
-				t.Fatalf("votes %v: UndoSet %v not strictly increasing", cs, undo)
-			}
-			for i, c := range cs {
-				in := slices.Contains(undo, i)
-				switch c.v {
-				case Refused:
-					if in {
-						t.Fatalf("votes %v: UndoSet %v holds node %d, which refused", cs, undo, i)
-					}
-				default:
-					if !in {
-						t.Fatalf("votes %v: UndoSet %v misses node %d (%v, counts=%v)", cs, undo, i, c.v, c.counts)
-					}
-				}
 			}
 		}
 	}

@@ -113,10 +113,12 @@ func (a *App) start() error {
 	}
 	timing := quorum.Timing{DriftFactor: cfg.DriftFactor, DriftFloor: cfg.DriftFloor, MinValidity: cfg.MinValidity}
 	hold := cfg.MaxTTL + timing.Drift(cfg.MaxTTL)
-	rule := quorum.RestartRule{Hold: hold, Strict: cfg.RestartQuarantine == "strict"}
-	if cfg.RestartQuarantine == "off" {
+	rule := quorum.RestartRule{Hold: hold, Mode: quorum.RuleStrict}
+	switch cfg.RestartQuarantine {
+	case "run-id":
+		rule.Mode = quorum.RuleRunID
+	case "off":
 		rule = quorum.RestartRule{}
-		log.Warn("restart_quarantine is off: a restarted backend counts at once (UNSAFE, for tests and control runs)")
 	}
 	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() })
 	var opts []netio.Options
@@ -147,7 +149,6 @@ func (a *App) start() error {
 		VoteUnknownScripts: cfg.UnknownScripts == "vote",
 		Timing:             timing,
 		BackendTimeout:     cfg.BackendTimeout,
-		UndoTimeout:        cfg.UndoTimeout,
 		MaxTTL:             cfg.MaxTTL,
 		RequirePass:        cfg.RequirePass,
 		Users:              users,
@@ -170,7 +171,7 @@ func (a *App) start() error {
 		"version", Version, "listen", a.ln.Addr().String(), "admin", cfg.Admin,
 		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)),
 		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
-		"backend_timeout", cfg.BackendTimeout, "undo_timeout", cfg.UndoTimeout, "max_ttl", cfg.MaxTTL,
+		"backend_timeout", cfg.BackendTimeout, "max_ttl", cfg.MaxTTL,
 		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold,
 		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts),
 		"client_auth", cfg.RequirePass != "" || len(cfg.Users) > 0, "client_tls", clientTLS != nil,

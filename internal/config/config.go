@@ -34,12 +34,13 @@ type Config struct {
 	DriftFloor       time.Duration `yaml:"drift_floor"`       // added to the drift (default 2ms)
 	MinValidity      time.Duration `yaml:"min_validity"`      // least validity a granted lock leaves (default 0)
 	BackendTimeout   time.Duration `yaml:"backend_timeout"`   // per-backend timeout of each command (default 50ms)
-	UndoTimeout      time.Duration `yaml:"undo_timeout"`      // per-backend timeout of an undo (default 1s)
 	MaxTTL           time.Duration `yaml:"max_ttl"`           // longest TTL a client may ask for (default 60s)
-	// RestartQuarantine is how a restarted backend is kept out of quorums for
-	// max_ttl + drift: "run-id" (a changed run_id or shorter uptime on
-	// reconnect; default), "strict" (also a backend first seen with uptime
-	// below that hold), "off" (never: unsafe, for tests and control runs).
+	// RestartQuarantine is how a backend that may have lost writes is kept
+	// out of quorums for max_ttl + drift: "strict" (default: from what the
+	// master reports, its uptime and the replication marker the proxies keep
+	// on it, so every proxy decides alike), "run-id" (trust a backend seen
+	// for the first time, quarantine a changed run_id: unsafe when a proxy
+	// starts soon after a master restarted), "off" (never: unsafe).
 	RestartQuarantine string `yaml:"restart_quarantine"`
 	// Clients.
 	RequirePass     string        `yaml:"requirepass"`       // password of the default user (default: none, no AUTH needed)
@@ -123,9 +124,8 @@ func Default() Config {
 		DriftFactor:       0.01,
 		DriftFloor:        2 * time.Millisecond,
 		BackendTimeout:    50 * time.Millisecond,
-		UndoTimeout:       time.Second,
 		MaxTTL:            60 * time.Second,
-		RestartQuarantine: "run-id",
+		RestartQuarantine: "strict",
 		UnknownScripts:    "refuse",
 		MaxClients:        10000,
 		CommandTimeout:    10 * time.Second,
@@ -194,8 +194,6 @@ func (c *Config) Validate() (warnings []string, err error) {
 		return nil, invalid("backend_timeout", "must be positive, got %v", c.BackendTimeout)
 	case c.BackendTimeout >= c.MaxTTL:
 		return nil, invalid("backend_timeout", "must be far below max_ttl (%v), got %v", c.MaxTTL, c.BackendTimeout)
-	case c.UndoTimeout <= 0:
-		return nil, invalid("undo_timeout", "must be positive, got %v", c.UndoTimeout)
 	case c.MinValidity >= c.MaxTTL:
 		return nil, invalid("min_validity", "must be below max_ttl (%v), got %v", c.MaxTTL, c.MinValidity)
 	}
@@ -203,11 +201,13 @@ func (c *Config) Validate() (warnings []string, err error) {
 		warnings = append(warnings, fmt.Sprintf("backend_timeout: %v is more than a tenth of max_ttl (%v); a slow backend would eat most of a lock's validity", c.BackendTimeout, c.MaxTTL))
 	}
 	switch c.RestartQuarantine {
-	case "run-id", "strict":
+	case "strict":
+	case "run-id":
+		warnings = append(warnings, "restart_quarantine: run-id trusts a master the first time this proxy sees it: a proxy started, restarted or added soon after a master restarted or was promoted can hand out a lock that is still held (unsafe then; the default strict rule is not)")
 	case "off":
 		warnings = append(warnings, "restart_quarantine: off: a backend that restarts forgetting its locks can hand out a lock that is still held (unsafe; for tests only)")
 	default:
-		return nil, invalid("restart_quarantine", "must be run-id, strict or off, got %q", c.RestartQuarantine)
+		return nil, invalid("restart_quarantine", "must be strict, run-id or off, got %q", c.RestartQuarantine)
 	}
 	if err := c.validateSecurity(); err != nil {
 		return nil, err
@@ -357,9 +357,8 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.DurationVar(&c.DriftFloor, "drift_floor", c.DriftFloor, "added to the drift allowance")
 	fs.DurationVar(&c.MinValidity, "min_validity", c.MinValidity, "least validity a granted lock must leave")
 	fs.DurationVar(&c.BackendTimeout, "backend_timeout", c.BackendTimeout, "per-backend timeout of each command")
-	fs.DurationVar(&c.UndoTimeout, "undo_timeout", c.UndoTimeout, "per-backend timeout of an undo")
 	fs.DurationVar(&c.MaxTTL, "max_ttl", c.MaxTTL, "longest TTL a client may ask for")
-	fs.StringVar(&c.RestartQuarantine, "restart_quarantine", c.RestartQuarantine, "run-id, strict or off")
+	fs.StringVar(&c.RestartQuarantine, "restart_quarantine", c.RestartQuarantine, "strict, run-id (unsafe when a proxy starts after a master restart) or off (unsafe)")
 	fs.StringVar(&c.RequirePass, "requirepass", c.RequirePass, "password clients must give (AUTH, HELLO AUTH)")
 	fs.StringVar(&c.TLSCertFile, "tls_cert_file", c.TLSCertFile, "serve clients over TLS with this certificate (PEM)")
 	fs.StringVar(&c.TLSKeyFile, "tls_key_file", c.TLSKeyFile, "key of tls_cert_file (PEM)")

@@ -103,10 +103,8 @@ func TestLoadFlags(t *testing.T) {
 		{"drift_floor 0", []string{"-drift_floor", "0s"}, func(c *Config) { c.DriftFloor = 0 }},
 		{"min_validity", []string{"-min_validity", "100ms"}, func(c *Config) { c.MinValidity = 100 * time.Millisecond }},
 		{"backend_timeout", []string{"-backend_timeout", "20ms"}, func(c *Config) { c.BackendTimeout = 20 * time.Millisecond }},
-		{"undo_timeout", []string{"-undo_timeout", "3s"}, func(c *Config) { c.UndoTimeout = 3 * time.Second }},
 		{"max_ttl", []string{"-max_ttl", "2m"}, func(c *Config) { c.MaxTTL = 2 * time.Minute }},
 		{"restart_quarantine strict", []string{"-restart_quarantine", "strict"}, func(c *Config) { c.RestartQuarantine = "strict" }},
-		{"restart_quarantine run-id", []string{"-restart_quarantine", "run-id"}, func(c *Config) { c.RestartQuarantine = "run-id" }},
 		{"log_level debug", []string{"-log_level", "debug"}, func(c *Config) { c.LogLevel = "debug" }},
 		{"log_level warn", []string{"-log_level", "warn"}, func(c *Config) { c.LogLevel = "warn" }},
 		{"log_level error", []string{"-log_level", "error"}, func(c *Config) { c.LogLevel = "error" }},
@@ -165,9 +163,8 @@ drift_factor: 0.02
 drift_floor: 3ms
 min_validity: 100ms
 backend_timeout: 40ms
-undo_timeout: 2s
 max_ttl: 1m30s
-restart_quarantine: strict
+restart_quarantine: run-id
 requirepass: s3cret
 users:
   - name: app
@@ -216,9 +213,8 @@ func allKeysConfig() Config {
 		DriftFloor:           3 * time.Millisecond,
 		MinValidity:          100 * time.Millisecond,
 		BackendTimeout:       40 * time.Millisecond,
-		UndoTimeout:          2 * time.Second,
 		MaxTTL:               90 * time.Second,
-		RestartQuarantine:    "strict",
+		RestartQuarantine:    "run-id",
 		RequirePass:          "s3cret",
 		Users:                []UserConfig{{Name: "app", Password: "apppass"}},
 		TLSCertFile:          "/etc/proxy/cert.pem",
@@ -275,8 +271,8 @@ func TestLoadFileEveryKey(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load(-config FILE)\n got %+v\nwant %+v", got, want)
 	}
-	if len(warnings) != 1 || warnings[0] != voteWarning {
-		t.Errorf("warnings = %q, want only the vote warning", warnings)
+	if len(warnings) != 2 || !strings.HasPrefix(warnings[0], "restart_quarantine: run-id") || warnings[1] != voteWarning {
+		t.Errorf("warnings = %q, want the run-id and the vote warnings", warnings)
 	}
 }
 
@@ -320,7 +316,6 @@ func TestLoadFileDurations(t *testing.T) {
 drift_floor: 1.5ms
 min_validity: 250ms
 backend_timeout: 50ms
-undo_timeout: 2s
 max_ttl: 1m
 `)
 	c, _ := mustLoad(t, "-config", path)
@@ -328,7 +323,6 @@ max_ttl: 1m
 	want.DriftFloor = 1500 * time.Microsecond
 	want.MinValidity = 250 * time.Millisecond
 	want.BackendTimeout = 50 * time.Millisecond
-	want.UndoTimeout = 2 * time.Second
 	want.MaxTTL = time.Minute
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
@@ -402,7 +396,7 @@ func TestConfigFlagForms(t *testing.T) {
 		{"--config", path},
 		{"--config=" + path},
 		{"-log_level", "warn", "--config", path},
-		{"-log_level=warn", "-config=" + path, "-undo_timeout", "2s"},
+		{"-log_level=warn", "-config=" + path},
 	} {
 		c, _ := mustLoad(t, args...)
 		if c.Listen != "10.9.9.9:99" || c.LogFormat != "json" {
@@ -546,8 +540,6 @@ func TestValidateRefusals(t *testing.T) {
 		{"backend_timeout negative", []string{"-backend_timeout", "-5ms"}, "backend_timeout"},
 		{"backend_timeout = max_ttl", []string{"-backend_timeout", "60s"}, "backend_timeout"},
 		{"backend_timeout > max_ttl", []string{"-backend_timeout", "5s", "-max_ttl", "1s"}, "backend_timeout"},
-		{"undo_timeout 0", []string{"-undo_timeout", "0s"}, "undo_timeout"},
-		{"undo_timeout negative", []string{"-undo_timeout", "-1s"}, "undo_timeout"},
 		{"min_validity = max_ttl", []string{"-min_validity", "60s"}, "min_validity"},
 		{"min_validity > max_ttl", []string{"-min_validity", "2m"}, "min_validity"},
 		{"restart_quarantine maybe", []string{"-restart_quarantine", "maybe"}, "restart_quarantine"},
@@ -594,7 +586,6 @@ func TestValidateRefusalsFromFileAndDirect(t *testing.T) {
 		{"max_ttl: 0s\n", func(c *Config) { c.MaxTTL = 0 }, "max_ttl"},
 		{"backend_timeout: 0s\n", func(c *Config) { c.BackendTimeout = 0 }, "backend_timeout"},
 		{"backend_timeout: 1m\n", func(c *Config) { c.BackendTimeout = time.Minute }, "backend_timeout"},
-		{"undo_timeout: 0s\n", func(c *Config) { c.UndoTimeout = 0 }, "undo_timeout"},
 		{"min_validity: 1m\n", func(c *Config) { c.MinValidity = time.Minute }, "min_validity"},
 		{"restart_quarantine: maybe\n", func(c *Config) { c.RestartQuarantine = "maybe" }, "restart_quarantine"},
 		{"log_level: loud\n", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
@@ -795,5 +786,16 @@ func TestHelp(t *testing.T) {
 				t.Errorf("Load(%q) usage lacks %s:\n%s", args, want, usage)
 			}
 		}
+	}
+}
+
+// The run-id rule is accepted, with a warning that says when it is unsafe.
+func TestRunIDRuleIsWarnedAbout(t *testing.T) {
+	c, warnings := mustLoad(t, "-restart_quarantine", "run-id")
+	if c.RestartQuarantine != "run-id" {
+		t.Fatalf("restart_quarantine = %q, want run-id", c.RestartQuarantine)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "unsafe") || !strings.Contains(warnings[0], "restarted") {
+		t.Errorf("warnings = %q, want one saying run-id is unsafe after a master restart", warnings)
 	}
 }

@@ -111,6 +111,12 @@ type Result struct {
 	V      Value
 	Err    error
 	Counts bool
+	// Unsent is set with Err when the command never left the proxy (the
+	// backend was down or overloaded): it cannot have run.
+	Unsent bool
+	// Later is set with Err on a timeout: the command may still run. Its
+	// fate follows through Late when the receiver is a LateReceiver.
+	Later bool
 }
 
 // Receiver gets the result of a command sent to a backend. Receive is called
@@ -118,6 +124,15 @@ type Result struct {
 // goroutine; it must not block.
 type Receiver interface {
 	Receive(tag int, r Result)
+}
+
+// LateReceiver is a Receiver that also wants to know what became of a
+// command after its timeout: Late is called at most once, with the late
+// reply, or with an error when the connection it was sent on was lost
+// before any reply. It must not block.
+type LateReceiver interface {
+	Receiver
+	Late(tag int, r Result)
 }
 
 // Script is a Lua script the proxy sends by EVALSHA; backends that have not

@@ -1,0 +1,248 @@
+package netio
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// run dials, serves and redials until Close. A connection that lived a
+// while after its identity was verified is redialled at once; a failed dial,
+// and a connection that failed its identity check or died young (something
+// that accepts and closes, such as a load balancer in front of a dead
+// Redis), waits a backoff that doubles up to a second.
+func (l *Link) run() {
+	defer l.wg.Done()
+	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
+	backoff := minBackoff
+	for l.ctx.Err() == nil {
+		c, err := l.dial()
+		if err == nil {
+			start := time.Now()
+			verified := l.serve(c)
+			if verified && time.Since(start) > 5*time.Second {
+				backoff = minBackoff
+				continue
+			}
+		} else {
+			l.mu.Lock()
+			l.health.LastError = err.Error()
+			l.mu.Unlock()
+			l.noteFailure(err.Error())
+		}
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func (l *Link) dial() (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if l.opt.TLS != nil {
+		d := tls.Dialer{Config: l.opt.TLS}
+		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
+	}
+	if err != nil {
+		return nil, dialError(err)
+	}
+	return c, nil
+}
+
+// dialError words a failed dial without repeating the address, which every
+// log line of the link already carries.
+func dialError(err error) error {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("unreachable: connection refused (nothing listens there): %w", err)
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &op) && op.Timeout()):
+		return fmt.Errorf("unreachable: no answer to the connection attempt in time: %w", err)
+	case errors.As(err, &op) && op.Err != nil:
+		return fmt.Errorf("unreachable: %w", op.Err)
+	}
+	return fmt.Errorf("unreachable: %w", err)
+}
+
+// noteFailure logs why the backend is unreachable or unusable: the first
+// time, and when the reason changes; a reason that keeps coming back is
+// summarised once a minute rather than logged at every redial.
+func (l *Link) noteFailure(why string) {
+	now := time.Now()
+	l.mu.Lock()
+	same := why == l.lastLogged
+	l.repeats++
+	log := !same || now.Sub(l.lastLoggedAt) >= time.Minute
+	n := l.repeats
+	if log {
+		l.lastLogged, l.lastLoggedAt, l.repeats = why, now, 0
+	}
+	l.mu.Unlock()
+	switch {
+	case !log:
+	case same:
+		l.log.Warn("backend still unusable", "err", why, "attempts_since_last_log", n)
+	default:
+		l.log.Warn("backend unusable", "err", why)
+	}
+}
+
+// recorder remembers the first bytes a connection read, to describe a peer
+// that does not speak RESP.
+type recorder struct {
+	net.Conn
+	first []byte
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if len(r.first) < 32 {
+		r.first = append(r.first, p[:min(n, 32-len(r.first))]...)
+	}
+	return n, err
+}
+
+// serve runs one connection until it fails or the link closes, and reports
+// whether the connection's identity was verified.
+func (l *Link) serve(c net.Conn) (verified bool) {
+	rec := &recorder{Conn: c}
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		c.Close()
+		return false
+	}
+	l.gen++
+	l.conn, l.writing, l.ready, l.clientID, l.fsyncAlways = c, false, false, 0, false
+	l.loaded = make(map[string]bool)
+	l.wbuf = l.wbuf[:0]
+	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
+	l.health.Connects++
+	l.handshakeLocked(l.gen)
+	wc, buf := l.takeWriteLocked()
+	l.mu.Unlock()
+	l.write(wc, buf)
+	if l.opt.Events != nil {
+		l.opt.Events.Reconnect(l.opt.Index)
+	}
+
+	rd := resp.NewReader(bufio.NewReaderSize(rec, 64<<10), resp.ReaderLimits{MaxBulk: l.opt.MaxReply})
+	err := l.readLoop(c, rd)
+	c.Close()
+
+	l.mu.Lock()
+	wasUp := l.ready
+	l.conn, l.ready = nil, false
+	l.wbuf = l.wbuf[:0]
+	var lost, late, kept []entry
+	unanswered := false
+	for l.q.len() > 0 {
+		e := l.popLocked()
+		switch {
+		case e.durable:
+			kept = append(kept, e)
+		case !e.expired:
+			lost = append(lost, e)
+		default:
+			late = append(late, e)
+		}
+		unanswered = true
+	}
+	if unanswered && l.clientID != 0 && wasUp {
+		// The backend may still run what it was sent (a hung master that
+		// resumes): kill this connection from the next one before any undo.
+		l.suspects = append(l.suspects, l.clientID)
+		if len(l.suspects) > 64 {
+			l.suspects = l.suspects[1:]
+		}
+	}
+	l.retained = append(kept, l.retained...)
+	var dropped []entry
+	if over := len(l.retained) - l.opt.MaxRetained; over > 0 {
+		dropped = append(dropped, l.retained[:over]...)
+		l.retained = l.retained[over:]
+	}
+	why := err.Error() // readLoop only ends on an error
+	if !wasUp && len(rec.first) > 0 && isProtocolError(err) {
+		why = fmt.Sprintf("not a Redis server (it sent %q)", rec.first)
+	}
+	if l.health.LastError == "" || wasUp {
+		l.health.LastError = why
+	}
+	l.health.Since = time.Now()
+	l.mu.Unlock()
+	for _, e := range lost {
+		e.rcv.Receive(e.tag, resp.Result{Err: l.errLost})
+	}
+	for _, e := range late {
+		if lr, ok := e.rcv.(resp.LateReceiver); ok {
+			lr.Late(e.tag, resp.Result{Err: l.errLost})
+		}
+	}
+	l.abandon(dropped)
+	if l.ctx.Err() != nil {
+		return wasUp
+	}
+	if wasUp {
+		l.log.Warn("backend connection lost", "err", err)
+		if l.opt.Events != nil {
+			l.opt.Events.StateChange(l.opt.Index, false)
+		}
+	} else if strings.HasPrefix(why, "not a Redis server") {
+		l.noteFailure(why)
+	}
+	return wasUp
+}
+
+// isProtocolError reports whether err comes from bytes that are not RESP.
+func isProtocolError(err error) bool {
+	var ne net.Error
+	return !errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) && err.Error() != "EOF" &&
+		!errors.Is(err, syscall.ECONNRESET)
+}
+
+// pinger runs the health check while connected: the marker check under the
+// strict rule (a promotion or a flush under a live connection), a PING
+// otherwise (latency, and a hung backend noticed while idle). It also logs
+// the end of a quarantine.
+func (l *Link) pinger() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opt.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case now := <-t.C:
+			l.noteCounting(now)
+			if l.markerRule() {
+				l.check()
+				continue
+			}
+			l.mu.Lock()
+			up := l.conn != nil && l.ready
+			l.mu.Unlock()
+			if up {
+				l.Send(pingCmd, nil, discard{}, 0, time.Now().Add(l.opt.Timeout))
+			}
+		}
+	}
+}
+
+var pingCmd = resp.AppendCommand(nil, "PING")

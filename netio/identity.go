@@ -1,0 +1,438 @@
+package netio
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// MarkerKey is the key the proxies keep on every master under the strict
+// restart rule (see markerScript). Clients may not touch it.
+const MarkerKey = "redlock-proxy:marker"
+
+// markerScript keeps the replication marker: a hash on the master that
+// records, by the master's own clock, when it may last have lost writes.
+// Every proxy runs it on every new connection and then periodically, and
+// decides from what it returns, so a proxy that has just started reaches
+// the same decision as one that has watched the master for a year.
+//
+// The marker holds the replication id it was written under. A master that
+// restarted gets a new replication id; a promoted replica gets a new one
+// and keeps its old master's as master_replid2; a flushed or fresh master
+// has no marker. Each case records the loss ("lost"), and the run's start
+// ("started", the latest start its uptime allows) is recorded once per
+// run, so that all proxies read the same instants. ARGV[1] is "1" when the
+// proxy found appendfsync always: a master that persists every write and
+// reloaded its marker after a restart lost nothing. ARGV[2] is the proxy's
+// hold in ms; the marker keeps the largest any proxy asked for.
+//
+// It returns {role, change, ms since lost, ms since started, hold ms,
+// durable (0/1), run_id, uptime s}.
+var markerScript = resp.NewScript([]byte(`local function field(info, name)
+  return string.match(info, name .. ':([^\r\n]*)')
+end
+local repl = redis.call('INFO', 'replication')
+local server = redis.call('INFO', 'server')
+local role = field(repl, 'role')
+local runid = field(server, 'run_id') or ''
+local uptime = tonumber(field(server, 'uptime_in_seconds')) or 0
+if role ~= 'master' then
+  return {role or '', '', 0, 0, 0, 0, runid, uptime}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local replid = field(repl, 'master_replid')
+local replid2 = field(repl, 'master_replid2')
+local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold')
+local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[2]) or 0)
+local started = tonumber(m[4])
+if m[3] ~= runid or not started then
+  started = math.min(now, now - uptime * 1000 + 1000)
+end
+local durable = ARGV[1] == '1' and field(redis.call('INFO', 'persistence'), 'aof_enabled') == '1'
+local change, lost = '', tonumber(m[2]) or now
+if not m[1] then
+  change, lost = 'new', now
+elseif m[1] ~= replid then
+  if m[1] == replid2 then
+    change, lost = 'promoted', now
+  elseif durable then
+    change = 'reloaded'
+  else
+    change, lost = 'restarted', started
+  end
+end
+durable = durable and change ~= 'new' and change ~= 'promoted'
+if change ~= '' or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold then
+  redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold)
+end
+return {role, change, now - lost, now - started, hold, durable and 1 or 0, runid, uptime}`))
+
+// Tags of the identity check's commands.
+const (
+	hsAuth = iota
+	hsName
+	hsID
+	hsKill
+	hsFsync
+	hsMarker
+	hsInfo
+	hsPing  // the identity check of an in-process backend
+	hsCheck // the periodic marker check on a live connection
+)
+
+// handshake receives the replies to one connection's identity check.
+type handshake struct {
+	l    *Link
+	gen  uint64
+	kill int64 // for hsKill: the connection it kills
+}
+
+// handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
+// later connection can kill this one), CLIENT KILL of earlier connections
+// that may still run commands, the undos that wait for a connection, and
+// the identity check: CONFIG GET appendfsync then the marker script under
+// the strict rule, INFO server otherwise. No client command is sent until
+// the identity check passes.
+func (l *Link) handshakeLocked(gen uint64) {
+	deadline := time.Now().Add(l.opt.DialTimeout)
+	h := &handshake{l: l, gen: gen}
+	if l.opt.Password != "" {
+		if l.opt.Username != "" {
+			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Username, l.opt.Password)
+		} else {
+			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
+		}
+		l.pushLocked(entry{rcv: h, tag: hsAuth, deadline: deadline})
+	}
+	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "SETNAME", "redlock-proxy")
+	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
+	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "ID")
+	l.pushLocked(entry{rcv: h, tag: hsID, deadline: deadline})
+	for _, id := range l.suspects {
+		l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "KILL", "ID", strconv.FormatInt(id, 10))
+		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: id}, tag: hsKill, deadline: deadline})
+	}
+	now := time.Now()
+	for _, e := range l.retained {
+		e.deadline = now
+		l.queueLocked(e, e.cmd)
+	}
+	l.retained = nil
+	switch {
+	case l.opt.InProcess:
+		// An embedded demo backend: it cannot restart on its own and does
+		// not implement INFO sections; a PING shows it answers.
+		l.wbuf = resp.AppendCommand(l.wbuf, "PING")
+		l.pushLocked(entry{rcv: h, tag: hsPing, deadline: deadline})
+	case l.markerRule():
+		l.wbuf = resp.AppendCommand(l.wbuf, "CONFIG", "GET", "appendfsync")
+		l.pushLocked(entry{rcv: h, tag: hsFsync, deadline: deadline})
+	default:
+		l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
+		l.pushLocked(entry{rcv: h, tag: hsInfo, deadline: deadline})
+	}
+	l.armLocked(deadline)
+}
+
+// markerRule reports whether the strict rule, with its marker, applies.
+func (l *Link) markerRule() bool {
+	return l.opt.Restart.Hold > 0 && l.opt.Restart.Mode == quorum.RuleStrict
+}
+
+// appendMarker encodes the marker script's EVALSHA.
+func (l *Link) appendMarker(dst []byte, fsyncAlways bool) []byte {
+	return resp.AppendCommand(dst, "EVALSHA", markerScript.Sha, "1", MarkerKey, boolArg(fsyncAlways),
+		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10))
+}
+
+// Receive handles the replies to the identity check and the periodic
+// marker check.
+func (h *handshake) Receive(tag int, r resp.Result) {
+	l := h.l
+	if tag == hsCheck {
+		l.checked(h.gen, r)
+		return
+	}
+	l.mu.Lock()
+	current := h.gen == l.gen && l.conn != nil
+	l.mu.Unlock()
+	if !current {
+		return
+	}
+	refused := r.Err == nil && r.V.Kind == resp.KindError
+	switch tag {
+	case hsAuth:
+		if refused {
+			l.fail(h.gen, "the backend refused the proxy's credentials: "+string(r.V.Str))
+		}
+	case hsName:
+	case hsID:
+		if r.Err == nil && r.V.Kind == resp.KindInt {
+			l.mu.Lock()
+			l.clientID = r.V.Int
+			l.mu.Unlock()
+		}
+	case hsKill:
+		l.killed(h.kill, r)
+	case hsFsync:
+		if r.Err != nil {
+			l.fail(h.gen, "no answer to the identity check: "+r.Err.Error())
+			return
+		}
+		always := r.V.Kind == resp.KindArray && len(r.V.Elems) == 2 && string(r.V.Elems[1].Str) == "always"
+		l.mu.Lock()
+		if h.gen == l.gen && l.conn != nil {
+			l.fsyncAlways = always
+			// EVAL, which also loads it for the periodic EVALSHA checks.
+			deadline := time.Now().Add(l.opt.DialTimeout)
+			l.wbuf = resp.AppendCommand(l.wbuf, "EVAL", string(markerScript.Body), "1", MarkerKey, boolArg(always),
+				strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10))
+			l.loaded[markerScript.Sha] = true
+			l.pushLocked(entry{rcv: h, tag: hsMarker, deadline: deadline})
+			l.armLocked(deadline)
+		}
+		wc, buf := l.takeWriteLocked()
+		l.mu.Unlock()
+		l.write(wc, buf)
+	case hsMarker:
+		id, role, why := parseMarker(r)
+		if why != "" {
+			l.fail(h.gen, why)
+			return
+		}
+		l.identify(h.gen, id, role)
+	case hsPing:
+		switch {
+		case r.Err != nil:
+			l.fail(h.gen, "no answer to the identity check: "+r.Err.Error())
+		case refused:
+			l.fail(h.gen, "the identity check (PING) failed: "+string(r.V.Str))
+		default:
+			l.identify(h.gen, quorum.Identity{Uptime: -1}, "master")
+		}
+	case hsInfo:
+		switch {
+		case r.Err != nil:
+			l.fail(h.gen, "no answer to the identity check: "+r.Err.Error())
+		case refused:
+			l.fail(h.gen, "the identity check (INFO) failed: "+string(r.V.Str))
+		case r.V.Kind != resp.KindBulk:
+			l.fail(h.gen, "the identity check (INFO) got "+r.V.String())
+		default:
+			id, role := parseIdentity(r.V.Str)
+			l.identify(h.gen, id, role)
+		}
+	}
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// parseMarker reads the marker script's reply, or says why it cannot.
+func parseMarker(r resp.Result) (id quorum.Identity, role, why string) {
+	switch {
+	case r.Err != nil:
+		return id, "", "no answer to the identity check: " + r.Err.Error()
+	case r.V.Kind == resp.KindError:
+		return id, "", "the identity check (marker script) failed: " + string(r.V.Str)
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 8:
+		return id, "", "the identity check (marker script) got " + r.V.String()
+	}
+	e := r.V.Elems
+	ms := func(v resp.Value) time.Duration { return time.Duration(v.Int) * time.Millisecond }
+	id = quorum.Identity{
+		RunID:  string(e[6].Str),
+		Uptime: time.Duration(e[7].Int) * time.Second,
+		Marker: &quorum.Marker{
+			Change: string(e[1].Str), LostAgo: ms(e[2]), StartedAgo: ms(e[3]),
+			Hold: ms(e[4]), Durable: e[5].Int == 1,
+		},
+	}
+	return id, string(e[0].Str), ""
+}
+
+// parseIdentity reads run_id, uptime_in_seconds and role from INFO.
+func parseIdentity(info []byte) (quorum.Identity, string) {
+	id := quorum.Identity{Uptime: -1}
+	role := "master" // INFO server alone does not say; the link only reads it under the run-id rule
+	for _, line := range bytes.Split(info, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
+			id.RunID = string(v)
+		} else if v, ok := bytes.CutPrefix(line, []byte("uptime_in_seconds:")); ok {
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
+				id.Uptime = time.Duration(n) * time.Second
+			}
+		} else if v, ok := bytes.CutPrefix(line, []byte("role:")); ok {
+			role = string(v)
+		}
+	}
+	return id, role
+}
+
+// killed handles the reply to CLIENT KILL ID of an earlier connection. Once
+// the backend answered it, that connection can run nothing more (it is gone,
+// or was just killed), so undos sent after it run after everything sent on it.
+func (l *Link) killed(id int64, r resp.Result) {
+	if r.Err != nil {
+		return // this connection is failing too; the next one tries again
+	}
+	l.mu.Lock()
+	for i, s := range l.suspects {
+		if s == id {
+			l.suspects = append(l.suspects[:i], l.suspects[i+1:]...)
+			break
+		}
+	}
+	warn := ""
+	if r.V.Kind == resp.KindError && !bytes.Contains(bytes.ToLower(r.V.Str), []byte("no such client")) && l.killWarn != string(r.V.Str) {
+		l.killWarn = string(r.V.Str)
+		warn = l.killWarn
+	}
+	l.mu.Unlock()
+	if warn != "" {
+		l.log.Warn("the backend refused CLIENT KILL of the proxy's earlier connection: an undo retried after a lost connection may run before the command it undoes; allow the proxy's user CLIENT KILL",
+			"reply", warn)
+	}
+}
+
+// identify completes a connection's identity check: a master's votes may
+// now be counted (after any quarantine); anything else is dropped.
+func (l *Link) identify(gen uint64, id quorum.Identity, role string) {
+	if role != "master" {
+		l.fail(gen, fmt.Sprintf("not a master (role:%s): only masters vote; it is checked again on every reconnect", role))
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	if gen != l.gen || l.conn == nil {
+		l.mu.Unlock()
+		return
+	}
+	restarted := l.watch.Observe(id, now)
+	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
+	l.ready = true
+	l.health.LastError = ""
+	l.health.Since = now
+	if restarted {
+		l.health.Restarts++
+	}
+	l.counting = l.watch.Counts(now)
+	l.mu.Unlock()
+	if id.RunID == "" && !l.opt.InProcess {
+		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect")
+	}
+	if restarted && l.opt.Events != nil {
+		l.opt.Events.Restarted(l.opt.Index, until)
+	}
+	if now.Before(until) {
+		l.log.Warn("backend up, but its votes do not count yet: "+quarantineWhy(why),
+			"run_id", id.RunID, "counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
+	} else {
+		l.log.Info("backend up", "run_id", id.RunID)
+	}
+	if l.opt.Events != nil {
+		l.opt.Events.StateChange(l.opt.Index, true)
+	}
+}
+
+// quarantineWhy explains a quarantine reason to an operator.
+func quarantineWhy(why string) string {
+	switch why {
+	case "started":
+		return "it started less than max_ttl + drift ago and may have forgotten locks"
+	case "new":
+		return "it has no replication marker (a fresh or flushed master, or one no proxy has used): it may have forgotten locks"
+	case "promoted":
+		return "it is a promoted replica and may lack the last locks of its old master"
+	case "restarted":
+		return "it restarted and may have forgotten locks"
+	case "reloaded":
+		return "a quarantine recorded on it before its restart is still running"
+	case "marked", "unmarked":
+		return "it may have lost writes less than max_ttl + drift ago"
+	}
+	return why
+}
+
+// fail ends a connection whose identity check failed, saying why in the
+// backend's own words where it gave any.
+func (l *Link) fail(gen uint64, why string) {
+	l.mu.Lock()
+	if gen != l.gen || l.conn == nil {
+		l.mu.Unlock()
+		return
+	}
+	c := l.conn
+	l.ready = false
+	l.health.LastError = why
+	l.mu.Unlock()
+	l.noteFailure(why)
+	c.Close()
+}
+
+// check runs the periodic marker check on a live, verified connection.
+func (l *Link) check() {
+	l.mu.Lock()
+	gen, ok, always := l.gen, l.conn != nil && l.ready, l.fsyncAlways
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	l.Send(l.appendMarker(nil, always), markerScript, &handshake{l: l, gen: gen}, hsCheck, time.Now().Add(l.opt.DialTimeout))
+}
+
+// checked applies a periodic marker check: a quarantine can only grow
+// (a promotion or a flush under a live connection), and a master that has
+// become a replica stops counting at once.
+func (l *Link) checked(gen uint64, r resp.Result) {
+	id, role, why := parseMarker(r)
+	if why != "" {
+		return // the connection's own failure handling covers a lost reply
+	}
+	if role != "master" {
+		l.fail(gen, fmt.Sprintf("not a master any more (role:%s): its votes stop counting", role))
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	if gen != l.gen || !l.ready {
+		l.mu.Unlock()
+		return
+	}
+	before := l.watch.QuarantinedUntil()
+	restarted := l.watch.Observe(id, now)
+	until, reason := l.watch.QuarantinedUntil(), l.watch.Reason()
+	if restarted {
+		l.health.Restarts++
+	}
+	l.mu.Unlock()
+	if until.After(before) && now.Before(until) {
+		l.log.Warn("backend's votes stop counting: "+quarantineWhy(reason),
+			"counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
+		if l.opt.Events != nil {
+			l.opt.Events.Restarted(l.opt.Index, until)
+		}
+	}
+}
+
+// noteCounting logs the end of a quarantine, once.
+func (l *Link) noteCounting(now time.Time) {
+	l.mu.Lock()
+	counts := l.conn != nil && l.ready && l.watch.Counts(now)
+	ended := counts && !l.counting
+	l.counting = counts
+	l.mu.Unlock()
+	if ended {
+		l.log.Info("backend's quarantine ended: its votes count")
+	}
+}
