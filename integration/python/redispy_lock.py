@@ -69,6 +69,7 @@ def scenario_lifecycle(r, key, trace, args):
     additive and replacing extend, reacquire, release."""
     a = r.lock(key, timeout=10, sleep=0.05)
     check(a.acquire(blocking=False) is True, "non-blocking acquire of a free lock returned False")
+    acquired_at = time.monotonic()
     trace.emit("acquire", key=key, token=text(a.local.token), ttl_ms=10000)
     check(a.locked(), "locked() is False while held")
     check(a.owned(), "owned() is False for the holder")
@@ -83,7 +84,8 @@ def scenario_lifecycle(r, key, trace, args):
     check(waited >= 0.3, f"blocking acquire gave up after {waited:.3f}s; blocking_timeout is 0.4s")
     check(b.locked(), "locked() is False for a second client while the lock is held")
     check(not b.owned(), "owned() is True for a client that was refused")
-    trace.emit("refused", key=key, token=other, holder=text(a.local.token), ttl_ms=10000)
+    trace.emit("refused", key=key, token=other, holder=text(a.local.token), ttl_ms=10000,
+               age_ms=int((time.monotonic() - acquired_at) * 1000))
 
     check(a.extend(5) is True, "extend(5) returned False")
     pttl = r.pttl(key)
