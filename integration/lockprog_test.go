@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -74,7 +75,7 @@ func (lt lockTarget) state(key string) []masterState {
 	for i, m := range lt.masters {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		v, err := m.Get(ctx, key).Result()
-		if err == redis.Nil {
+		if errors.Is(err, redis.Nil) {
 			v, err = "", nil
 		}
 		p, perr := m.PTTL(ctx, key).Result()
