@@ -2,18 +2,30 @@
 # Runs every test of redlock-proxy: formatting, vet, unit and integration
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
-# (redis-server, redis-cli, Node.js and the npm packages of the node-redlock
-# tests); a dependency that is still missing fails the run.
+# (redis-server, redis-cli, Node.js and the npm packages of the npm library
+# tests, Debian's python3-redis for redis-py, PHP with phpredis and
+# Laravel's cache and redis components); a dependency that is still missing
+# fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 FUZZTIME=${FUZZTIME:-10s}
+
+# The lock libraries of other runtimes come from Debian: redis-py runs under
+# Debian's /usr/bin/python3 (a python3 earlier on PATH may not see it).
+redispy_ok() { /usr/bin/python3 -c 'import redis.lock' >/dev/null 2>&1; }
+laravel_ok() {
+  php -r 'require "Illuminate/Cache/autoload.php"; require "Illuminate/Redis/autoload.php";
+    exit(extension_loaded("redis") && class_exists("Illuminate\Cache\PhpRedisLock") && class_exists("Illuminate\Redis\RedisManager") ? 0 : 1);' >/dev/null 2>&1
+}
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+redispy_ok || missing+=(python3 python3-redis)
+laravel_ok || missing+=(php-cli php-redis php-illuminate-cache php-illuminate-redis)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -24,8 +36,10 @@ fi
 for tool in redis-server redis-cli node npm; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
+redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
+laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
 
-echo "== npm ci (node-redlock compatibility tests)"
+echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== gofmt"

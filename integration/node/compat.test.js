@@ -1,80 +1,24 @@
 // node-redlock 4.2.0, node-redlock 5 (beta 2) and @sesamecare-oss/redlock
 // 1.4, unchanged, with ioredis, pointed at redlock-proxy as their only
 // "server". Every step is checked on the backends directly.
-// Run by integration/node_test.go with PROXY_ADDR and BACKENDS set.
+// Run by integration/node_test.go with LOCK_ADDR and MASTERS set (see
+// masters.js).
 'use strict';
 
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const Redis = require('ioredis');
 const Redlock4 = require('redlock');
 const Redlock5 = require('redlock5').default;
 const { Redlock: SesameRedlock } = require('@sesamecare-oss/redlock');
 
-const proxyAddr = process.env.PROXY_ADDR;
-const backendAddrs = (process.env.BACKENDS || '').split(',').filter(Boolean);
-assert.ok(proxyAddr && backendAddrs.length > 0, 'PROXY_ADDR and BACKENDS must be set');
+const {
+  direct, ioClient, closeAll, sleep, key, assertHeld, assertGone, minPTTL,
+} = require('./masters');
 
-function connect(addr) {
-  const [host, port] = addr.split(':');
-  return new Redis({ host, port: Number(port), maxRetriesPerRequest: 1, enableOfflineQueue: true });
-}
-
-const clients = [];
-function client(addr) {
-  const c = connect(addr);
-  clients.push(c);
-  return c;
-}
-const direct = backendAddrs.map(client);
-const majority = Math.floor(backendAddrs.length / 2) + 1;
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.quit().catch(() => {})));
-});
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let seq = 0;
-const key = (p) => `${p}:${process.pid}:${Date.now()}:${seq++}`;
-
-async function holders(k, value) {
-  let n = 0;
-  for (const d of direct) if ((await d.get(k)) === value) n++;
-  return n;
-}
-
-// Waits for the stragglers of a command answered once a majority did it.
-async function eventuallyHolders(k, value, want) {
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    const n = await holders(k, value);
-    if (n === want || Date.now() > deadline) return n;
-    await sleep(10);
-  }
-}
-
-async function assertHeld(step, keys, value) {
-  for (const k of keys) {
-    const n = await holders(k, value);
-    assert.ok(n >= majority, `${step}: ${k} holds the token on ${n} backends; want a majority (${majority})`);
-  }
-}
-
-async function assertGone(step, keys, value) {
-  for (const k of keys) {
-    const n = await eventuallyHolders(k, value, 0);
-    assert.equal(n, 0, `${step}: ${k} still holds the token on ${n} backends`);
-  }
-}
-
-async function minPTTL(k) {
-  let min = Infinity;
-  for (const d of direct) min = Math.min(min, await d.pttl(k));
-  return min;
-}
+after(closeAll);
 
 test('node-redlock 4.2.0: multi-key lock, refusal, extend, unlock', async () => {
-  const redlock = new Redlock4([client(proxyAddr)], { retryCount: 0 });
+  const redlock = new Redlock4([ioClient()], { retryCount: 0 });
   const keys = [key('r4a'), key('r4b'), key('r4c')];
   const lock = await redlock.lock(keys, 2000);
   await assertHeld('after lock', keys, lock.value);
@@ -102,7 +46,7 @@ for (const [name, make, db] of [
   ['@sesamecare-oss/redlock 1.4.0', (c) => new SesameRedlock([c], { retryCount: 0 }), true],
 ]) {
   test(`${name}: multi-key acquire, refusal, extend, release`, async () => {
-    const redlock = make(client(proxyAddr));
+    const redlock = make(ioClient());
     const keys = [key('a'), key('b')];
     const lock = await redlock.acquire(keys, 2000);
     await assertHeld('after acquire', keys, lock.value);
@@ -127,7 +71,7 @@ for (const [name, make, db] of [
   });
 
   test(`${name}: using() keeps extending while the routine runs`, async () => {
-    const redlock = make(client(proxyAddr));
+    const redlock = make(ioClient());
     const keys = [key('using1'), key('using2')];
     let value;
     let extensionsSeen = 0;

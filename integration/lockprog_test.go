@@ -1,0 +1,293 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lock programs in other runtimes (integration/python, integration/php)
+// run a library unchanged against one address and print a trace: one JSON
+// line after each step that changes what the server holds, then wait for a
+// line on stdin. The runner here checks every master against each step
+// while the lock is in that state, so the same program is checked against
+// a lone Redis (one master) and through the proxy (five).
+
+// lockTarget is an address to lock on and the masters behind it: the lone
+// Redis itself, or the proxy's backends.
+type lockTarget struct {
+	addr    string
+	masters []*redis.Client
+	settle  time.Duration // how long a check retries before it reports
+}
+
+func (lt lockTarget) majority() int { return len(lt.masters)/2 + 1 }
+
+func loneTarget(t *testing.T) lockTarget {
+	s := startRedis(t, 1)[0]
+	d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	t.Cleanup(func() { d.Close() })
+	return lockTarget{addr: s.Addr, masters: []*redis.Client{d}, settle: 2 * time.Second}
+}
+
+func proxyTarget(t *testing.T) lockTarget {
+	c := newCluster(t, 5)
+	return lockTarget{addr: c.app.Addr(), masters: c.direct, settle: 2 * time.Second}
+}
+
+// traceStep is one line of the program's trace.
+type traceStep struct {
+	Step   string `json:"step"`
+	Key    string `json:"key"`
+	Token  string `json:"token"`
+	Holder string `json:"holder"` // refused: the token that keeps the lock
+	Other  string `json:"other"`  // not-owner, handoff: a token that must be nowhere
+	TTLms  int64  `json:"ttl_ms"` // the TTL the lock was given...
+	AgeMs  int64  `json:"age_ms"` // ...this long before the step, when the step did not set it
+	Error  string `json:"error"`
+}
+
+// ttlSlack is how far below a step's TTL a master's PTTL may be by the
+// time it is checked (the steps before it, the check itself, a busy
+// machine).
+const ttlSlack = 2500 * time.Millisecond
+
+// masterState is what one master holds under a key.
+type masterState struct {
+	value string
+	pttl  time.Duration
+	err   error
+}
+
+func (lt lockTarget) state(key string) []masterState {
+	out := make([]masterState, len(lt.masters))
+	for i, m := range lt.masters {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		v, err := m.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) {
+			v, err = "", nil
+		}
+		p, perr := m.PTTL(ctx, key).Result()
+		cancel()
+		if err == nil {
+			err = perr
+		}
+		out[i] = masterState{value: v, pttl: p, err: err}
+	}
+	return out
+}
+
+// held reports whether a majority holds token under key with a PTTL in
+// (ttl - age - ttlSlack, ttl] on every master that holds it.
+func (lt lockTarget) held(key, token string, ttl, age time.Duration) error {
+	st := lt.state(key)
+	n := 0
+	for i, s := range st {
+		if s.err != nil {
+			return fmt.Errorf("master %d: %w", i, s.err)
+		}
+		if s.value != token {
+			continue
+		}
+		n++
+		if lo := ttl - age - ttlSlack; s.pttl > ttl || s.pttl <= lo {
+			return fmt.Errorf("master %d holds %q with PTTL %v; want (%v, %v]", i, token, s.pttl, lo, ttl)
+		}
+	}
+	if n < lt.majority() {
+		return fmt.Errorf("%q is held by %d of %d masters; want a majority (%d): %+v", token, n, len(st), lt.majority(), st)
+	}
+	return nil
+}
+
+// nowhere reports whether no master holds token under key (any token when
+// token is empty).
+func (lt lockTarget) nowhere(key, token string) error {
+	for i, s := range lt.state(key) {
+		if s.err != nil {
+			return fmt.Errorf("master %d: %w", i, s.err)
+		}
+		if s.value != "" && (token == "" || s.value == token) {
+			return fmt.Errorf("master %d still holds %q under %q (PTTL %v)", i, s.value, key, s.pttl)
+		}
+	}
+	return nil
+}
+
+// checkStep checks the masters against one trace step. The proxy answers
+// once a majority did a command, so the others may lag: it retries for a
+// while (settle) before it reports the last mismatch.
+func (lt lockTarget) checkStep(st traceStep) error {
+	var check func() error
+	ttl := time.Duration(st.TTLms) * time.Millisecond
+	age := time.Duration(st.AgeMs) * time.Millisecond
+	switch st.Step {
+	case "acquire", "extend", "reacquire":
+		check = func() error { return lt.held(st.Key, st.Token, ttl, age) }
+	case "refused":
+		check = func() error {
+			if err := lt.nowhere(st.Key, st.Token); err != nil {
+				return fmt.Errorf("the refused token: %w", err)
+			}
+			return lt.held(st.Key, st.Holder, ttl, age)
+		}
+	case "not-owner", "handoff":
+		check = func() error {
+			if err := lt.nowhere(st.Key, st.Other); err != nil {
+				return fmt.Errorf("the previous holder's token: %w", err)
+			}
+			return lt.held(st.Key, st.Token, ttl, age)
+		}
+	case "release", "expired":
+		check = func() error { return lt.nowhere(st.Key, st.Token) }
+	case "contention":
+		check = func() error { return lt.nowhere(st.Key, "") }
+	default:
+		return fmt.Errorf("unknown trace step %q", st.Step)
+	}
+	if st.Key == "" {
+		return fmt.Errorf("trace step %q names no key", st.Step)
+	}
+	deadline := time.Now().Add(lt.settle)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// traceScenario is a scenario of a lock program and the trace it must
+// print, in order (before its final "done").
+type traceScenario struct {
+	name  string
+	steps []string
+}
+
+// runTraceProgram runs a lock program (argv, to which --addr, --scenario,
+// --wait-ack and --prefix are added) for one scenario against lt, checks
+// each trace step on the masters before letting the program go on, and
+// returns the steps seen and the trace; a failure of the program or of a
+// check is reported through t.
+func runTraceProgram(t *testing.T, lt lockTarget, scenario string, argv ...string) (steps []string, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := append(append([]string(nil), argv[1:]...), "--addr", lt.addr, "--scenario", scenario, "--wait-ack", "--prefix", uniqueKey("lib"))
+	cmd := exec.CommandContext(ctx, argv[0], args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", argv[0], err)
+	}
+	var trace strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		trace.WriteString(line + "\n")
+		var st traceStep
+		if err := json.Unmarshal([]byte(line), &st); err != nil {
+			t.Errorf("trace line %q: %v", line, err)
+			continue
+		}
+		steps = append(steps, st.Step)
+		switch st.Step {
+		case "done":
+		case "error":
+			t.Errorf("%s: %s", scenario, st.Error)
+		default:
+			if err := lt.checkStep(st); err != nil {
+				t.Errorf("%s, after %s: %v", scenario, st.Step, err)
+			}
+			if _, err := io.WriteString(stdin, "\n"); err != nil {
+				t.Errorf("acknowledging %s: %v", st.Step, err)
+			}
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("%s %s exited: %v\n%s", filepath.Base(argv[len(argv)-1]), scenario, err, stderr.String())
+	}
+	return steps, trace.String()
+}
+
+// testTraceScenarios runs every scenario of a lock program against lt and
+// checks that each printed its whole trace.
+func testTraceScenarios(t *testing.T, lt lockTarget, scenarios []traceScenario, argv ...string) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			steps, out := runTraceProgram(t, lt, sc.name, argv...)
+			want := append(append([]string(nil), sc.steps...), "done")
+			if strings.Join(steps, ",") != strings.Join(want, ",") {
+				t.Errorf("trace steps %v; want %v\n%s", steps, want, out)
+			}
+		})
+	}
+}
+
+// TestLockTraceCheckSeesWrongMasters feeds the master checks states that
+// are wrong for the step: each must be reported.
+func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
+	servers := startRedis(t, 5)
+	var lt lockTarget
+	for _, s := range servers {
+		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { d.Close() })
+		lt.masters = append(lt.masters, d)
+	}
+	ctx := context.Background()
+	key := uniqueKey("tracecheck")
+	setOn := func(n int, value string, ttl time.Duration) {
+		for i, m := range lt.masters {
+			if i < n {
+				m.Set(ctx, key, value, ttl)
+			} else {
+				m.Del(ctx, key)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		step  traceStep
+	}{
+		{"minority holds it", func() { setOn(2, "tok", 10*time.Second) }, traceStep{Step: "acquire", Key: key, Token: "tok", TTLms: 10000}},
+		{"TTL not extended", func() { setOn(5, "tok", 10*time.Second) }, traceStep{Step: "extend", Key: key, Token: "tok", TTLms: 15000}},
+		{"TTL above the step's", func() { setOn(5, "tok", 30*time.Second) }, traceStep{Step: "reacquire", Key: key, Token: "tok", TTLms: 10000}},
+		{"still held after release", func() { setOn(1, "tok", 10*time.Second) }, traceStep{Step: "release", Key: key, Token: "tok"}},
+		{"refused token written", func() { setOn(5, "tok", 10*time.Second); lt.masters[4].Set(ctx, key, "other", 10*time.Second) },
+			traceStep{Step: "refused", Key: key, Token: "other", Holder: "tok", TTLms: 10000}},
+		{"old holder kept", func() { setOn(3, "old", 10*time.Second) }, traceStep{Step: "handoff", Key: key, Token: "new", Other: "old", TTLms: 10000}},
+		{"key left after contention", func() { setOn(1, "x", 10*time.Second) }, traceStep{Step: "contention", Key: key}},
+	} {
+		tc.setup()
+		if err := lt.checkStep(tc.step); err == nil {
+			t.Errorf("%s: the check passed", tc.name)
+		}
+	}
+	// And the right state passes.
+	setOn(3, "tok", 10*time.Second)
+	if err := lt.checkStep(traceStep{Step: "acquire", Key: key, Token: "tok", TTLms: 10000}); err != nil {
+		t.Errorf("a majority holding the token: %v", err)
+	}
+}

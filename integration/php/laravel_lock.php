@@ -1,0 +1,254 @@
+<?php
+// Laravel's cache lock (Cache::lock on the redis store: Debian's
+// php-illuminate-cache and php-illuminate-redis over the phpredis
+// extension), unchanged, against one Redis address (a lone Redis, or
+// redlock-proxy in front of several masters).
+//
+// Runs one scenario and checks every result the library returns. After
+// each step that changes what the server holds it prints one JSON line on
+// stdout (the trace) and, with --wait-ack, waits for a line on stdin, so
+// that a caller can check each master while the lock is in that state. The
+// last line is {"step": "done"} and the exit status 0; on a failed check or
+// an error the last line is {"step": "error", ...} and the exit status 1.
+//
+//   php laravel_lock.php --addr 127.0.0.1:6379 --scenario lifecycle
+
+require_once 'Illuminate/Cache/autoload.php';
+require_once 'Illuminate/Redis/autoload.php';
+
+use Illuminate\Cache\RedisStore;
+use Illuminate\Contracts\Cache\LockTimeoutException;
+use Illuminate\Redis\RedisManager;
+
+class CheckFailed extends Exception {}
+
+function check(bool $cond, string $msg): void
+{
+    if (!$cond) {
+        throw new CheckFailed($msg);
+    }
+}
+
+$opts = getopt('', ['addr:', 'scenario:', 'prefix:', 'wait-ack', 'workers:', 'rounds:', 'no-lock']);
+$waitAck = isset($opts['wait-ack']);
+$noLock = isset($opts['no-lock']);
+$prefix = $opts['prefix'] ?? 'laravel';
+[$host, $port] = explode(':', $opts['addr'] ?? '') + [1 => ''];
+
+function emit(string $step, array $fields = []): void
+{
+    global $waitAck;
+    $fields['step'] = $step;
+    fwrite(STDOUT, json_encode($fields) . "\n");
+    fflush(STDOUT);
+    if ($waitAck && $step !== 'done' && $step !== 'error' && fgets(STDIN) === false) {
+        throw new CheckFailed('the checker went away');
+    }
+}
+
+// store returns a fresh cache store on its own connection (a forked child
+// must not share its parent's socket).
+function store(): RedisStore
+{
+    global $host, $port;
+    $manager = new RedisManager(null, 'phpredis', [
+        'default' => ['host' => $host, 'port' => (int) $port, 'database' => 0, 'timeout' => 5, 'read_timeout' => 10],
+    ]);
+    return new RedisStore($manager, '', 'default');
+}
+
+function lifecycle(string $name): void
+{
+    $store = store();
+    $lock = $store->lock($name, 10);
+    check($lock->get() === true, 'get() of a free lock returned false');
+    $acquiredAt = microtime(true);
+    emit('acquire', ['key' => $name, 'token' => $lock->owner(), 'ttl_ms' => 10000]);
+    $age = fn () => (int) ((microtime(true) - $acquiredAt) * 1000);
+
+    $other = $store->lock($name, 10);
+    check($other->get() === false, 'get() of a held lock returned true');
+    $start = microtime(true);
+    try {
+        // block() counts whole seconds: block(2) waits more than one.
+        $other->betweenBlockedAttemptsSleepFor(50)->block(2);
+        throw new CheckFailed('block(2) got a held lock');
+    } catch (LockTimeoutException $e) {
+    }
+    $waited = microtime(true) - $start;
+    check($waited >= 0.95, sprintf('block(2) gave up after %.3fs', $waited));
+    check($other->get(fn () => 'ran') === false, 'get(callback) ran the callback without the lock');
+    emit('refused', ['key' => $name, 'token' => $other->owner(), 'holder' => $lock->owner(), 'ttl_ms' => 10000, 'age_ms' => $age()]);
+
+    check($other->release() === false, 'release() by a client that does not hold it returned true');
+    emit('not-owner', ['key' => $name, 'token' => $lock->owner(), 'other' => $other->owner(), 'ttl_ms' => 10000, 'age_ms' => $age()]);
+
+    // Another process releases it by owner (restoreLock).
+    $restored = store()->restoreLock($name, $lock->owner());
+    check($restored->release() === true, 'release() of a restored lock returned false');
+    emit('release', ['key' => $name, 'token' => $lock->owner()]);
+    check($lock->release() === false, 'a second release() returned true');
+
+    $result = $other->get(function () use ($name, $other) {
+        emit('acquire', ['key' => $name, 'token' => $other->owner(), 'ttl_ms' => 10000]);
+        return 'ran';
+    });
+    check($result === 'ran', 'get(callback) of a free lock did not run the callback');
+    emit('release', ['key' => $name, 'token' => $other->owner()]);
+
+    $forced = $store->lock($name, 10);
+    check($forced->get() === true, 'get() of a free lock returned false');
+    emit('acquire', ['key' => $name, 'token' => $forced->owner(), 'ttl_ms' => 10000]);
+    $store->lock($name)->forceRelease();
+    emit('release', ['key' => $name, 'token' => $forced->owner()]);
+}
+
+function notOwned(string $name): void
+{
+    $store = store();
+    $lock = $store->lock($name, 1);
+    check($lock->get() === true, 'get() of a free lock returned false');
+    emit('acquire', ['key' => $name, 'token' => $lock->owner(), 'ttl_ms' => 1000]);
+    $deadline = microtime(true) + 5;
+    while (store()->lock($name, 1)->get() === false) {
+        check(microtime(true) < $deadline, 'a 1s lock was still held after 5s');
+        usleep(50000);
+    }
+    // The probe that got it holds it now; let it go and take it again.
+    $store->lock($name)->forceRelease();
+    emit('expired', ['key' => $name, 'token' => $lock->owner()]);
+
+    $next = $store->lock($name, 10);
+    check($next->get() === true, 'get() after expiry returned false');
+    emit('acquire', ['key' => $name, 'token' => $next->owner(), 'ttl_ms' => 10000]);
+    check($lock->release() === false, 'release() by the expired holder returned true');
+    emit('not-owner', ['key' => $name, 'token' => $next->owner(), 'other' => $lock->owner(), 'ttl_ms' => 10000]);
+    check($next->release() === true, 'release() by the holder returned false');
+    emit('release', ['key' => $name, 'token' => $next->owner()]);
+}
+
+// handoff: a forked process blocks in block() while this one holds the
+// lock, and gets it once this one releases.
+function handoff(string $name): void
+{
+    $dir = sys_get_temp_dir() . '/laravel-lock-' . getmypid() . '-' . bin2hex(random_bytes(4));
+    mkdir($dir);
+    $lock = store()->lock($name, 10);
+    check($lock->get() === true, 'get() of a free lock returned false');
+    emit('acquire', ['key' => $name, 'token' => $lock->owner(), 'ttl_ms' => 10000]);
+
+    $pid = pcntl_fork();
+    check($pid >= 0, 'fork failed');
+    if ($pid === 0) {
+        $code = 1;
+        try {
+            $mine = store()->lock($name, 10);
+            $mine->betweenBlockedAttemptsSleepFor(20)->block(20);
+            file_put_contents("$dir/got.tmp", json_encode(['at' => microtime(true), 'owner' => $mine->owner()]));
+            rename("$dir/got.tmp", "$dir/got");
+            for ($i = 0; $i < 3000 && !file_exists("$dir/release"); $i++) {
+                usleep(10000);
+            }
+            $code = $mine->release() ? 0 : 2;
+        } catch (Throwable $e) {
+            file_put_contents("$dir/error", get_class($e) . ': ' . $e->getMessage());
+        }
+        exit($code);
+    }
+    try {
+        usleep(500000);
+        check(!file_exists("$dir/got") && !file_exists("$dir/error"), 'the waiter did not block while the lock was held');
+        $releasedAt = microtime(true);
+        check($lock->release() === true, 'release() by the holder returned false');
+        $deadline = microtime(true) + 10;
+        while (!file_exists("$dir/got") && !file_exists("$dir/error")) {
+            check(microtime(true) < $deadline, 'the waiter did not get the lock within 10s of its release');
+            usleep(10000);
+        }
+        check(!file_exists("$dir/error"), 'waiter: ' . @file_get_contents("$dir/error"));
+        $got = json_decode(file_get_contents("$dir/got"), true);
+        check($got['at'] >= $releasedAt, 'the waiter got the lock before it was released');
+        emit('handoff', ['key' => $name, 'token' => $got['owner'], 'other' => $lock->owner(), 'ttl_ms' => 10000]);
+    } finally {
+        touch("$dir/release");
+        pcntl_waitpid($pid, $status);
+    }
+    check(pcntl_wifexited($status) && pcntl_wexitstatus($status) === 0, 'the waiter failed to release: ' . @file_get_contents("$dir/error"));
+    emit('release', ['key' => $name, 'token' => $got['owner']]);
+}
+
+// contention: forked processes increment a counter in a file under the
+// lock, with a pause between read and write; no update may be lost.
+function contention(string $name, int $workers, int $rounds, bool $noLock): void
+{
+    $file = tempnam(sys_get_temp_dir(), 'laravel-counter-');
+    file_put_contents($file, '0');
+    $pids = [];
+    for ($w = 0; $w < $workers; $w++) {
+        $pid = pcntl_fork();
+        check($pid >= 0, 'fork failed');
+        if ($pid === 0) {
+            $code = 0;
+            try {
+                $store = store();
+                $increment = function () use ($file) {
+                    $v = (int) file_get_contents($file);
+                    usleep(2000);
+                    file_put_contents($file, (string) ($v + 1));
+                };
+                for ($r = 0; $r < $rounds; $r++) {
+                    if ($noLock) {
+                        $increment();
+                    } else {
+                        $store->lock($name, 10)->betweenBlockedAttemptsSleepFor(5)->block(60, $increment);
+                    }
+                }
+            } catch (Throwable $e) {
+                fwrite(STDERR, get_class($e) . ': ' . $e->getMessage() . "\n");
+                $code = 1;
+            }
+            exit($code);
+        }
+        $pids[] = $pid;
+    }
+    $failed = 0;
+    foreach ($pids as $pid) {
+        pcntl_waitpid($pid, $status);
+        if (!pcntl_wifexited($status) || pcntl_wexitstatus($status) !== 0) {
+            $failed++;
+        }
+    }
+    $counter = (int) file_get_contents($file);
+    unlink($file);
+    check($failed === 0, "$failed workers failed");
+    $want = $workers * $rounds;
+    check($counter === $want, sprintf('lost %d of %d updates', $want - $counter, $want));
+    emit('contention', ['key' => $name, 'increments' => $want, 'counter' => $counter]);
+}
+
+$scenario = $opts['scenario'] ?? '';
+$name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
+try {
+    check(extension_loaded('redis'), 'the phpredis extension is not loaded');
+    switch ($scenario) {
+        case 'lifecycle':
+            lifecycle($name);
+            break;
+        case 'not-owned':
+            notOwned($name);
+            break;
+        case 'handoff':
+            handoff($name);
+            break;
+        case 'contention':
+            contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 12), $noLock);
+            break;
+        default:
+            throw new CheckFailed("unknown scenario '$scenario'");
+    }
+} catch (Throwable $e) {
+    fwrite(STDERR, (string) $e . "\n");
+    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
+    exit(1);
+}
+emit('done');
