@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,5 +270,75 @@ func waitGrant(t *testing.T, cl *redis.Client, key, token string, ttl, within ti
 			t.Fatalf("no grant of %s within %v: %v", key, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// One greedy client cannot take locks away from the others: lock tokens are
+// bounded by max_token, reads never bring back more than that, and four
+// connections pipelining large reads leave the shared backend links alone.
+func TestGreedyClientDoesNotStarveLocks(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	big := strings.Repeat("x", 512<<10)
+	for i, d := range c.direct { // planted behind the proxy's back
+		for k := 0; k < 4; k++ {
+			if err := d.Set(ctx, "greedy:"+itoa(k), big, time.Minute).Err(); err != nil {
+				t.Fatalf("master %d: %v", i, err)
+			}
+		}
+	}
+	if err := c.client(2).SetNX(ctx, uniqueKey("big"), strings.Repeat("t", 2048), time.Second).Err(); err == nil || !strings.Contains(err.Error(), "max_token") {
+		t.Fatalf("SET NX with a 2 KiB token: %v; want a max_token error", err)
+	}
+	if err := c.client(2).Get(ctx, "greedy:0").Err(); err == nil || !strings.Contains(err.Error(), "max_token") {
+		t.Fatalf("GET of a 512 KiB value: %v; want a max_token error", err)
+	}
+	connects := 0
+	for _, h := range c.app.Pool().Health() {
+		connects += int(h.Connects)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			cl := c.client(2)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := cl.Pipeline()
+				for i := 0; i < 256; i++ {
+					p.Get(ctx, "greedy:"+itoa(g))
+				}
+				p.Exec(ctx)
+			}
+		}(g)
+	}
+	lock := c.client(2)
+	refused := 0
+	for i := 0; i < 300; i++ {
+		key := uniqueKey("starved")
+		ok, err := lock.SetNX(ctx, key, "tok", 10*time.Second).Result()
+		if !ok || err != nil {
+			refused++
+			continue
+		}
+		lock.Eval(ctx, `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`, []string{key}, "tok")
+	}
+	close(stop)
+	wg.Wait()
+	if refused > 0 {
+		t.Errorf("%d of 300 locks on free keys refused while a greedy client pipelined large reads", refused)
+	}
+	after := 0
+	for _, h := range c.app.Pool().Health() {
+		after += int(h.Connects)
+	}
+	if after != connects {
+		t.Errorf("backend connections went from %d to %d: the greedy reads got shared links dropped", connects, after)
 	}
 }

@@ -106,6 +106,10 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgNoAuth)
 		return
 	}
+	if cmd.first > 0 && reservedKey(args, cmd.first, cmd.last, cmd.step) {
+		c.replyErr(msgReservedKey)
+		return
+	}
 	if c.subscriptions > 0 && !c.resp3 && !subscribedAllowed(cmd.name) {
 		c.replyErr("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
@@ -387,3 +391,25 @@ func (c *client) setAuthed(v bool) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// reservedPrefix starts the keys the proxy keeps on the backends for
+// itself (the replication marker): no client command may touch them.
+const reservedPrefix = "redlock-proxy:"
+
+// reservedKey reports whether a key of a command (at first..last by step,
+// last -1 meaning the last argument) is one of the proxy's own.
+func reservedKey(args [][]byte, first, last, step int) bool {
+	if last < 0 {
+		last = len(args) + last
+	}
+	for i := first; i <= last && i < len(args); i += max(step, 1) {
+		if isReserved(args[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isReserved(key []byte) bool {
+	return len(key) >= len(reservedPrefix) && string(key[:len(reservedPrefix)]) == reservedPrefix
+}

@@ -9,7 +9,7 @@ import (
 
 // maxBatch is how many pipelined commands of one client run concurrently
 // before their replies are written.
-const maxBatch = 256
+const maxBatch = 64
 
 // slot is one command's place in the reply order: an answer already
 // encoded in scratch[a:b], or the results of ops still deciding.

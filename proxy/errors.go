@@ -47,6 +47,17 @@ func msgUnknownSubcommand(sub, cmd string) string {
 	return string(noNewlines(b))
 }
 
+func msgTokenTooLong(n, limit int) string {
+	return fmt.Sprintf("ERR redlock-proxy: lock token of %d bytes exceeds max_token (%d bytes); lock tokens are small, raise max_token if yours are not", n, limit)
+}
+
+func msgValueTooLong(limit int) string {
+	return fmt.Sprintf("ERR redlock-proxy: the value at this key is longer than max_token (%d bytes): it is not a lock", limit)
+}
+
+// msgReservedKey refuses a command on the proxy's own keys.
+const msgReservedKey = "ERR redlock-proxy: keys starting with 'redlock-proxy:' are the proxy's own"
+
 func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
 }

@@ -28,6 +28,8 @@ func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Recei
 		v = resp.OK
 	case bytes.Contains(cmd, []byte("GET")):
 		v = resp.BulkValue([]byte("tok"))
+	case sc == getScript:
+		v = resp.BulkValue([]byte("tok"))
 	case sc == readScript:
 		v = resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.BulkValue([]byte("tok")), resp.IntValue(1000)}}
 	}

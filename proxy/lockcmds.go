@@ -21,6 +21,10 @@ func cmdSet(c *client, args [][]byte) {
 		c.replyErr(msg)
 		return
 	}
+	if len(req.value) > c.s.cfg.Limits.MaxToken {
+		c.replyErr(msgTokenTooLong(len(req.value), c.s.cfg.Limits.MaxToken))
+		return
+	}
 	if req.ifEq {
 		startSetIfEq(c, req)
 		return
@@ -43,8 +47,18 @@ func cmdSet(c *client, args [][]byte) {
 func cmdGet(c *client, args [][]byte) {
 	c.reserve(1)
 	o := c.s.eng.newOp("get", opGet, c.done)
-	c.cmd = appendKeyCmd(c.cmd[:0], "GET", args[1])
-	c.startOp(o, c.cmd, nil)
+	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
+	c.startOp(o, c.cmd, getScript)
+}
+
+// appendBoundedRead encodes EVALSHA of a read script bounded by max_token.
+func appendBoundedRead(b []byte, sc *resp.Script, key []byte, maxToken int) []byte {
+	b = resp.AppendArrayHeader(b, 5)
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, sc.Sha)
+	b = resp.AppendBulkString(b, "1")
+	b = resp.AppendBulk(b, key)
+	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
 func appendKeyCmd(b []byte, name string, key []byte) []byte {
@@ -60,13 +74,8 @@ func startTTL(c *client, key []byte, name string, seconds bool) {
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opPTTL, c.done)
 	o.seconds = seconds
-	b := resp.AppendArrayHeader(c.cmd[:0], 4)
-	b = resp.AppendBulkString(b, "EVALSHA")
-	b = resp.AppendBulkString(b, readScript.Sha)
-	b = resp.AppendBulkString(b, "1")
-	b = resp.AppendBulk(b, key)
-	c.cmd = b
-	c.startOp(o, b, readScript)
+	c.cmd = appendBoundedRead(c.cmd[:0], readScript, key, c.s.cfg.Limits.MaxToken)
+	c.startOp(o, c.cmd, readScript)
 }
 
 // cmdDel is an operator's force-unlock: each key is deleted on every
@@ -121,6 +130,10 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 		return
 	case numkeys > int64(len(args)-3):
 		c.replyErr(msgNumkeysTooBig)
+		return
+	}
+	if reservedKey(args, 3, 2+int(numkeys), 1) {
+		c.replyErr(msgReservedKey)
 		return
 	}
 	spec := k.Spec

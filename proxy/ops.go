@@ -48,8 +48,18 @@ for _, k in ipairs(KEYS) do
   if redis.call('get', k) == ARGV[1] then n = n + redis.call('del', k) end
 end
 return n`))
-	// readScript reads a key's value and PTTL atomically.
-	readScript = resp.NewScript([]byte(`return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
+	// readScript reads a key's value and PTTL atomically, unless the value
+	// is longer than ARGV[1] (max_token): the backend links are shared, so
+	// a read never brings back more than a lock token.
+	readScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
+  return redis.error_reply('TOOLONG the value is longer than max_token')
+end
+return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
+	// getScript is GET bounded like readScript.
+	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
+  return redis.error_reply('TOOLONG the value is longer than max_token')
+end
+return redis.call('get', KEYS[1])`))
 )
 
 // opKind selects how an op reads votes and decides.
@@ -103,11 +113,12 @@ type op struct {
 
 // engine runs ops against the backends.
 type engine struct {
-	be      Backends
-	n       int
-	timing  quorum.Timing
-	timeout time.Duration
-	stats   *stats
+	be       Backends
+	n        int
+	timing   quorum.Timing
+	timeout  time.Duration
+	stats    *stats
+	maxToken int // the bounded reads' limit, for their error message
 }
 
 // newOp prepares an op in one allocation: its tally, replies and undo
@@ -201,11 +212,11 @@ func (o *op) classify(r resp.Result) quorum.Vote {
 			return quorum.Refused
 		}
 	case opGet:
-		if v.Kind == resp.KindBulk || v.Kind == resp.KindNil {
+		if v.Kind == resp.KindBulk || v.Kind == resp.KindNil || tooLong(v) {
 			return quorum.Granted // an answer; the value decides
 		}
 	case opPTTL:
-		if v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[1].Kind == resp.KindInt {
+		if (v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[1].Kind == resp.KindInt) || tooLong(v) {
 			return quorum.Granted
 		}
 	case opVote:
@@ -382,6 +393,12 @@ func (o *op) reply(success bool) resp.Value {
 	return o.spec.Failure.Value(o.nkeys)
 }
 
+// tooLong reports the bounded read scripts' refusal of a value longer than
+// max_token.
+func tooLong(v resp.Value) bool {
+	return v.Kind == resp.KindError && len(v.Str) >= 7 && string(v.Str[:7]) == "TOOLONG"
+}
+
 func (o *op) decideReadLocked() bool {
 	hs := make([]quorum.Holding, o.e.n)
 	for i := range hs {
@@ -390,6 +407,11 @@ func (o *op) decideReadLocked() bool {
 			continue
 		}
 		r := o.replies[i]
+		if tooLong(r) {
+			// Not a lock: no proxy wrote a value that long.
+			o.result = resp.ErrorValue(msgValueTooLong(o.e.maxToken))
+			return true
+		}
 		h := quorum.Holding{Answered: true, Counts: counted}
 		switch o.kind {
 		case opGet:

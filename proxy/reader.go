@@ -15,6 +15,10 @@ type Limits struct {
 	MaxBulk         int // bytes in one argument (default 512 KiB)
 	MaxInline       int // bytes in one inline (telnet-style) command line (default 64 KiB)
 	MaxCommandBytes int // bytes buffered for one command (default 1 MiB)
+	// MaxToken bounds a lock token, and a value a read brings back from the
+	// backends (default 1 KiB): lock tokens are small, and the backend links
+	// are shared, so no client may fill them with large values.
+	MaxToken int
 	// Before AUTH, when a password is required, Redis allows far less in
 	// a multibulk request (an inline one is bounded by MaxInline alone).
 	PreAuthArgs int // default 10
@@ -27,6 +31,9 @@ func (l *Limits) defaults() {
 	}
 	if l.MaxBulk <= 0 {
 		l.MaxBulk = 512 << 10
+	}
+	if l.MaxToken <= 0 {
+		l.MaxToken = 1 << 10
 	}
 	if l.MaxInline <= 0 {
 		l.MaxInline = 64 << 10

@@ -102,7 +102,7 @@ func New(cfg Config, be Backends) *Server {
 	s.stats.obs = cfg.Observer
 	s.eng = engine{
 		be: be, n: be.N(), timing: cfg.Timing, timeout: cfg.BackendTimeout,
-		stats: &s.stats,
+		stats: &s.stats, maxToken: cfg.Limits.MaxToken,
 	}
 	return s
 }

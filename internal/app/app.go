@@ -158,6 +158,7 @@ func (a *App) start() error {
 		WriteTimeout:       cfg.WriteTimeout,
 		Limits: proxy.Limits{
 			MaxArgs: cfg.MaxArgs, MaxBulk: cfg.MaxBulk, MaxInline: cfg.MaxInline, MaxCommandBytes: cfg.MaxCommandBytes,
+			MaxToken: cfg.MaxToken,
 		},
 		Logger:   log,
 		Observer: a.metrics,

@@ -57,6 +57,7 @@ type Config struct {
 	MaxBulk         int           `yaml:"max_bulk"`          // bytes per argument (default 512 KiB)
 	MaxInline       int           `yaml:"max_inline"`        // bytes per inline command line (default 64 KiB)
 	MaxCommandBytes int           `yaml:"max_command_bytes"` // bytes buffered for one command (default 1 MiB)
+	MaxToken        int           `yaml:"max_token"`         // bytes in a lock token, and in a value a read brings back (default 1 KiB)
 
 	// Backends.
 	BackendUsername      string `yaml:"backend_username"`        // AUTH user for the backends (never a client's)
@@ -134,6 +135,7 @@ func Default() Config {
 		MaxBulk:           512 << 10,
 		MaxInline:         64 << 10,
 		MaxCommandBytes:   1 << 20,
+		MaxToken:          1 << 10,
 		LogLevel:          "info",
 		LogFormat:         "text",
 	}
@@ -229,6 +231,8 @@ func (c *Config) Validate() (warnings []string, err error) {
 		return nil, invalid("max_inline", "must be at least 1024 bytes, got %d", c.MaxInline)
 	case c.MaxCommandBytes < c.MaxBulk:
 		return nil, invalid("max_command_bytes", "must be at least max_bulk (%d), got %d", c.MaxBulk, c.MaxCommandBytes)
+	case c.MaxToken < 16 || c.MaxToken > c.MaxBulk:
+		return nil, invalid("max_token", "must be at least 16 bytes and at most max_bulk (%d), got %d", c.MaxBulk, c.MaxToken)
 	}
 	switch c.UnknownScripts {
 	case "refuse":
@@ -372,6 +376,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.IntVar(&c.MaxBulk, "max_bulk", c.MaxBulk, "bytes per argument")
 	fs.IntVar(&c.MaxInline, "max_inline", c.MaxInline, "bytes per inline command line")
 	fs.IntVar(&c.MaxCommandBytes, "max_command_bytes", c.MaxCommandBytes, "bytes buffered for one command")
+	fs.IntVar(&c.MaxToken, "max_token", c.MaxToken, "bytes in a lock token, and in a value a read brings back")
 	fs.StringVar(&c.BackendUsername, "backend_username", c.BackendUsername, "AUTH user for the backends")
 	fs.StringVar(&c.BackendPassword, "backend_password", c.BackendPassword, "AUTH password for the backends")
 	fs.BoolVar(&c.BackendTLS, "backend_tls", c.BackendTLS, "connect to the backends over TLS")

@@ -181,6 +181,7 @@ max_args: 100
 max_bulk: 65536
 max_inline: 4096
 max_command_bytes: 131072
+max_token: 256
 backend_username: proxy
 backend_password: backendpass
 backend_tls: true
@@ -229,6 +230,7 @@ func allKeysConfig() Config {
 		MaxBulk:              65536,
 		MaxInline:            4096,
 		MaxCommandBytes:      131072,
+		MaxToken:             256,
 		BackendUsername:      "proxy",
 		BackendPassword:      "backendpass",
 		BackendTLS:           true,
