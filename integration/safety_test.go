@@ -342,3 +342,49 @@ func TestGreedyClientDoesNotStarveLocks(t *testing.T) {
 		t.Errorf("backend connections went from %d to %d: the greedy reads got shared links dropped", connects, after)
 	}
 }
+
+// A master that refuses the identity check (here: it needs a password the
+// proxy lacks) does not count: /readyz turns 503 when a majority refuses,
+// INFO says why in the master's own words, and no lock is granted.
+func TestMasterRefusingTheIdentityCheckDoesNotCount(t *testing.T) {
+	open := startRedis(t, 1)
+	locked := startRedis(t, 2, "--requirepass", "not-the-proxys")
+	addrs := []string{open[0].Addr, locked[0].Addr, locked[1].Addr}
+	a, _ := startAppUp(t, addrs, 1, func(cfg *config.Config) { cfg.RestartQuarantine = "run-id" })
+	base := "http://" + a.AdminAddr()
+	code, body := httpGet(t, base+"/readyz")
+	if code != 503 || !strings.Contains(body, "NOAUTH") {
+		t.Fatalf("/readyz = %d %q; want 503 naming the masters' NOAUTH", code, body)
+	}
+	cl := proxyClient(t, a.Addr(), 2)
+	ctx := context.Background()
+	info, err := cl.Info(ctx, "proxy").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "backends_counting:1") || strings.Count(info, "state=down") != 2 || !strings.Contains(info, "NOAUTH") {
+		t.Fatalf("INFO proxy does not show two masters down for NOAUTH:\n%s", info)
+	}
+	if ok, err := cl.SetNX(ctx, uniqueKey("noauth"), "t", time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with one of three masters usable = %v, %v; want nil", ok, err)
+	}
+}
+
+// After a fresh deployment of masters the default rule's wait is visible:
+// /readyz says how many are quarantined and for how long, and so does INFO.
+func TestQuarantineAfterAFreshDeploymentIsVisible(t *testing.T) {
+	servers := startRedis(t, 3)
+	addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
+	a, _ := startAppUp(t, addrs, 3, func(cfg *config.Config) { cfg.MaxTTL = 30 * time.Second })
+	code, body := httpGet(t, "http://"+a.AdminAddr()+"/readyz")
+	if code != 503 || !strings.Contains(body, "3 quarantined") || !strings.Contains(body, "counts in") {
+		t.Fatalf("/readyz = %d %q; want 503 saying 3 quarantined and when they count", code, body)
+	}
+	info, err := proxyClient(t, a.Addr(), 2).Info(context.Background(), "proxy").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "backends_quarantined:3") || !strings.Contains(info, "backend0_quarantine_reason:") {
+		t.Fatalf("INFO proxy does not show the quarantine:\n%s", info)
+	}
+}

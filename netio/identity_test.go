@@ -155,7 +155,7 @@ func TestStrictRulePromotedReplica(t *testing.T) {
 	promoted := time.Now()
 	waitUp(t, l)
 	h := l.Health()
-	if h.QuarantineReason != "promoted" || h.QuarantinedUntil.Before(promoted.Add(hold)) {
+	if !strings.Contains(h.QuarantineReason, "promoted replica") || h.QuarantinedUntil.Before(promoted.Add(hold)) {
 		t.Fatalf("health after promotion %+v: want quarantined as promoted until at least %v", h, promoted.Add(hold))
 	}
 	if counts(t, l) {

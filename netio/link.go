@@ -212,7 +212,7 @@ func (l *Link) Health() Health {
 	h.Up = l.conn != nil && l.ready
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
-	h.QuarantineReason = l.watch.Reason()
+	h.QuarantineReason = quarantineWhy(l.watch.Reason())
 	h.UndoRetained = len(l.retained)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {

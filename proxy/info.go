@@ -94,13 +94,22 @@ func (s *Server) infoProxy() string {
 	n := s.be.N()
 	now := time.Now()
 	st := s.be.Status()
-	counting := 0
+	counting, quarantined, down, undos := 0, 0, 0, 0
+	var longest time.Duration
 	for _, h := range st {
-		if h.Up && !now.Before(h.QuarantinedUntil) {
+		switch {
+		case h.Up && !now.Before(h.QuarantinedUntil):
 			counting++
+		case h.Up:
+			quarantined++
+			longest = max(longest, h.QuarantinedUntil.Sub(now))
+		default:
+			down++
 		}
+		undos += h.UndoWaiting
 	}
-	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\n", n, quorum.Majority(n), counting)
+	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\nbackends_quarantined:%d\r\nbackends_down:%d\r\nquarantine_left_ms:%d\r\nundo_waiting:%d\r\n",
+		n, quorum.Majority(n), counting, quarantined, down, longest.Milliseconds(), undos)
 	fmt.Fprintf(&b, "drift_factor:%g\r\ndrift_floor_ms:%d\r\nbackend_timeout_ms:%d\r\nmax_ttl_ms:%d\r\n",
 		s.cfg.Timing.DriftFactor, s.cfg.Timing.DriftFloor.Milliseconds(), s.cfg.BackendTimeout.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	for i, h := range st {
@@ -121,6 +130,12 @@ func (s *Server) infoProxy() string {
 		}
 		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
 			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors, h.Sent, h.Writes, batch)
+		switch state {
+		case "quarantined":
+			fmt.Fprintf(&b, "backend%d_quarantine_reason:%s\r\n", i, oneLine(h.QuarantineReason))
+		case "down":
+			fmt.Fprintf(&b, "backend%d_last_error:%s\r\n", i, oneLine(h.LastError))
+		}
 	}
 	return b.String()
 }
@@ -190,4 +205,9 @@ func commandTable(cmds []*command) resp.Value {
 		}})
 	}
 	return v
+}
+
+// oneLine keeps a free-form text on one INFO line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }

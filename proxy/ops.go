@@ -30,7 +30,9 @@ type BackendStatus struct {
 	Latency          time.Duration
 	RunID            string
 	QuarantinedUntil time.Time
-	LastError        string
+	QuarantineReason string // why it is quarantined (see netio.Health)
+	LastError        string // why it is down or unverified, in its own words where it gave any
+	UndoWaiting      int    // undos waiting to reach it
 	Connects         uint64
 	Restarts         uint64
 	Timeouts         uint64

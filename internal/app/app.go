@@ -255,8 +255,9 @@ func (b backendsOf) Status() []proxy.BackendStatus {
 	for i, h := range hs {
 		out[i] = proxy.BackendStatus{
 			Addr: h.Addr, Up: h.Up, Latency: h.Latency, RunID: h.RunID,
-			QuarantinedUntil: h.QuarantinedUntil, LastError: h.LastError,
-			Connects: h.Connects, Restarts: h.Restarts, Timeouts: h.Timeouts, Errors: h.Errors,
+			QuarantinedUntil: h.QuarantinedUntil, QuarantineReason: h.QuarantineReason, LastError: h.LastError,
+			UndoWaiting: h.UndoRetained,
+			Connects:    h.Connects, Restarts: h.Restarts, Timeouts: h.Timeouts, Errors: h.Errors,
 			Writes: h.Writes, Sent: h.Sent,
 		}
 	}
@@ -277,20 +278,50 @@ func (a *App) adminHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
-		counting := 0
-		hs := a.pool.Health()
-		for _, h := range hs {
-			if h.Counts(now) {
-				counting++
-			}
-		}
-		if counting < quorum.Majority(len(hs)) {
+		ready, text := readiness(a.pool.Health(), time.Now())
+		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %d of %d backends count, %d needed\n", counting, len(hs), quorum.Majority(len(hs)))
-			return
 		}
-		fmt.Fprintf(w, "ready: %d of %d backends count\n", counting, len(hs))
+		fmt.Fprint(w, text)
 	})
 	return mux
+}
+
+// readiness says whether a majority of backends count, and why not: how
+// many are quarantined and for how long, and what each one that does not
+// count is doing.
+func readiness(hs []netio.Health, now time.Time) (bool, string) {
+	counting, quarantined := 0, 0
+	var longest time.Duration
+	for _, h := range hs {
+		switch {
+		case h.Counts(now):
+			counting++
+		case h.Up:
+			quarantined++
+			longest = max(longest, h.QuarantinedUntil.Sub(now))
+		}
+	}
+	need := quorum.Majority(len(hs))
+	var b strings.Builder
+	if counting >= need {
+		fmt.Fprintf(&b, "ready: %d of %d backends count", counting, len(hs))
+	} else {
+		fmt.Fprintf(&b, "not ready: %d of %d backends count, %d needed; locks are refused", counting, len(hs), need)
+	}
+	if quarantined > 0 {
+		fmt.Fprintf(&b, "; %d quarantined, the last counts in %v", quarantined, longest.Round(time.Second))
+	}
+	b.WriteString("\n")
+	for _, h := range hs {
+		switch {
+		case h.Counts(now):
+		case h.Up:
+			fmt.Fprintf(&b, "backend %d (%s): quarantined for %v: %s\n", h.Node, h.Addr,
+				h.QuarantinedUntil.Sub(now).Round(time.Millisecond), h.QuarantineReason)
+		default:
+			fmt.Fprintf(&b, "backend %d (%s): down: %s\n", h.Node, h.Addr, h.LastError)
+		}
+	}
+	return counting >= need, b.String()
 }
