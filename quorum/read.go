@@ -51,20 +51,34 @@ func MajorityRemaining(n int, hs []Holding) (value []byte, remaining time.Durati
 	var ttls []time.Duration
 	for i := range hs {
 		if hs[i].Answered && hs[i].Counts && hs[i].Exists && string(hs[i].Value) == string(value) {
-			t := hs[i].PTTL
-			if t < 0 {
-				t = time.Duration(1<<63 - 1)
-			}
-			ttls = append(ttls, t)
+			ttls = append(ttls, hs[i].PTTL)
+		}
+	}
+	r, _ := MajorityTTL(n, ttls)
+	return value, r, true
+}
+
+// MajorityTTL is how long a majority of n nodes will still hold something,
+// given the remaining TTLs of the nodes that hold it: the majority-th
+// largest, with NoExpiry (or any negative TTL) counting as forever and
+// returned as NoExpiry. ok is false when fewer than a majority hold it. ttls
+// is reordered.
+func MajorityTTL(n int, ttls []time.Duration) (remaining time.Duration, ok bool) {
+	m := Majority(n)
+	if len(ttls) < m {
+		return 0, false
+	}
+	for i, t := range ttls {
+		if t < 0 {
+			ttls[i] = time.Duration(1<<63 - 1)
 		}
 	}
 	slices.Sort(ttls)
-	slices.Reverse(ttls)
-	r := ttls[Majority(n)-1]
+	r := ttls[len(ttls)-m]
 	if r == time.Duration(1<<63-1) {
-		return value, NoExpiry, true
+		return NoExpiry, true
 	}
-	return value, r, true
+	return r, true
 }
 
 // RemainingValidity turns a majority's remaining PTTL, read during a round
