@@ -250,3 +250,15 @@ func waitServing(t testing.TB, addr string) {
 }
 
 func sigterm() os.Signal { return syscall.SIGTERM }
+
+// startSecondProxy runs another proxy over the cluster's masters and
+// returns its address.
+func startSecondProxy(t testing.TB, c *cluster) string {
+	t.Helper()
+	var addrs []string
+	for _, s := range c.servers {
+		addrs = append(addrs, s.Addr)
+	}
+	other, _ := startApp(t, addrs)
+	return other.Addr()
+}

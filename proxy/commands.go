@@ -54,6 +54,7 @@ func init() {
 		&command{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEval},
 		&command{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEvalSha},
 		&command{name: "script", arity: -2, flags: []string{"noscript"}, fn: cmdScript},
+		&command{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
 	)
 }
 

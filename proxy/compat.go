@@ -203,8 +203,10 @@ var compareDelete = &script.Spec{
 }
 
 // setIfEqScript is SET key value IFEQ value PX ms for Redis 7: re-arm the
-// TTL of a lock that holds the caller's value.
+// TTL of a lock that holds the caller's value, and of its fencing state
+// (which lives exactly as long as the lock).
 var setIfEqScript = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) == ARGV[1] then
+  redis.call('pexpire', '` + fenceStatePrefix + `' .. KEYS[1], ARGV[2])
   return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
 return false`))

@@ -14,8 +14,9 @@ const maxBatch = 64
 // slot is one command's place in the reply order: an answer already
 // encoded in scratch[a:b], or the results of ops still deciding.
 type slot struct {
-	op    *op   // the reply is op's result...
-	ops   []*op // ...or the sum of these ops' integer results (DEL of several keys)
+	op    *op      // the reply is op's result...
+	ops   []*op    // ...or the sum of these ops' integer results (DEL of several keys)...
+	fence *fenceOp // ...or a FENCE's number
 	a, b  int
 	resp3 bool
 }
@@ -139,6 +140,8 @@ func (c *client) flush() error {
 		switch {
 		case sl.op != nil:
 			c.out = appendReply(c.out, sl.op.final(now), sl.resp3)
+		case sl.fence != nil:
+			c.out = appendReply(c.out, sl.fence.final(), sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {

@@ -55,6 +55,8 @@ func msgValueTooLong(limit int) string {
 	return fmt.Sprintf("ERR redlock-proxy: the value at this key is longer than max_token (%d bytes): it is not a lock", limit)
 }
 
+const msgFenceContention = "ERR redlock-proxy: FENCE could not agree on a number with the masters (other FENCE calls for the same lock, or masters timing out); retry"
+
 // msgReservedKey refuses a command on the proxy's own keys.
 const msgReservedKey = "ERR redlock-proxy: keys starting with 'redlock-proxy:' are the proxy's own"
 
