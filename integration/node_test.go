@@ -73,7 +73,7 @@ func runNodeTests(t *testing.T, file string, lt lockTarget, want int) {
 // five real masters.
 func TestNodeLibraries(t *testing.T) {
 	requireNode(t)
-	runNodeTests(t, "compat.test.js", proxyTarget(t), 5)
+	runNodeTests(t, "compat.test.js", proxyTarget(t), 6)
 }
 
 // nodeLockTests is the number of tests in locks.test.js.

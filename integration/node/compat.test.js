@@ -91,3 +91,19 @@ for (const [name, make, db] of [
     await assertGone('after using()', keys, value);
   });
 }
+
+test('node-redlock 4.2.0 and 5: FENCE with the lock value gives successive holders increasing numbers', async () => {
+  const client = ioClient();
+  const k = key('fence');
+  let last = 0;
+  for (const redlock of [new Redlock4([client], { retryCount: 0 }), new Redlock5([client], { retryCount: 0 })]) {
+    for (let i = 0; i < 2; i++) {
+      const lock = redlock.lock ? await redlock.lock(k, 5000) : await redlock.acquire([k], 5000);
+      const n = Number(await client.call('FENCE', k, lock.value));
+      assert.ok(n > last, `holder ${i}: fencing number ${n} is not above ${last}`);
+      assert.equal(Number(await client.call('FENCE', k, lock.value)), n, 'a second FENCE of the same lock changed its number');
+      last = n;
+      await (lock.release ? lock.release() : lock.unlock());
+    }
+  }
+});
