@@ -35,10 +35,10 @@ type PrepareResult uint8
 
 // Outcomes of a prepare.
 const (
-	NotHeld   PrepareResult = iota + 1 // no majority holds the caller's token
-	Retry                              // no majority promised (a higher ballot is about): try a higher ballot
-	Chosen                             // a majority accepted the same ballot: its value is the grant's number
-	Propose                            // propose Value with this ballot
+	NotHeld PrepareResult = iota + 1 // no majority holds the caller's token
+	Retry                            // no majority promised (a higher ballot is about): try a higher ballot
+	Chosen                           // a majority accepted the same ballot: its value is the grant's number
+	Propose                          // propose Value with this ballot
 )
 
 // Prepare reads the promises of n masters (a missing answer is a zero
