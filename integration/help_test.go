@@ -27,7 +27,7 @@ func TestHelpForPeopleAtAPrompt(t *testing.T) {
 		t.Errorf("redis-cli help SET:\n%s", out)
 	}
 	lock := cli("help", "@lock")
-	for _, cmd := range []string{"SET", "GET", "PTTL", "TTL", "DEL", "DELIFEQ", "DELEX", "EVAL", "EVALSHA", "SCRIPT"} {
+	for _, cmd := range []string{"SET", "GET", "PTTL", "TTL", "DEL", "DELIFEQ", "DELEX", "EVAL", "EVALSHA", "SCRIPT", "FENCE"} {
 		if !strings.Contains(lock, "\x1b[1m"+cmd+"\x1b[0m") {
 			t.Errorf("redis-cli help @lock lacks %s:\n%s", cmd, lock)
 		}

@@ -73,6 +73,9 @@ var docs = map[string]cmdDoc{
 	"del":     {"lock", "Force unlock: delete the keys on every backend; counts the keys a majority deleted.", []docArg{many(key("key"))}},
 	"delifeq": {"lock", "Release: delete key on every backend where it holds token; 1 when a majority deleted it.", []docArg{key("key"), str("token")}},
 	"delex":   {"lock", "With IFEQ token, release as DELIFEQ; without, force unlock as DEL.", []docArg{key("key"), opt(named("IFEQ", str("token")))}},
+	"fence": {"lock", "The fencing number of the lock's current grant, agreed by the masters: the same for the same grant through any proxy " +
+		"and after any extend, larger for every later grant; nil when token does not hold the lock. Make the protected write " +
+		"conditional on it.", []docArg{key("key"), str("token")}},
 	"eval": {"lock", "Run a lock script the proxy recognises (the acquire, release, extend and TTL scripts of the supported libraries, " +
 		"or those under scripts: in the configuration) on every backend; other scripts are refused.", []docArg{
 		str("script"), integer("numkeys"), opt(many(key("key"))), opt(many(str("arg"))),
