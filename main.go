@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,18 +23,21 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string) int {
-	cfg, warnings, err := config.Load(args, os.Stderr)
+// run is the whole program: -h prints the usage to stdout; a mistake in
+// the arguments or the file is one line on stderr and exit code 2; a
+// failure to start is one line and exit code 1.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, warnings, err := config.Load(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		fmt.Fprintln(stderr, "redlock-proxy:", err)
 		return 2
 	}
-	log := app.NewLogger(cfg, os.Stderr)
+	log := app.NewLogger(cfg, stderr)
 	for _, w := range warnings {
 		log.Warn("configuration: " + w)
 	}
@@ -42,7 +46,7 @@ func run(args []string) int {
 	}
 	a, err := app.New(cfg, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "redlock-proxy: cannot start:", err)
+		fmt.Fprintln(stderr, "redlock-proxy: cannot start:", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -11,8 +11,9 @@
 // client count and each N runs, interleaved: (a) the proxy over N backends,
 // (b) the same client code against one lone Redis, (c) client-side Redlock
 // (redsync) over the same N backends; plus redis-benchmark -P 16 pipelined
-// SETs against the proxy and a lone Redis. It prints progress, a table, and
-// writes results.json, report.md and chart.svg under -out.
+// SETs against the proxy and a lone Redis. It prints progress (stderr) and a
+// table (stdout), and writes report.md, chart.svg, results.json and the
+// proxies' own log (proxy.log) under -out.
 //
 // The proxy runs with GOMAXPROCS=1 by default (-proxy-procs): on a small
 // machine it shares the cores with N Redis servers and the load generator,
@@ -42,12 +43,12 @@ func main() {
 		os.Exit(runSafety(os.Args[1:]))
 	}
 	mode := flag.String("mode", "throughput", "throughput or safety")
-	quick := flag.Bool("quick", false, "short run: fewer points, 1s each")
+	quick := flag.Bool("quick", false, "short run: fewer points, 1s each; its targets are indicative only")
 	dur := flag.Duration("duration", 3*time.Second, "measured time per point")
 	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
 	nsFlag := flag.String("n", "1,3,5", "backend counts")
 	rounds := flag.Int("rounds", 1, "interleaved rounds; the median is reported")
-	out := flag.String("out", "bench/results", "directory for results.json, report.md, chart.svg")
+	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, results.json and the proxies' log")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
 	procs := flag.Int("proxy-procs", 1, "GOMAXPROCS of the proxy process (0: Go's default, the CPU count)")
@@ -89,11 +90,29 @@ func main() {
 	check(err)
 	ns, err := ints(*nsFlag)
 	check(err)
-	rep, err := throughput(ns, clients, *dur, *rounds, *pipeline, *procs)
+	// The proxies' own log goes to a file, not between the table's lines.
+	check(os.MkdirAll(*out, 0o755))
+	proxyLog, err := os.Create(filepath.Join(*out, proxyLogName))
 	check(err)
+	defer proxyLog.Close()
+	rep, err := throughput(ns, clients, *dur, *rounds, *pipeline, *procs, proxyLog)
+	check(err)
+	rep.Quick = *quick
 	check(rep.write(*out))
 	rep.printTable(os.Stdout)
-	fmt.Printf("\nwrote %s\n", filepath.Join(*out, "report.md"))
+	fmt.Printf("\n%s\n", wrote(*out))
+}
+
+// proxyLogName is the file under -out that holds the proxies' log.
+const proxyLogName = "proxy.log"
+
+// wrote names every file a run leaves under dir.
+func wrote(dir string) string {
+	var files []string
+	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName} {
+		files = append(files, filepath.Join(dir, f))
+	}
+	return "wrote " + strings.Join(files, ", ") + " (the table, the chart, every measurement, the proxies' log)"
 }
 
 func check(err error) {
@@ -120,7 +139,7 @@ func progress(format string, a ...any) {
 }
 
 // throughput runs the whole comparison.
-func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs int) (*report, error) {
+func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs int, proxyLog *os.File) (*report, error) {
 	tmp, err := os.MkdirTemp("", "redlock-bench-")
 	if err != nil {
 		return nil, err
@@ -149,7 +168,7 @@ func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs
 			addrs = append(addrs, s.Addr)
 			pids = append(pids, redisPID(s.Addr))
 		}
-		px, err := startProxy(bin, addrs, procs)
+		px, err := startProxy(bin, addrs, procs, proxyLog)
 		if err != nil {
 			return nil, err
 		}
@@ -176,8 +195,8 @@ func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs
 						closeRS()
 					}
 					res.Series, res.N = series, n
-					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  proxy CPU/op %v",
-						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors, res.ProxyCPU)
+					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  proxy CPU/op %s",
+						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors, proxyCPU(res))
 					samples[i] = append(samples[i], res)
 				}
 			}

@@ -52,7 +52,9 @@ type proxyProc struct {
 	done chan struct{}
 }
 
-func startProxy(bin string, backends []string, procs int, extra ...string) (*proxyProc, error) {
+// startProxy runs the proxy over backends; its log (stderr) is appended to
+// logFile, so that it never lands in the middle of the results.
+func startProxy(bin string, backends []string, procs int, logFile *os.File, extra ...string) (*proxyProc, error) {
 	port, err := redisproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -64,7 +66,8 @@ func startProxy(bin string, backends []string, procs int, extra ...string) (*pro
 	args := append([]string{"-listen", addr, "-admin", "", "-backends", strings.Join(backends, ","), "-log_level", "warn",
 		"-restart_quarantine", "run-id"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
+	fmt.Fprintf(logFile, "== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
+	cmd.Stderr = logFile
 	if procs > 0 {
 		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
 	}
@@ -88,7 +91,7 @@ func startProxy(bin string, backends []string, procs int, extra ...string) (*pro
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.stop()
-	return nil, fmt.Errorf("proxy on %s did not become ready", addr)
+	return nil, fmt.Errorf("proxy on %s did not become ready; its log is in %s", addr, logFile.Name())
 }
 
 func (p *proxyProc) pid() int { return p.cmd.Process.Pid }

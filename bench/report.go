@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,6 +23,7 @@ type report struct {
 	Duration   time.Duration `json:"duration_per_point"`
 	ProxyProcs int           `json:"proxy_gomaxprocs"`
 	Rounds     int           `json:"rounds"`
+	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
 	Results    []result      `json:"results"`
 	Pipelined  []pipeResult  `json:"pipelined"`
 }
@@ -117,6 +119,31 @@ func (r *report) targets() []target {
 	return ts
 }
 
+// proxyCPU shows the proxy's CPU per operation, or a dash for a series
+// that runs no proxy.
+func proxyCPU(x result) string {
+	if x.Series != "proxy" {
+		return "–"
+	}
+	return x.ProxyCPU.Round(100 * time.Nanosecond).String()
+}
+
+// verdict says whether a target was met; after a -quick run, as an
+// indication only.
+func (r *report) verdict(t target, met, notMet string) string {
+	v := notMet
+	if t.Met {
+		v = met
+	}
+	if r.Quick {
+		v += " (indicative)"
+	}
+	return v
+}
+
+// indicativeNote explains the targets of a -quick run.
+const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
+
 func (r *report) printTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%-3s %-8s %-8s %12s %10s %10s %10s %8s %12s %12s\n", "N", "clients", "series", "cycles/s", "p50", "p99", "p999", "errors", "proxy CPU/op", "redis CPU/op")
 	for _, n := range r.ns() {
@@ -126,9 +153,9 @@ func (r *report) printTable(w io.Writer) {
 				if !ok {
 					continue
 				}
-				fmt.Fprintf(w, "%-3d %-8d %-8s %12.0f %10v %10v %10v %8d %12v %12v\n", n, c, s, x.PerSec,
+				fmt.Fprintf(w, "%-3d %-8d %-8s %12.0f %10v %10v %10v %8d %12s %12v\n", n, c, s, x.PerSec,
 					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					x.ProxyCPU.Round(100*time.Nanosecond), x.RedisCPU.Round(100*time.Nanosecond))
+					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
 			}
 		}
 	}
@@ -136,15 +163,14 @@ func (r *report) printTable(w io.Writer) {
 		fmt.Fprintf(w, "pipelined -P 16 -c 50, N=%d: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
 	}
 	fmt.Fprintln(w, "\ntargets:")
+	if r.Quick {
+		fmt.Fprintf(w, "  (%s)\n", indicativeNote)
+	}
 	for _, t := range r.targets() {
 		if !t.Present {
 			continue
 		}
-		mark := "MET"
-		if !t.Met {
-			mark = "NOT MET"
-		}
-		fmt.Fprintf(w, "  %-50s %6.3f  (want %s)  %s\n", t.Name, t.Value, t.Want, mark)
+		fmt.Fprintf(w, "  %-50s %6.3f  (want %s)  %s\n", t.Name, t.Value, t.Want, r.verdict(t, "MET", "NOT MET"))
 	}
 }
 
@@ -167,9 +193,9 @@ func (r *report) markdown() string {
 				if l.PerSec > 0 {
 					ratio = fmt.Sprintf("%.2fx", x.PerSec/l.PerSec)
 				}
-				fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %v | %v | %v | %d | %v | %v |\n", n, c, s, x.PerSec, ratio,
+				fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %v | %v | %v | %d | %s | %v |\n", n, c, s, x.PerSec, ratio,
 					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					x.ProxyCPU.Round(100*time.Nanosecond), x.RedisCPU.Round(100*time.Nanosecond))
+					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
 			}
 		}
 	}
@@ -179,16 +205,16 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "| N=%d | %.0f | %.0f | %.2fx |\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
 		}
 	}
-	b.WriteString("\n## Targets\n\n| target | this run | goal | |\n|---|---|---|---|\n")
+	b.WriteString("\n## Targets\n\n")
+	if r.Quick {
+		b.WriteString("Targets are " + indicativeNote + ".\n\n")
+	}
+	b.WriteString("| target | this run | goal | |\n|---|---|---|---|\n")
 	for _, t := range r.targets() {
 		if !t.Present {
 			continue
 		}
-		mark := "met"
-		if !t.Met {
-			mark = "**not met**"
-		}
-		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, mark)
+		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, r.verdict(t, "met", "**not met**"))
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
 	return b.String()
@@ -314,12 +340,25 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
+// human writes a count with three significant digits and a k or M suffix:
+// 12500 is 12.5k, not 12k.
 func human(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	// Three significant digits; powers of ten are exact, their inverses not.
+	if e := int(math.Floor(math.Log10(math.Abs(v)))) - 2; e > 0 {
+		p := math.Pow10(e)
+		v = math.Round(v/p) * p
+	} else {
+		p := math.Pow10(-e)
+		v = math.Round(v*p) / p
+	}
 	switch {
 	case v >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
 	case v >= 1e3:
-		return fmt.Sprintf("%.0fk", v/1e3)
+		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
-	return fmt.Sprintf("%.0f", v)
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }

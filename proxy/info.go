@@ -140,8 +140,9 @@ func (s *Server) infoProxy() string {
 	return b.String()
 }
 
-// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
-// from the command table: enough for redis-cli and client libraries.
+// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
+// and COMMAND DOCS from the command table and its documentation: enough
+// for redis-cli and client libraries.
 func cmdCommand(c *client, args [][]byte) {
 	if len(args) == 1 {
 		c.reply(commandTable(sortedCommands()))
@@ -161,9 +162,16 @@ func cmdCommand(c *client, args [][]byte) {
 		}
 		c.reply(commandTable(cmds))
 	case is(sub, "docs"):
-		// An error, as from a Redis 6: interactive redis-cli then uses its
-		// built-in help and hints (an empty reply would leave it with none).
-		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
+		// The served commands' own documentation (proxy/help.go): redis-cli
+		// builds "help <command>", "help @lock" and its hints from it.
+		names := sortedNames()
+		if len(args) > 2 {
+			names = names[:0]
+			for _, a := range args[2:] {
+				names = append(names, strings.ToLower(string(a)))
+			}
+		}
+		c.replyRaw(appendDocs(nil, names, c.resp3))
 	case is(sub, "list") && len(args) == 2:
 		v := resp.Value{Kind: resp.KindArray}
 		for _, cmd := range sortedCommands() {
@@ -171,7 +179,7 @@ func cmdCommand(c *client, args [][]byte) {
 		}
 		c.reply(v)
 	case is(sub, "help"):
-		c.reply(helpReply("COMMAND", "COUNT", "INFO [<command-name> ...]", "LIST"))
+		c.reply(helpReply("COMMAND", "COUNT", "DOCS [<command-name> ...]", "INFO [<command-name> ...]", "LIST"))
 	default:
 		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
 	}

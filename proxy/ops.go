@@ -343,12 +343,18 @@ func (o *op) ttlReply(now time.Time) resp.Value {
 	return resp.IntValue(int64(o.e.timing.RemainingValidity(o.remaining, now.Sub(o.t1)) / o.unitTTL))
 }
 
-// answered reports a decided read (or voted script) to the observer.
+// answered sets the result counted for a decided read (or voted script),
+// by the rule every command follows (see ResultNoQuorum): an answer that
+// fewer than a majority of counted backends gave is no_quorum.
 func (o *op) answered(decided bool) bool {
 	if decided {
-		o.outcome = ResultOK
-		if o.result.Kind == resp.KindError {
+		switch {
+		case o.result.Kind == resp.KindError:
 			o.outcome = ResultError
+		case o.tally.Granted()+o.tally.Refused() < quorum.Majority(o.e.n):
+			o.outcome = ResultNoQuorum
+		default:
+			o.outcome = ResultOK
 		}
 		o.decidedAt = time.Now()
 	}

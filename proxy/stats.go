@@ -19,13 +19,27 @@ type Observer interface {
 	Clients(n int)
 }
 
-// Results of a command, as counted.
+// Results of a command, as counted. One rule holds for every command,
+// reads included, and says what its reply is worth:
 const (
-	ResultGranted  = "granted"   // a lock command that succeeded
-	ResultRefused  = "refused"   // a majority said no (held by another, not ours)
-	ResultNoQuorum = "no_quorum" // not enough backends answered, or validity ran out
-	ResultError    = "error"     // the command was rejected (syntax, limits...)
-	ResultOK       = "ok"        // a non-lock command that was answered
+	// ResultGranted: a lock command (acquire, release, extend, DEL) that a
+	// majority of counted backends did, with validity left where it needs it.
+	ResultGranted = "granted"
+	// ResultRefused: a lock command that a majority of counted backends
+	// definitively refused (held by another, not ours, absent).
+	ResultRefused = "refused"
+	// ResultNoQuorum: neither: fewer than a majority of counted backends
+	// answered (down, quarantined, timed out) or they disagreed, or a lock's
+	// validity ran out. A read (GET, PTTL, TTL, a TTL script) that fewer
+	// than a majority answered is no_quorum too, though it replies nil or
+	// -2 as if the key were absent.
+	ResultNoQuorum = "no_quorum"
+	// ResultError: the client got an error reply (syntax, limits, an
+	// unknown command or script, ...).
+	ResultError = "error"
+	// ResultOK: any other answer: a read that a majority of counted
+	// backends answered, a voted script, a command the proxy answers itself.
+	ResultOK = "ok"
 )
 
 // stats counts what INFO shows and forwards to the Observer.
@@ -50,14 +64,15 @@ func (s *stats) margin(ttl, validity time.Duration) {
 	}
 }
 
-// decided counts a decided lock op.
+// decided counts a decided op (INFO counts lock decisions and answers
+// without a quorum; reads answered and errors are counted by the Observer).
 func (s *stats) decided(name, result string, elapsed time.Duration) {
 	switch result {
 	case ResultGranted:
 		s.granted.Add(1)
 	case ResultRefused:
 		s.refused.Add(1)
-	default:
+	case ResultNoQuorum:
 		s.noQuorum.Add(1)
 	}
 	if s.obs != nil {

@@ -201,6 +201,7 @@ const ShutdownGrace = 5 * time.Second
 
 // Run serves until ctx is cancelled or a listener fails, then shuts down.
 func (a *App) Run(ctx context.Context) error {
+	stopWatch := a.watchQuorum()
 	go func() { a.served <- a.srv.Serve(a.ln) }() // ends when Shutdown closes the listener
 	if a.admin != nil {
 		go func() { a.served <- a.admin.Serve(a.adminLn) }() // ends at admin.Shutdown
@@ -215,6 +216,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
+	stopWatch() // before the backends close: their closing is no lost quorum
 	a.log.Info("shutting down: no new clients; finishing commands in flight")
 	if serr := a.srv.Shutdown(sctx); serr != nil {
 		a.log.Warn("clients did not finish in time", "err", serr)

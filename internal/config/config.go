@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Config is the whole configuration. YAML keys and flag names are the same.
@@ -177,8 +179,9 @@ func (c *Config) Validate() (warnings []string, err error) {
 		}
 		n = c.EmbeddedBackends
 	}
-	if n%2 == 0 {
-		warnings = append(warnings, fmt.Sprintf("backends: %d backends (even) tolerate no more failures than %d; use an odd number", n, n-1))
+	if n%2 == 0 && n > 0 {
+		warnings = append(warnings, fmt.Sprintf("backends: %d backends (an even number) tolerate %s, as %d would: a majority of %d is %d; use an odd number",
+			n, failures(n-quorum.Majority(n)), n-1, n, quorum.Majority(n)))
 	}
 	if n < 3 {
 		warnings = append(warnings, fmt.Sprintf("backends: with %d backend(s) no failure is tolerated; Redlock needs at least 3", n))
@@ -195,12 +198,12 @@ func (c *Config) Validate() (warnings []string, err error) {
 	case c.BackendTimeout <= 0:
 		return nil, invalid("backend_timeout", "must be positive, got %v", c.BackendTimeout)
 	case c.BackendTimeout >= c.MaxTTL:
-		return nil, invalid("backend_timeout", "must be far below max_ttl (%v), got %v", c.MaxTTL, c.BackendTimeout)
+		return nil, invalid("backend_timeout", "must be below max_ttl (%v), and at most a tenth of it (%v) to leave locks their validity; got %v", c.MaxTTL, c.MaxTTL/10, c.BackendTimeout)
 	case c.MinValidity >= c.MaxTTL:
 		return nil, invalid("min_validity", "must be below max_ttl (%v), got %v", c.MaxTTL, c.MinValidity)
 	}
 	if c.BackendTimeout > c.MaxTTL/10 {
-		warnings = append(warnings, fmt.Sprintf("backend_timeout: %v is more than a tenth of max_ttl (%v); a slow backend would eat most of a lock's validity", c.BackendTimeout, c.MaxTTL))
+		warnings = append(warnings, fmt.Sprintf("backend_timeout: %v is more than a tenth of max_ttl (%v, a tenth is %v); a slow backend would eat most of a lock's validity", c.BackendTimeout, c.MaxTTL, c.MaxTTL/10))
 	}
 	switch c.RestartQuarantine {
 	case "strict":
@@ -257,6 +260,17 @@ func (c *Config) Validate() (warnings []string, err error) {
 	return warnings, nil
 }
 
+// failures says how many failed backends are tolerated.
+func failures(f int) string {
+	switch f {
+	case 0:
+		return "no failure"
+	case 1:
+		return "1 failure"
+	}
+	return fmt.Sprintf("%d failures", f)
+}
+
 // parseAddr checks host:port and returns a canonical spelling, so that two
 // spellings of one address compare equal. A listening address may leave
 // the host empty and use port 0 (any free port).
@@ -291,11 +305,11 @@ func (c *Config) ReadFile(path string) error {
 	return c.ReadYAML(data, path)
 }
 
-// ReadYAML decodes YAML over c; name is used in errors. A key written
-// with no value is refused, except admin (off) and backends (none).
+// ReadYAML decodes YAML over c; name is used in errors. Every refusal
+// names the key, its line and what the key wants. A key written with no
+// value is refused, except admin (off) and backends (none).
 func (c *Config) ReadYAML(data []byte, name string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -307,38 +321,47 @@ func (c *Config) ReadYAML(data []byte, name string) error {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: %s: holds more than one YAML document", ErrInvalid, name)
 	}
-	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
-		m := doc.Content[0]
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := m.Content[i], m.Content[i+1]
-			if v.Kind != yaml.ScalarNode || v.Tag != "!!null" {
-				continue
-			}
+	if len(doc.Content) != 1 {
+		return nil
+	}
+	m := doc.Content[0]
+	if m.Kind == yaml.ScalarNode && m.Tag == "!!null" {
+		return nil // a document with nothing in it
+	}
+	d := yamlDecoder{name: name}
+	if m.Kind != yaml.MappingNode {
+		return d.at(m, "want key: value lines such as max_ttl: 30s, got %s", written(m))
+	}
+	// Decode into a copy, so that a refused file leaves c as it was. A key
+	// with no value: admin and backends mean "none"; for any other key it is
+	// a mistake.
+	next := *c
+	rest := &yaml.Node{Kind: yaml.MappingNode, Line: m.Line}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 			switch k.Value {
 			case "admin":
-				c.Admin = ""
+				next.Admin = ""
+				continue
 			case "backends":
-				c.Backends = nil
-			default:
-				return fmt.Errorf("%w: %s: line %d: %s has no value", ErrInvalid, name, k.Line, k.Value)
+				next.Backends = nil
+				continue
 			}
 		}
+		rest.Content = append(rest.Content, k, v)
 	}
-	if err := doc.Decode(c); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	if err := d.mapping("", rest, reflect.ValueOf(&next).Elem()); err != nil {
+		return err
 	}
-	// doc.Decode ignores KnownFields; decode once more strictly to refuse unknown keys.
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	var probe Config
-	if err := strict.Decode(&probe); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
-	}
+	*c = next
 	return nil
 }
 
 // Load builds the configuration from command-line arguments: defaults, then
-// the file named by -config, then every flag given. Usage goes to out.
+// the file named by -config, then every flag given. -h writes the usage to
+// out and returns flag.ErrHelp; any other mistake in the arguments is one
+// line, in the error, naming the flag.
 func Load(args []string, out io.Writer) (Config, []string, error) {
 	c := Default()
 	if path := configPath(args); path != "" {
@@ -348,7 +371,6 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	}
 	// The flags' defaults are the file's values, so only flags given override.
 	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
-	fs.SetOutput(out)
 	fs.String("config", "", "YAML configuration file (flags override it)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address for Redis clients")
 	fs.StringVar(&c.Admin, "admin", c.Admin, "address for HTTP /metrics, /healthz, /readyz (empty: off)")
@@ -388,11 +410,11 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.StringVar(&c.UnknownScripts, "unknown_scripts", c.UnknownScripts, "refuse or vote")
 	fs.StringVar(&c.LogLevel, "log_level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log_format", c.LogFormat, "text or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, out); err != nil {
 		return c, nil, err
 	}
 	if fs.NArg() > 0 {
-		return c, nil, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
+		return c, nil, fmt.Errorf("%w: unexpected argument %q (flags start with -; %s)", ErrInvalid, fs.Arg(0), seeHelp)
 	}
 	warnings, err := c.Validate()
 	return c, warnings, err

@@ -709,26 +709,127 @@ func TestUnexpectedArgument(t *testing.T) {
 	}
 }
 
+// A mistake on the command line is one line that names the flag, says
+// what it wants and points at -h; the usage is not printed after it.
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-no_such_flag"},
-		{"-max_ttl", "sixty"},
-		{"-embedded_backends", "three"},
-		{"-drift_factor", "lots"},
-		{"-listen"},
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-no_such_flag"}, "unknown flag -no_such_flag"},
+		{[]string{"-max_tll", "30s"}, "unknown flag -max_tll (did you mean -max_ttl?)"},
+		{[]string{"-max-ttl", "30s"}, "unknown flag -max-ttl (did you mean -max_ttl?)"},
+		{[]string{"-max_ttl", "sixty"}, "-max_ttl: want a duration such as 30s, got sixty"},
+		{[]string{"-max_ttl", "30"}, "-max_ttl: want a duration such as 30s, got 30"},
+		{[]string{"-embedded_backends", "three"}, "-embedded_backends: want a whole number, got three"},
+		{[]string{"-drift_factor", "lots"}, "-drift_factor: want a number such as 0.01, got lots"},
+		{[]string{"-backend_tls=maybe"}, "-backend_tls: want true or false, got maybe"},
+		{[]string{"-listen"}, "-listen needs a value"},
 	} {
 		var out bytes.Buffer
-		_, _, err := Load(args, &out)
+		_, _, err := Load(tt.args, &out)
 		if err == nil {
-			t.Errorf("Load(%q) accepted", args)
+			t.Errorf("Load(%q) accepted", tt.args)
 			continue
 		}
-		if errors.Is(err, flag.ErrHelp) {
-			t.Errorf("Load(%q) error is ErrHelp", args)
+		if errors.Is(err, flag.ErrHelp) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Load(%q) error %v; want one wrapping ErrInvalid", tt.args, err)
 		}
-		if out.Len() == 0 {
-			t.Errorf("Load(%q) wrote nothing to the output", args)
+		msg := err.Error()
+		if !strings.Contains(msg, tt.want) || !strings.HasSuffix(msg, "; redlock-proxy -h lists every flag") || strings.Contains(msg, "\n") {
+			t.Errorf("Load(%q) error %q; want one line with %q, ending with a pointer to -h", tt.args, msg, tt.want)
 		}
+		if out.Len() != 0 {
+			t.Errorf("Load(%q) printed %d bytes of usage after the error:\n%s", tt.args, out.Len(), out.String())
+		}
+	}
+}
+
+// Every key of the file refuses a value of the wrong type with its name,
+// its line and what it wants.
+func TestFileTypeErrorsNameTheKey(t *testing.T) {
+	wrong := map[reflect.Type]string{
+		reflect.TypeFor[time.Duration]():  "30",
+		reflect.TypeFor[int]():            "lots",
+		reflect.TypeFor[float64]():        "lots",
+		reflect.TypeFor[bool]():           "maybe",
+		reflect.TypeFor[string]():         "[a, b]",
+		reflect.TypeFor[List]():           "{a: 1}",
+		reflect.TypeFor[[]UserConfig]():   "lots",
+		reflect.TypeFor[[]ScriptConfig](): "lots",
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		value, ok := wrong[f.Type]
+		if !ok {
+			t.Fatalf("test is stale: no wrong value for %s of type %v", key, f.Type)
+		}
+		yaml := "# line 1\n" + key + ": " + value + "\n"
+		_, _, err := Load([]string{"-config", writeConfig(t, yaml)}, io.Discard)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: error %v; want ErrInvalid", yaml, err)
+			continue
+		}
+		if want := ", line 2: " + key + ": want "; !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %q; want it to contain %q", yaml, err, want)
+		}
+	}
+	// The form the operator wrote is quoted back, with what the key wants.
+	for yaml, want := range map[string]string{
+		"max_ttl: 30\n":                       "max_ttl: want a duration such as 30s, got 30",
+		"drift_floor: 2\n":                    "drift_floor: want a duration such as 30s, got 2",
+		"backend_timeout: fifty ms\n":         `backend_timeout: want a duration such as 30s, got "fifty ms"`,
+		"max_bulk: 512KiB\n":                  "max_bulk: want a whole number, got 512KiB",
+		"backends: [[a:1]]\n":                 "backends[0]: want host:port, got a list",
+		"users:\n  - name: [x]\n":             "users[0].name: want a string, got a list",
+		"scripts:\n  - keys: one\n":           "scripts[0].keys: want a whole number, got one",
+		"max_ttl: &t 30s\nidle_timeout: *t\n": "", // aliases are followed
+	} {
+		c := Default()
+		err := c.ReadYAML([]byte(yaml), "proxy.yaml")
+		if want == "" {
+			if err != nil || c.IdleTimeout != 30*time.Second {
+				t.Errorf("%q: idle_timeout %v, error %v; want 30s through the alias", yaml, c.IdleTimeout, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "proxy.yaml, line ") {
+			t.Errorf("%q: error %v; want the file, its line and %q", yaml, err, want)
+		}
+	}
+}
+
+// A duration written 0 is zero, as time.ParseDuration reads it.
+func TestFileDurationZero(t *testing.T) {
+	c, _ := mustLoad(t, "-config", writeConfig(t, "idle_timeout: 0\nmin_validity: 0\n"))
+	if c.IdleTimeout != 0 || c.MinValidity != 0 {
+		t.Errorf("idle_timeout %v, min_validity %v; want 0", c.IdleTimeout, c.MinValidity)
+	}
+}
+
+// A misspelt key is refused with the key it probably meant.
+func TestUnknownKeySuggestsTheKnownOne(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"max_tll: 30s\n":                         "line 1: unknown key max_tll (did you mean max_ttl?)",
+		"log_level: info\nbackend_timout: 1s\n":  "line 2: unknown key backend_timout (did you mean backend_timeout?)",
+		"max-clients: 5\n":                       "unknown key max-clients (did you mean max_clients?)",
+		"requirepas: x\n":                        "unknown key requirepas (did you mean requirepass?)",
+		"users:\n  - nmae: a\n    password: b\n": "line 2: unknown key users[0].nmae (did you mean users[0].name?)",
+		"colour: blue\n":                         "line 1: unknown key colour",
+	} {
+		c := Default()
+		err := c.ReadYAML([]byte(yaml), "proxy.yaml")
+		if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%q: error %v; want one ending %q", yaml, err, want)
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("%q: a refused file changed the configuration: %+v", yaml, c)
+		}
+	}
+	if s := suggest("colour", yamlKeys(t)); s != "" {
+		t.Errorf("colour is no typo of a key, got the suggestion %s", s)
 	}
 }
 
@@ -773,6 +874,27 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("single-backend warning %q does not mention 3", one[0])
 		}
 	})
+	// An even count is told how many failures it tolerates, in words that
+	// cannot be read as more than it is.
+	for args, want := range map[string]string{
+		"a:1,b:2":                 "backends: 2 backends (an even number) tolerate no failure, as 1 would: a majority of 2 is 2; use an odd number",
+		"a:1,b:2,c:3,d:4":         "backends: 4 backends (an even number) tolerate 1 failure, as 3 would: a majority of 4 is 3; use an odd number",
+		"a:1,b:2,c:3,d:4,e:5,f:6": "backends: 6 backends (an even number) tolerate 2 failures, as 5 would: a majority of 6 is 4; use an odd number",
+	} {
+		_, w := mustLoad(t, "-backends", args)
+		if len(w) == 0 || w[0] != want {
+			t.Errorf("-backends %s: warnings %q; want first %q", args, w, want)
+		}
+	}
+	// The backend_timeout rule is stated as numbers.
+	_, w := mustLoad(t, "-backend_timeout", "7s")
+	if len(w) != 1 || !strings.Contains(w[0], "a tenth is 6s") {
+		t.Errorf("backend_timeout 7s: warnings %q; want one stating the tenth of max_ttl, 6s", w)
+	}
+	_, _, err := Load([]string{"-backend_timeout", "60s"}, io.Discard)
+	if want := "backend_timeout: must be below max_ttl (1m0s), and at most a tenth of it (6s)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("backend_timeout 60s: error %v; want %q", err, want)
+	}
 }
 
 func TestHelp(t *testing.T) {
@@ -783,10 +905,20 @@ func TestHelp(t *testing.T) {
 			t.Errorf("Load(%q) error = %v, want flag.ErrHelp", args, err)
 		}
 		usage := out.String()
-		for _, want := range []string{"-listen", "-backends", "-config", "-restart_quarantine"} {
+		for _, want := range []string{"-listen", "-backends", "-config", "-restart_quarantine", "duration"} {
 			if !strings.Contains(usage, want) {
 				t.Errorf("Load(%q) usage lacks %s:\n%s", args, want, usage)
 			}
+		}
+		// A description on the first line, then examples, then the flags.
+		first, _, _ := strings.Cut(usage, "\n")
+		if !strings.HasPrefix(first, "redlock-proxy: ") || !strings.Contains(first, "Redlock majority vote") {
+			t.Errorf("usage does not start with a one-line description: %q", first)
+		}
+		example := strings.Index(usage, "redlock-proxy -backends 10.0.0.11:6379,")
+		flags := strings.Index(usage, "\n  -admin")
+		if example < 0 || flags < 0 || example > flags {
+			t.Errorf("usage has no example before the flags:\n%s", usage)
 		}
 	}
 }

@@ -50,7 +50,10 @@ func New(addrs []string, health func() []netio.Health) *Metrics {
 
 	cmdTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "commands_total",
-		Help: "Commands answered, by command (lock scripts by their role) and result: granted, refused (a majority said no), no_quorum (too few answers, or no validity left), error (rejected), ok (not a lock decision).",
+		Help: "Commands answered, by command (lock scripts by their role) and result, by one rule for every command, reads included: " +
+			"granted (a majority of counted backends did it), refused (a majority definitively said no), " +
+			"no_quorum (fewer than a majority of counted backends answered or agreed, or no validity was left: a read's nil or -2 is then no answer), " +
+			"error (an error reply), ok (any other answer: a read a majority answered, a command the proxy answers itself).",
 	}, []string{"command", "result"})
 	cmdDur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "command_duration_seconds",

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// A lost quorum looks, to a client, like contention: SET NX answers nil,
+// GET nil, DEL 0. The operator learns it from the log: one WARN when fewer
+// than a majority of backends count, one INFO when a majority counts again.
+
+const (
+	// quorumPoll is how often the backends' health is read.
+	quorumPoll = 100 * time.Millisecond
+	// quorumStartGrace is how long the backends have to connect at start
+	// before a missing quorum is reported.
+	quorumStartGrace = 2 * time.Second
+)
+
+type quorumState uint8
+
+const (
+	quorumStarting quorumState = iota // nothing reported yet
+	quorumHeld                        // a majority counts
+	quorumLost                        // fewer than a majority count
+)
+
+// quorumWatch follows whether a majority of backends count and logs each
+// change once.
+type quorumWatch struct {
+	health  func() []netio.Health
+	log     *slog.Logger
+	started time.Time
+	state   quorumState
+	since   time.Time // when the quorum was lost
+}
+
+// quorumCount is what the backends' health says about the quorum at now.
+type quorumCount struct {
+	backends, need, counting, down, quarantined int
+	// in is how long until a majority counts if the backends that are up
+	// stay up: the quarantines that must end first; -1 if the backends that
+	// are up are too few.
+	in time.Duration
+}
+
+func countQuorum(hs []netio.Health, now time.Time) quorumCount {
+	q := quorumCount{backends: len(hs), need: quorum.Majority(len(hs))}
+	var ends []time.Duration
+	for _, h := range hs {
+		switch {
+		case h.Counts(now):
+			q.counting++
+		case h.Up:
+			q.quarantined++
+			ends = append(ends, h.QuarantinedUntil.Sub(now))
+		default:
+			q.down++
+		}
+	}
+	q.in = -1
+	if short := q.need - q.counting; short <= 0 {
+		q.in = 0
+	} else if short <= len(ends) {
+		slices.Sort(ends)
+		q.in = ends[short-1]
+	}
+	return q
+}
+
+// step reads the health once and logs a change of the quorum.
+func (w *quorumWatch) step(now time.Time) {
+	q := countQuorum(w.health(), now)
+	have := q.counting >= q.need
+	switch {
+	case have && w.state == quorumLost:
+		w.log.Info(fmt.Sprintf("quorum regained: %d of %d backends count, %d needed; locks are granted again", q.counting, q.backends, q.need),
+			"lost_for", now.Sub(w.since).Round(time.Millisecond))
+	case have && w.state == quorumStarting:
+		w.log.Info(fmt.Sprintf("quorum: %d of %d backends count, %d needed; locks are granted", q.counting, q.backends, q.need))
+	case !have && w.state == quorumHeld:
+		w.log.Warn(fmt.Sprintf("quorum lost: %d of %d backends count, %d needed; locks are refused", q.counting, q.backends, q.need), q.attrs()...)
+		w.since = now
+	case !have && w.state == quorumStarting && now.Sub(w.started) >= quorumStartGrace:
+		w.log.Warn(fmt.Sprintf("no quorum: %d of %d backends count, %d needed; locks are refused", q.counting, q.backends, q.need), q.attrs()...)
+		w.since = w.started
+	default:
+		return
+	}
+	if have {
+		w.state = quorumHeld
+	} else {
+		w.state = quorumLost
+	}
+}
+
+// attrs say why backends do not count, and when a majority will.
+func (q quorumCount) attrs() []any {
+	a := []any{"down", q.down, "quarantined", q.quarantined}
+	if q.in > 0 {
+		a = append(a, "quorum_in", q.in.Round(time.Second))
+	}
+	return a
+}
+
+// watchQuorum starts the watch; the returned function stops it and waits
+// for its goroutine to end.
+func (a *App) watchQuorum() (stop func()) {
+	w := &quorumWatch{health: a.pool.Health, log: a.log, started: time.Now()}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() { // owned by Run: stop ends it
+		defer close(ended)
+		t := time.NewTicker(quorumPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				w.step(now)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}

@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/netio"
+)
+
+// records keeps what a logger wrote, one line per record:
+// "LEVEL message key=value ...".
+type records struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Level.String() + " " + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	r.mu.Lock()
+	r.lines = append(r.lines, b.String())
+	r.mu.Unlock()
+	return nil
+}
+
+// take returns the lines logged since the last call.
+func (r *records) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.lines
+	r.lines = nil
+	return out
+}
+
+// backends builds the health of three backends at now: "up", "down", or
+// a quarantine of the given length ("q30s").
+func backends(now time.Time, states ...string) []netio.Health {
+	var hs []netio.Health
+	for i, s := range states {
+		h := netio.Health{Node: i, Addr: fmt.Sprintf("10.0.0.%d:6379", i+1)}
+		switch {
+		case s == "up":
+			h.Up = true
+		case strings.HasPrefix(s, "q"):
+			d, _ := time.ParseDuration(s[1:])
+			h.Up, h.QuarantinedUntil = true, now.Add(d)
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// The watch logs each change of the quorum once: none at start after a
+// grace, lost, regained; nothing while it stays as it was.
+func TestQuorumWatchLogsEachChangeOnce(t *testing.T) {
+	var rec records
+	t0 := time.Now()
+	var states []string
+	w := &quorumWatch{log: slog.New(&rec), started: t0}
+	w.health = func() []netio.Health { return backends(t0, states...) }
+	steps := []struct {
+		at     time.Duration
+		states []string
+		want   []string
+	}{
+		{100 * time.Millisecond, []string{"down", "down", "down"}, nil}, // still connecting
+		{1900 * time.Millisecond, []string{"down", "up", "down"}, nil},
+		{2100 * time.Millisecond, []string{"down", "up", "down"}, []string{"WARN no quorum: 1 of 3 backends count, 2 needed; locks are refused down=2 quarantined=0"}},
+		{2200 * time.Millisecond, []string{"down", "up", "down"}, nil},
+		{3 * time.Second, []string{"up", "up", "down"}, []string{"INFO quorum regained: 2 of 3 backends count, 2 needed; locks are granted again lost_for=3s"}},
+		{4 * time.Second, []string{"up", "up", "up"}, nil},
+		{5 * time.Second, []string{"up", "down", "up"}, nil}, // 2 of 3 still count
+		{6 * time.Second, []string{"up", "down", "down"}, []string{"WARN quorum lost: 1 of 3 backends count, 2 needed; locks are refused down=2 quarantined=0"}},
+		{7 * time.Second, []string{"up", "down", "down"}, nil},
+		// A backend back from a restart does not count yet: still lost.
+		{8 * time.Second, []string{"up", "down", "q30s"}, nil},
+		{9 * time.Second, []string{"up", "up", "up"}, []string{"INFO quorum regained: 3 of 3 backends count, 2 needed; locks are granted again lost_for=3s"}},
+	}
+	for _, s := range steps {
+		states = s.states
+		w.step(t0.Add(s.at))
+		got := rec.take()
+		if strings.Join(got, "\n") != strings.Join(s.want, "\n") {
+			t.Errorf("at %v with %v: logged %q; want %q", s.at, s.states, got, s.want)
+		}
+	}
+}
+
+// A quorum present from the start is reported once, at INFO; a quorum that
+// waits for quarantines to end says when it will be back.
+func TestQuorumWatchStartAndQuarantine(t *testing.T) {
+	var rec records
+	t0 := time.Now()
+	states := []string{"up", "up", "down"}
+	w := &quorumWatch{log: slog.New(&rec), started: t0}
+	w.health = func() []netio.Health { return backends(t0, states...) }
+	w.step(t0.Add(50 * time.Millisecond))
+	if got := rec.take(); len(got) != 1 || got[0] != "INFO quorum: 2 of 3 backends count, 2 needed; locks are granted" {
+		t.Errorf("at start: %q", got)
+	}
+	states = []string{"q20s", "q50s", "down"}
+	w.step(t0.Add(time.Second))
+	want := "WARN quorum lost: 0 of 3 backends count, 2 needed; locks are refused down=1 quarantined=2 quorum_in=49s"
+	if got := rec.take(); len(got) != 1 || got[0] != want {
+		t.Errorf("two quarantined: %q; want %q", got, want)
+	}
+}
