@@ -65,7 +65,13 @@ func startRedis(t testing.TB, n int, extra ...string) []*redisproc.Server {
 // configuration before it is validated.
 func newCluster(t testing.TB, n int, mutate ...func(*config.Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, servers: startRedis(t, n)}
+	return clusterOver(t, startRedis(t, n), mutate...)
+}
+
+// clusterOver puts a proxy in front of servers already started.
+func clusterOver(t testing.TB, servers []*redisproc.Server, mutate ...func(*config.Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, servers: servers}
 	var addrs []string
 	for _, s := range c.servers {
 		addrs = append(addrs, s.Addr)
