@@ -141,7 +141,7 @@ func (c *client) flush() error {
 		case sl.op != nil:
 			c.out = appendReply(c.out, sl.op.final(now), sl.resp3)
 		case sl.fence != nil:
-			c.out = appendReply(c.out, sl.fence.final(), sl.resp3)
+			c.out = appendReply(c.out, sl.fence.final(now), sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {

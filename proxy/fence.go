@@ -227,10 +227,16 @@ func (f *fenceOp) retryLocked(seen uint64) ([]byte, *resp.Script, bool) {
 	return f.prepareCmd(), fencePrepare, false
 }
 
-// final is the reply as it leaves, after the done signal.
-func (f *fenceOp) final() resp.Value {
+// final is the reply as it leaves at now, after the done signal. The
+// lock's validity is judged again here, as a grant's is: a number whose
+// reply waited behind slower commands of the same pipeline until the
+// validity ran out is answered nil.
+func (f *fenceOp) final(now time.Time) resp.Value {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.result.Kind == resp.KindInt && f.left != quorum.NoExpiry && f.e.timing.RemainingValidity(f.left, now.Sub(f.t1)) <= 0 {
+		f.result = resp.Nil
+	}
 	if f.e.stats != nil {
 		result := ResultOK
 		switch f.result.Kind {
