@@ -26,8 +26,9 @@ const MarkerKey = "redlock-proxy:marker"
 // has no marker. Each case records the loss ("lost"), and the run's start
 // ("started", the latest start its uptime allows) is recorded once per
 // run, so that all proxies read the same instants. ARGV[1] is "1" when the
-// proxy found appendfsync always: a master that persists every write and
-// reloaded its marker after a restart lost nothing. ARGV[2] is the proxy's
+// proxy found appendfsync always (and no-appendfsync-on-rewrite no): a
+// master that persists every write and reloaded its marker after a
+// restart lost nothing. ARGV[2] is the proxy's
 // hold in ms; the marker keeps the largest any proxy asked for.
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
@@ -95,8 +96,8 @@ type handshake struct {
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
 // later connection can kill this one), CLIENT KILL of earlier connections
 // that may still run commands, the undos that wait for a connection, and
-// the identity check: CONFIG GET appendfsync then the marker script under
-// the strict rule, INFO server otherwise. No client command is sent until
+// the identity check: CONFIG GET appendfsync and no-appendfsync-on-rewrite,
+// then the marker script under the strict rule; INFO server otherwise. No client command is sent until
 // the identity check passes.
 func (l *Link) handshakeLocked(gen uint64) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
@@ -130,7 +131,7 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.wbuf = resp.AppendCommand(l.wbuf, "PING")
 		l.pushLocked(entry{rcv: h, tag: hsPing, deadline: deadline})
 	case l.markerRule():
-		l.wbuf = resp.AppendCommand(l.wbuf, "CONFIG", "GET", "appendfsync")
+		l.wbuf = resp.AppendCommand(l.wbuf, "CONFIG", "GET", "appendfsync", "no-appendfsync-on-rewrite")
 		l.pushLocked(entry{rcv: h, tag: hsFsync, deadline: deadline})
 	default:
 		l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
@@ -184,7 +185,7 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 			l.fail(h.gen, "no answer to the identity check: "+r.Err.Error())
 			return
 		}
-		always := r.V.Kind == resp.KindArray && len(r.V.Elems) == 2 && string(r.V.Elems[1].Str) == "always"
+		always := fsyncsEveryWrite(r.V)
 		l.mu.Lock()
 		if h.gen == l.gen && l.conn != nil {
 			l.fsyncAlways = always
@@ -228,6 +229,26 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 			l.identify(h.gen, id, role)
 		}
 	}
+}
+
+// fsyncsEveryWrite reads CONFIG GET appendfsync no-appendfsync-on-rewrite:
+// every write is persisted before its reply only with appendfsync always
+// and no-appendfsync-on-rewrite no (with yes, writes are not synced while a
+// rewrite or a snapshot runs).
+func fsyncsEveryWrite(v resp.Value) bool {
+	if v.Kind != resp.KindArray || len(v.Elems)%2 != 0 {
+		return false
+	}
+	var always, syncOnRewrite bool
+	for i := 0; i < len(v.Elems); i += 2 {
+		switch string(v.Elems[i].Str) {
+		case "appendfsync":
+			always = string(v.Elems[i+1].Str) == "always"
+		case "no-appendfsync-on-rewrite":
+			syncOnRewrite = string(v.Elems[i+1].Str) == "no"
+		}
+	}
+	return always && syncOnRewrite
 }
 
 func boolArg(b bool) string {
