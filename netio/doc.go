@@ -15,7 +15,7 @@
 //   - commands sent on one Link reach the backend in the order they were sent,
 //     so a compare-and-delete sent after a SET always runs after it;
 //   - a reply counts toward a quorum only once the connection it came on has
-//     told the backend's identity (INFO server, the first command on every
+//     told the backend's identity (INFO or the marker script, first on every
 //     connection) and the backend is not quarantined after a restart;
 //   - a script sent by sha is loaded first on a connection that has not seen
 //     it, so EVALSHA never fails with NOSCRIPT after a backend restart;

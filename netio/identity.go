@@ -97,8 +97,9 @@ type handshake struct {
 // later connection can kill this one), CLIENT KILL of earlier connections
 // that may still run commands, the undos that wait for a connection, and
 // the identity check: CONFIG GET appendfsync and no-appendfsync-on-rewrite,
-// then the marker script under the strict rule; INFO server otherwise. No client command is sent until
-// the identity check passes.
+// then the marker script under the strict rule; INFO otherwise (its
+// default sections include server and replication, for the role). No
+// client command is sent until the identity check passes.
 func (l *Link) handshakeLocked(gen uint64) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
 	h := &handshake{l: l, gen: gen}
@@ -134,7 +135,7 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.wbuf = resp.AppendCommand(l.wbuf, "CONFIG", "GET", "appendfsync", "no-appendfsync-on-rewrite")
 		l.pushLocked(entry{rcv: h, tag: hsFsync, deadline: deadline})
 	default:
-		l.wbuf = resp.AppendCommand(l.wbuf, "INFO", "server")
+		l.wbuf = resp.AppendCommand(l.wbuf, "INFO")
 		l.pushLocked(entry{rcv: h, tag: hsInfo, deadline: deadline})
 	}
 	l.armLocked(deadline)
@@ -284,7 +285,7 @@ func parseMarker(r resp.Result) (id quorum.Identity, role, why string) {
 // parseIdentity reads run_id, uptime_in_seconds and role from INFO.
 func parseIdentity(info []byte) (quorum.Identity, string) {
 	id := quorum.Identity{Uptime: -1}
-	role := "master" // INFO server alone does not say; the link only reads it under the run-id rule
+	role := "master" // a backend whose INFO does not say is taken at its word as a master
 	for _, line := range bytes.Split(info, []byte("\n")) {
 		line = bytes.TrimRight(line, "\r")
 		if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
