@@ -10,52 +10,44 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/faultnet"
 )
 
-// A master whose eviction policy removes keys that have a TTL forgets locks
-// without restarting, being flushed or promoted: under memory pressure it
-// evicts the lock with the nearest expiry first. The contract keeps every
-// master that may have lost writes out of the quorum count, so a lock still
-// held by one client must not be granted to another through masters that
-// evicted it. Here two of three masters (maxmemory with volatile-ttl, the
-// kind of policy managed Redis services default to) evict a held lock under
-// unrelated writes, and a second client asks for it.
-func TestMastersThatEvictLocksDoNotGrantAHeldLock(t *testing.T) {
-	servers := startRedis(t, 3, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
-	c := clusterOver(t, servers, func(cfg *config.Config) {
-		cfg.RestartQuarantine = "strict" // the default rule
-		cfg.MaxTTL = 3 * time.Second
-	})
+// A master whose eviction policy removes keys under memory pressure forgets
+// locks without restarting, being flushed or promoted: under pressure it
+// evicts the lock with the nearest expiry first, and nothing shows it. So
+// such a master never counts: the identity check reads its maxmemory and
+// maxmemory-policy, and the proxy says why in its own words. Two of three
+// masters here run maxmemory with volatile-ttl (the kind of policy managed
+// Redis services default to): no lock is granted, INFO and /readyz say why,
+// and after the policy becomes noeviction the masters count.
+func TestMastersThatMayEvictLocksDoNotCount(t *testing.T) {
+	evicting := startRedis(t, 2, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
+	plain := startRedis(t, 1)
+	addrs := []string{evicting[0].Addr, evicting[1].Addr, plain[0].Addr}
+	a, _ := startAppUp(t, addrs, 1, func(cfg *config.Config) { cfg.RestartQuarantine = "run-id" })
+	cl := proxyClient(t, a.Addr(), 2)
 	ctx := context.Background()
-	cl := c.client(2)
-	// The fresh masters count once max_ttl + drift has passed.
-	waitGrant(t, cl, uniqueKey("warm"), "w", time.Second, 15*time.Second)
-
-	key := uniqueKey("evicted")
-	heldUntil := time.Now().Add(3 * time.Second)
-	if ok, err := cl.SetNX(ctx, key, "first", 3*time.Second).Result(); !ok || err != nil {
-		t.Fatalf("first holder: SET NX = %v, %v", ok, err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, _ := cl.Info(ctx, "proxy").Result()
+		if strings.Count(info, "maxmemory-policy volatile-ttl") == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("INFO proxy does not say the two masters may evict locks:\n%s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	c.eventuallyHolders(key, "first", 3)
-	filler := strings.Repeat("f", 64<<10)
-	for _, i := range []int{0, 1} {
-		for n := 0; len(c.holders(key, "first")) > 0 && contains(c.holders(key, "first"), i); n++ {
-			if n == 2000 {
-				t.Fatalf("master %d never evicted the lock", i)
-			}
-			if err := c.direct[i].Set(ctx, "filler:"+itoa(n), filler, time.Hour).Err(); err != nil {
-				t.Fatalf("master %d: filler write: %v", i, err)
-			}
+	if ok, err := cl.SetNX(ctx, uniqueKey("evict"), "t", time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with two of three masters that may evict locks = %v, %v; want nil", ok, err)
+	}
+	if code, body := httpGet(t, "http://"+a.AdminAddr()+"/readyz"); code != 503 || !strings.Contains(body, "noeviction") {
+		t.Fatalf("/readyz = %d %q; want 503 saying to set noeviction", code, body)
+	}
+	for _, s := range evicting {
+		if _, err := s.Do("CONFIG", "SET", "maxmemory-policy", "noeviction"); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if h := c.holders(key, "first"); len(h) != 1 {
-		t.Fatalf("after the memory pressure, masters %v hold the first lock; want only master 2", h)
-	}
-	ok, err := cl.SetNX(ctx, key, "second", time.Second).Result()
-	if !time.Now().Before(heldUntil) {
-		t.Fatalf("the machine was too slow: the first lock ran out before the second client tried, so this run shows nothing")
-	}
-	if ok || err != nil {
-		t.Fatalf("a second client got %v, %v while the first still held the lock: masters that evicted it counted", ok, err)
-	}
+	waitGrant(t, cl, uniqueKey("evict"), "t", time.Second, 10*time.Second)
 }
 
 func contains(s []int, x int) bool {
@@ -117,6 +109,10 @@ func TestRetryWithTheSameTokenThroughAnotherProxyKeepsTheLock(t *testing.T) {
 		t.Fatalf("the retry through the second proxy: %v, %v", ok, err)
 	}
 	c.eventuallyHolders(key, "try", 3)
+	// A delayed undo removes only a copy set within the last few
+	// milliseconds (by a late command that a resumed master runs together
+	// with it); the retry's copy is older than that.
+	time.Sleep(100 * time.Millisecond)
 	relays[0].BlackHole(false)
 	relays[1].BlackHole(false)
 	deadline = time.Now().Add(10 * time.Second)

@@ -129,7 +129,7 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 		return false
 	}
 	l.gen++
-	l.conn, l.writing, l.ready, l.clientID, l.fsyncAlways = c, false, false, 0, false
+	l.conn, l.writing, l.ready, l.clientID, l.clientAddr, l.fsyncAlways = c, false, false, 0, "", false
 	l.loaded = make(map[string]bool)
 	l.wbuf = l.wbuf[:0]
 	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
@@ -156,6 +156,7 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 		e := l.popLocked()
 		switch {
 		case e.durable:
+			e.script = e.laterScript
 			kept = append(kept, e)
 		case !e.expired:
 			lost = append(lost, e)
@@ -164,10 +165,10 @@ func (l *Link) serve(c net.Conn) (verified bool) {
 		}
 		unanswered = true
 	}
-	if unanswered && l.clientID != 0 && wasUp {
+	if unanswered && l.clientID != 0 {
 		// The backend may still run what it was sent (a hung master that
 		// resumes): kill this connection from the next one before any undo.
-		l.suspects = append(l.suspects, l.clientID)
+		l.suspects = append(l.suspects, suspect{id: l.clientID, addr: l.clientAddr})
 		if len(l.suspects) > 64 {
 			l.suspects = l.suspects[1:]
 		}

@@ -32,7 +32,10 @@ const MarkerKey = "redlock-proxy:marker"
 // hold in ms; the marker keeps the largest any proxy asked for.
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
-// durable (0/1), run_id, uptime s}.
+// durable (0/1), run_id, uptime s, eviction policy}; the policy is "" unless
+// the master may evict keys under memory pressure (a maxmemory and a
+// policy other than noeviction): such a master can forget a lock at any
+// moment, with no restart to see.
 var markerScript = resp.NewScript([]byte(`local function field(info, name)
   return string.match(info, name .. ':([^\r\n]*)')
 end
@@ -41,8 +44,13 @@ local server = redis.call('INFO', 'server')
 local role = field(repl, 'role')
 local runid = field(server, 'run_id') or ''
 local uptime = tonumber(field(server, 'uptime_in_seconds')) or 0
+local memory = redis.call('INFO', 'memory')
+local evicts = ''
+if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_policy') ~= 'noeviction' then
+  evicts = field(memory, 'maxmemory_policy') or '?'
+end
 if role ~= 'master' then
-  return {role or '', '', 0, 0, 0, 0, runid, uptime}
+  return {role or '', '', 0, 0, 0, 0, runid, uptime, evicts}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -71,7 +79,11 @@ durable = durable and change ~= 'new' and change ~= 'promoted'
 if change ~= '' or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold then
   redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold)
 end
-return {role, change, now - lost, now - started, hold, durable and 1 or 0, runid, uptime}`))
+return {role, change, now - lost, now - started, hold, durable and 1 or 0, runid, uptime, evicts}`))
+
+// patientHandshake is how long a connection that carries undos waits for
+// a silent (hung) master before it is redialled.
+const patientHandshake = 30 * time.Second
 
 // Tags of the identity check's commands.
 const (
@@ -102,6 +114,13 @@ type handshake struct {
 // client command is sent until the identity check passes.
 func (l *Link) handshakeLocked(gen uint64) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
+	if len(l.retained) > 0 || len(l.suspects) > 0 {
+		// Undos wait on this connection. A master that accepted it but says
+		// nothing is likely hung: keep the connection, so that the undos run
+		// as soon as it resumes, together with any late command it still
+		// holds from the connection they undo.
+		deadline = time.Now().Add(max(l.opt.DialTimeout, patientHandshake))
+	}
 	h := &handshake{l: l, gen: gen}
 	if l.opt.Password != "" {
 		if l.opt.Username != "" {
@@ -113,18 +132,20 @@ func (l *Link) handshakeLocked(gen uint64) {
 	}
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "SETNAME", "redlock-proxy")
 	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
-	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "ID")
+	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "INFO")
 	l.pushLocked(entry{rcv: h, tag: hsID, deadline: deadline})
-	for _, id := range l.suspects {
-		l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "KILL", "ID", strconv.FormatInt(id, 10))
-		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: id}, tag: hsKill, deadline: deadline})
+	for _, s := range l.suspects {
+		// ID and ADDR together: after a restart ids start again at 1, and
+		// only the address tells this proxy's old connection from another
+		// client's.
+		args := []string{"CLIENT", "KILL", "ID", strconv.FormatInt(s.id, 10)}
+		if s.addr != "" {
+			args = append(args, "ADDR", s.addr)
+		}
+		l.wbuf = resp.AppendCommand(l.wbuf, args...)
+		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: s.id}, tag: hsKill, deadline: deadline})
 	}
-	now := time.Now()
-	for _, e := range l.retained {
-		e.deadline = now
-		l.queueLocked(e, e.cmd)
-	}
-	l.retained = nil
+	l.sendRetainedLocked()
 	switch {
 	case l.opt.InProcess:
 		// An embedded demo backend: it cannot restart on its own and does
@@ -174,9 +195,10 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 		}
 	case hsName:
 	case hsID:
-		if r.Err == nil && r.V.Kind == resp.KindInt {
+		if r.Err == nil && r.V.Kind == resp.KindBulk {
+			id, addr := parseClientInfo(r.V.Str)
 			l.mu.Lock()
-			l.clientID = r.V.Int
+			l.clientID, l.clientAddr = id, addr
 			l.mu.Unlock()
 		}
 	case hsKill:
@@ -226,7 +248,11 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 		case r.V.Kind != resp.KindBulk:
 			l.fail(h.gen, "the identity check (INFO) got "+r.V.String())
 		default:
-			id, role := parseIdentity(r.V.Str)
+			id, role, evicts := parseIdentity(r.V.Str)
+			if evicts != "" {
+				l.fail(h.gen, evictionWhy(evicts))
+				return
+			}
 			l.identify(h.gen, id, role)
 		}
 	}
@@ -266,10 +292,13 @@ func parseMarker(r resp.Result) (id quorum.Identity, role, why string) {
 		return id, "", "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
 		return id, "", "the identity check (marker script) failed: " + string(r.V.Str)
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 8:
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 9:
 		return id, "", "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
+	if policy := string(e[8].Str); policy != "" {
+		return id, "", evictionWhy(policy)
+	}
 	ms := func(v resp.Value) time.Duration { return time.Duration(v.Int) * time.Millisecond }
 	id = quorum.Identity{
 		RunID:  string(e[6].Str),
@@ -283,12 +312,18 @@ func parseMarker(r resp.Result) (id quorum.Identity, role, why string) {
 }
 
 // parseIdentity reads run_id, uptime_in_seconds and role from INFO.
-func parseIdentity(info []byte) (quorum.Identity, string) {
-	id := quorum.Identity{Uptime: -1}
-	role := "master" // a backend whose INFO does not say is taken at its word as a master
+func parseIdentity(info []byte) (id quorum.Identity, role, evicts string) {
+	id = quorum.Identity{Uptime: -1}
+	role = "master" // a backend whose INFO does not say is taken at its word as a master
+	maxmemory := int64(0)
+	policy := ""
 	for _, line := range bytes.Split(info, []byte("\n")) {
 		line = bytes.TrimRight(line, "\r")
-		if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
+		if v, ok := bytes.CutPrefix(line, []byte("maxmemory:")); ok {
+			maxmemory, _ = strconv.ParseInt(string(v), 10, 64)
+		} else if v, ok := bytes.CutPrefix(line, []byte("maxmemory_policy:")); ok {
+			policy = string(v)
+		} else if v, ok := bytes.CutPrefix(line, []byte("run_id:")); ok {
 			id.RunID = string(v)
 		} else if v, ok := bytes.CutPrefix(line, []byte("uptime_in_seconds:")); ok {
 			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
@@ -298,7 +333,16 @@ func parseIdentity(info []byte) (quorum.Identity, string) {
 			role = string(v)
 		}
 	}
-	return id, role
+	if maxmemory > 0 && policy != "" && policy != "noeviction" {
+		evicts = policy
+	}
+	return id, role, evicts
+}
+
+// evictionWhy explains why a master that may evict keys does not count.
+func evictionWhy(policy string) string {
+	return "it may evict keys under memory pressure (maxmemory-policy " + policy +
+		"), which forgets locks with no restart to see: set maxmemory-policy noeviction (or maxmemory 0)"
 }
 
 // killed handles the reply to CLIENT KILL ID of an earlier connection. Once
@@ -310,7 +354,7 @@ func (l *Link) killed(id int64, r resp.Result) {
 	}
 	l.mu.Lock()
 	for i, s := range l.suspects {
-		if s == id {
+		if s.id == id {
 			l.suspects = append(l.suspects[:i], l.suspects[i+1:]...)
 			break
 		}
@@ -342,6 +386,9 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string) {
 	}
 	restarted := l.watch.Observe(id, now)
 	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
+	// Undos that came while the identity check ran go out before any
+	// client command.
+	l.sendRetainedLocked()
 	l.ready = true
 	l.health.LastError = ""
 	l.health.Since = now
@@ -349,7 +396,9 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string) {
 		l.health.Restarts++
 	}
 	l.counting = l.watch.Counts(now)
+	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
+	l.write(wc, buf)
 	if id.RunID == "" && !l.opt.InProcess {
 		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect")
 	}
@@ -418,10 +467,15 @@ func (l *Link) check() {
 // become a replica stops counting at once.
 func (l *Link) checked(gen uint64, r resp.Result) {
 	id, role, why := parseMarker(r)
-	if why != "" {
-		return // the connection's own failure handling covers a lost reply
-	}
-	if role != "master" {
+	switch {
+	case r.Err != nil:
+		return // no reply: the connection's own failure handling covers it
+	case why != "":
+		// A master that cannot be checked any more (an ACL change, out of
+		// memory, the marker overwritten) is not trusted any more.
+		l.fail(gen, why)
+		return
+	case role != "master":
 		l.fail(gen, fmt.Sprintf("not a master any more (role:%s): its votes stop counting", role))
 		return
 	}
@@ -438,7 +492,10 @@ func (l *Link) checked(gen uint64, r resp.Result) {
 		l.health.Restarts++
 	}
 	l.mu.Unlock()
-	if until.After(before) && now.Before(until) {
+	// Each check converts the marker's instants again, so the end of a
+	// quarantine moves by the round trip's jitter: only a real change (the
+	// master lost writes again) is reported.
+	if (restarted || until.After(before.Add(time.Second))) && now.Before(until) {
 		l.log.Warn("backend's votes stop counting: "+quarantineWhy(reason),
 			"counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
 		if l.opt.Events != nil {
@@ -457,4 +514,35 @@ func (l *Link) noteCounting(now time.Time) {
 	if ended {
 		l.log.Info("backend's quarantine ended: its votes count")
 	}
+}
+
+// suspect is an earlier connection that may still run commands sent on it:
+// its CLIENT ID and its address as the backend sees it.
+type suspect struct {
+	id   int64
+	addr string
+}
+
+// parseClientInfo reads id= and addr= from CLIENT INFO.
+func parseClientInfo(info []byte) (id int64, addr string) {
+	for _, f := range bytes.Fields(info) {
+		if v, ok := bytes.CutPrefix(f, []byte("id=")); ok {
+			id, _ = strconv.ParseInt(string(v), 10, 64)
+		} else if v, ok := bytes.CutPrefix(f, []byte("addr=")); ok {
+			addr = string(v)
+		}
+	}
+	return id, addr
+}
+
+// sendRetainedLocked queues the undos that waited for a connection, in
+// their later form, after whatever this connection already carries (the
+// kills of earlier connections come first).
+func (l *Link) sendRetainedLocked() {
+	now := time.Now()
+	for _, e := range l.retained {
+		e.deadline = now
+		l.queueLocked(e, e.later)
+	}
+	l.retained = nil
 }

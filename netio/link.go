@@ -122,9 +122,10 @@ type Link struct {
 
 	// Undos that must reach the backend: ids of earlier connections that may
 	// still run commands sent on them, and undos waiting for a connection.
-	clientID    int64 // the current connection's CLIENT ID; 0 when unknown
-	fsyncAlways bool  // the current connection's backend said appendfsync always
-	suspects    []int64
+	clientID    int64  // the current connection's CLIENT ID; 0 when unknown
+	clientAddr  string // its address as the backend sees it
+	fsyncAlways bool   // the current connection's backend said appendfsync always
+	suspects    []suspect
 	retained    []entry
 	killWarn    string // the last CLIENT KILL refusal logged
 
@@ -248,17 +249,32 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 	l.write(c, buf)
 }
 
+// UndoCmd is an undo in its two forms.
+type UndoCmd struct {
+	// Now runs right after the command it undoes, on the same connection.
+	Now       []byte
+	NowScript *resp.Script
+	// Later runs instead when Now cannot: the connection was lost before its
+	// reply, or the backend was unreachable. It runs on a later connection,
+	// after the earlier connections were killed (CLIENT KILL ID), so after
+	// anything they still held; it must only remove what that moment can
+	// have produced (a hung master that resumes and runs a late SET), never
+	// an older copy of the same token that another attempt may have set.
+	Later       []byte
+	LaterScript *resp.Script
+}
+
 // Undo queues a command that must reach the backend after everything sent
 // before it, even across a lost connection: the compare-and-delete that
 // undoes a partial acquisition. When the connection is lost before its
-// reply (or the backend is unreachable), it is kept and sent on the next
-// connection, after that connection has killed the earlier ones still known
-// to the backend (CLIENT KILL ID), so that it still runs after the command
-// it undoes. cmd must not be modified afterwards. rcv.Receive is called
-// exactly once: with the reply, or with ErrAbandoned when too many undos
-// wait or ErrClosed when the link closes first.
-func (l *Link) Undo(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int) {
-	e := entry{rcv: rcv, tag: tag, script: script, durable: true, cmd: cmd}
+// reply (or the backend is unreachable), u.Later is kept and sent on the
+// next connection, after that connection has killed the earlier ones still
+// known to the backend (CLIENT KILL ID). The commands must not be modified
+// afterwards. rcv.Receive is called exactly once: with the reply, or with
+// ErrAbandoned when too many undos wait or ErrClosed when the link closes
+// first.
+func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
+	e := entry{rcv: rcv, tag: tag, script: u.NowScript, durable: true, later: u.Later, laterScript: u.LaterScript}
 	l.mu.Lock()
 	if l.conn == nil || !l.ready {
 		dropped := l.retainLocked(e)
@@ -267,15 +283,16 @@ func (l *Link) Undo(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int)
 		return
 	}
 	e.deadline = time.Now()
-	l.queueLocked(e, cmd)
+	l.queueLocked(e, u.Now)
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
 }
 
-// retainLocked keeps a durable entry for the next connection, and returns
-// the oldest one when too many wait.
+// retainLocked keeps a durable entry, in its later form, for the next
+// connection, and returns the oldest one when too many wait.
 func (l *Link) retainLocked(e entry) []entry {
+	e.script = e.laterScript
 	l.retained = append(l.retained, e)
 	if len(l.retained) <= l.opt.MaxRetained {
 		return nil

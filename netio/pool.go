@@ -39,8 +39,8 @@ func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver
 
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
-func (p *Pool) Undo(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int) {
-	p.links[node].Undo(cmd, script, rcv, tag)
+func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
+	p.links[node].Undo(u, rcv, tag)
 }
 
 // Health returns a snapshot of every backend.

@@ -16,7 +16,10 @@ type entry struct {
 	// durable marks an undo: it has no deadline of its own and is sent
 	// again on the next connection when this one is lost before its reply.
 	durable bool
-	cmd     []byte // a durable command's bytes
+	// later is what a durable command becomes when it must wait for a later
+	// connection (see UndoCmd).
+	later       []byte
+	laterScript *resp.Script
 }
 
 // ring is a FIFO that grows as needed: the queue of commands awaiting

@@ -33,6 +33,7 @@ func cmdSet(c *client, args [][]byte) {
 	o := c.s.eng.newOp("set", opAcquire, c.done)
 	o.ttl = req.ttl
 	o.undoCmd = appendUndoCmd(o.undoBuf[:0], args[1:2], req.value)
+	o.undoLater = appendUndoLater(nil, args[1:2], req.value, req.ttl)
 	b := resp.AppendArrayHeader(c.cmd[:0], 6)
 	b = resp.AppendBulkString(b, "SET")
 	b = resp.AppendBulk(b, req.key)
@@ -186,6 +187,7 @@ func runScript(c *client, k *script.Known, args [][]byte) {
 	// cannot tell those from the nodes where it acquired.
 	if spec.Role == script.RoleAcquire {
 		o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, argv[spec.TokenArg])
+		o.undoLater = appendUndoLater(nil, keys, argv[spec.TokenArg], ttl)
 	}
 	// The registered reference text runs, not the client's bytes.
 	c.cmd = appendEvalSha(c.cmd[:0], k.Run.Sha, args[2:])

@@ -18,8 +18,9 @@ type Backends interface {
 	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time)
 	// Undo sends a compare-and-delete that must run after everything sent
 	// to the node before it, even if the connection it goes out on is lost:
-	// the backend keeps it for the next connection. rcv gets one result.
-	Undo(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int)
+	// then the backend keeps its later form for the next connection, run
+	// after the earlier connections are killed. rcv gets one result.
+	Undo(node int, now []byte, nowScript *resp.Script, later []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
 	Status() []BackendStatus
 }
 
@@ -43,6 +44,19 @@ type BackendStatus struct {
 
 // Scripts the proxy itself runs on the backends.
 var (
+	// undoLaterScript is the undo sent on a later connection, after the
+	// connection that carried the command was lost: it deletes a key that
+	// holds the token only if the key was set within ARGV[3] ms of now (its
+	// PTTL is within that of the full TTL ARGV[2]), that is, by a late SET
+	// that the resumed master ran together with this undo. An older copy of
+	// the same token may be another attempt's grant (a retry through
+	// another proxy): it is left to expire.
+	undoLaterScript = resp.NewScript([]byte(`local n = 0
+local recent = tonumber(ARGV[2]) - tonumber(ARGV[3])
+for _, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[1] and redis.call('pttl', k) >= recent then n = n + redis.call('del', k) end
+end
+return n`))
 	// undoScript deletes every given key that still holds the token: the
 	// compare-and-delete that undoes a partial acquisition.
 	undoScript = resp.NewScript([]byte(`local n = 0
@@ -82,16 +96,17 @@ const (
 // Results that arrive after the decision are recorded and, for a failed
 // acquisition, already covered by the undo.
 type op struct {
-	e       *engine
-	name    string // the client's command, for metrics
-	kind    opKind
-	spec    *script.Spec
-	nkeys   int
-	seconds bool          // TTL rather than PTTL
-	ttl     time.Duration // requested TTL (acquire, extend)
-	undoCmd []byte        // compare-and-delete of this attempt's keys and token
-	t1      time.Time
-	done    chan<- struct{}
+	e         *engine
+	name      string // the client's command, for metrics
+	kind      opKind
+	spec      *script.Spec
+	nkeys     int
+	seconds   bool          // TTL rather than PTTL
+	ttl       time.Duration // requested TTL (acquire, extend)
+	undoCmd   []byte        // compare-and-delete of this attempt's keys and token
+	undoLater []byte        // the same, for a later connection (see undoLaterScript)
+	t1        time.Time
+	done      chan<- struct{}
 
 	mu         sync.Mutex
 	tally      quorum.Tally // set up in place by Init: the op is never copied
@@ -549,7 +564,7 @@ func (o *op) takeUndoLocked() []int {
 // lost connection, after the command it undoes.
 func (o *op) sendUndo(nodes []int) {
 	for _, n := range nodes {
-		o.e.be.Undo(n, o.undoCmd, undoScript, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, o.undoCmd, undoScript, o.undoLater, undoLaterScript, undoReceiver{o.e.stats}, n)
 	}
 }
 
@@ -572,4 +587,23 @@ func appendUndoCmd(dst []byte, keys [][]byte, token []byte) []byte {
 		dst = resp.AppendBulk(dst, k)
 	}
 	return resp.AppendBulk(dst, token)
+}
+
+// recentUndo is how recently a key must have been set for a later undo to
+// delete it: a resumed master runs the late SET and the undo queued on the
+// new connection within a few milliseconds of each other.
+const recentUndo = 10 * time.Millisecond
+
+// appendUndoLater encodes EVALSHA undoLater nkeys keys... token ttl recent.
+func appendUndoLater(dst []byte, keys [][]byte, token []byte, ttl time.Duration) []byte {
+	dst = resp.AppendArrayHeader(dst, 6+len(keys))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, undoLaterScript.Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	dst = resp.AppendBulk(dst, token)
+	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
+	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
 }

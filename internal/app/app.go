@@ -24,6 +24,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/demo"
 	"github.com/redlock-proxy/redlock-proxy/internal/metrics"
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
@@ -250,6 +251,10 @@ func (a *App) close() {
 
 // backendsOf adapts the netio pool to what the proxy needs.
 type backendsOf struct{ *netio.Pool }
+
+func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
+	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
+}
 
 func (b backendsOf) Status() []proxy.BackendStatus {
 	hs := b.Health()
