@@ -19,14 +19,21 @@ import (
 // scenarios last as long as their orchestration needs. The long run is
 // `go run ./bench -mode safety` (60s per scenario).
 var shortRuns = map[string]time.Duration{
-	"none":          3 * time.Second,
-	"kill9":         5 * time.Second,
-	"kill9-restart": 4500 * time.Millisecond,
-	"sigstop":       4 * time.Second,
-	"blackhole":     4 * time.Second,
-	"delay":         4 * time.Second,
-	"mixed":         8 * time.Second,
-	"majority-down": 10 * time.Second,
+	"none":           3 * time.Second,
+	"kill9":          5 * time.Second,
+	"kill9-restart":  4500 * time.Millisecond,
+	"sigstop":        4 * time.Second,
+	"blackhole":      4 * time.Second,
+	"delay":          4 * time.Second,
+	"mixed":          8 * time.Second,
+	"majority-down":  10 * time.Second,
+	"proxy-churn":    8 * time.Second,
+	"failover":       8 * time.Second,
+	"pipeline-slow":  4 * time.Second,
+	"extend-partial": 6 * time.Second,
+	"ghost-pause":    6 * time.Second,
+	"ghost-cut":      6 * time.Second,
+	"greedy":         4 * time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server is missing.
@@ -112,8 +119,8 @@ func TestFaultScenarios(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			rep := runScenario(t, sc, s)
 			if v := rep.Violations(); v != 0 {
-				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d); see the examples above",
-					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants)
+				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d, late grants %d, ghost locks %d); see the examples above",
+					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks)
 			}
 			if rep.Holds == 0 {
 				t.Errorf("%s: no lock was granted", sc.Name)
