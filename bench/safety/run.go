@@ -149,14 +149,14 @@ type Options struct {
 	// Quarantine is the proxies' restart_quarantine in every scenario that
 	// does not name one (default: the proxy's own default).
 	Quarantine string
-	Think          time.Duration // a holder's work takes up to this (default 10ms)
-	Margin         time.Duration // validity a holder keeps in hand before writing (default 100ms)
-	RetryMax       time.Duration // a refused client waits up to this (default 10ms)
-	LinTimeout     time.Duration // porcupine's budget per key (default 60s)
-	VizDir         string        // write porcupine visualizations of illegal keys here
-	Dir            string        // redis-server working directory (default: a temporary one)
-	ProxyLog       io.Writer     // proxies' warnings (default: discarded)
-	Progress       func(string)  // progress lines (default: none)
+	Think      time.Duration // a holder's work takes up to this (default 10ms)
+	Margin     time.Duration // validity a holder keeps in hand before writing (default 100ms)
+	RetryMax   time.Duration // a refused client waits up to this (default 10ms)
+	LinTimeout time.Duration // porcupine's budget per key (default 60s)
+	VizDir     string        // write porcupine visualizations of illegal keys here
+	Dir        string        // redis-server working directory (default: a temporary one)
+	ProxyLog   io.Writer     // proxies' warnings (default: discarded)
+	Progress   func(string)  // progress lines (default: none)
 }
 
 func (o *Options) defaults() {
