@@ -64,9 +64,13 @@ func (e *Env) joinSlot() int {
 // see), then those masters fail over to their replicas (promoted, the
 // proxies' relays moved to them, the old masters replicating from them).
 // A promoted replica must not count for max_ttl + drift: no majority from
-// the last failover until then.
+// the last failover until then. The first failover waits until the
+// replicas have been up longer than that hold: a rule that sees a promoted
+// replica as a restarted master keeps a young one out by accident of
+// timing, not by design.
 func scheduleFailover(ctx context.Context, e *Env) {
 	k := e.C.Majority()
+	sleepCtx(ctx, time.Until(e.C.started.Add(e.C.Hold()+uptimeRounding)))
 	for sleepCtx(ctx, e.Between(200*time.Millisecond, 500*time.Millisecond)) {
 		lag := e.Between(300*time.Millisecond, 700*time.Millisecond)
 		if e.Left() < lag+e.C.Hold()+reconnectAllowance {

@@ -28,7 +28,7 @@ var shortRuns = map[string]time.Duration{
 	"mixed":          8 * time.Second,
 	"majority-down":  10 * time.Second,
 	"proxy-churn":    8 * time.Second,
-	"failover":       8 * time.Second,
+	"failover":       10 * time.Second,
 	"pipeline-slow":  4 * time.Second,
 	"extend-partial": 6 * time.Second,
 	"ghost-pause":    6 * time.Second,
