@@ -167,7 +167,7 @@ func CheckLateGrants(h *History, stalls []Interval) (late, stalled int, examples
 		var others []string
 		for _, x := range ops {
 			if x.Key == op.Key && x.Token != op.Token && x.Kind != Release && x.Outcome == OK &&
-				x.Return.After(op.Call) && x.Return.Before(op.Return) {
+				x.Return.After(op.ValidUntil) && x.Return.Before(op.Return) {
 				others = append(others, fmt.Sprintf("%s at %s", x.Token, h.rel(x.Return)))
 			}
 		}
@@ -175,7 +175,7 @@ func CheckLateGrants(h *History, stalls []Interval) (late, stalled int, examples
 			op.Key, op.Kind, op.Token, op.Client, op.Proxy, op.TTL, h.rel(op.Call), h.rel(op.ValidUntil), h.rel(op.Return),
 			op.Return.Sub(op.ValidUntil).Round(time.Microsecond))
 		if len(others) > 0 {
-			ex += "; meanwhile granted to " + strings.Join(others[:min(len(others), 3)], ", ")
+			ex += "; between the two, granted to " + strings.Join(others[:min(len(others), 3)], ", ")
 		}
 		examples = append(examples, ex)
 	}

@@ -18,6 +18,9 @@ type Env struct {
 	H        *History
 	Deadline time.Time // faults end by then; the run goes on healed for a while after
 	Workload WorkloadConfig
+	// ProbeSlot is the proxy slot no workload client uses, for the fault
+	// schedule's own probes (-1: none).
+	ProbeSlot int
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -32,7 +35,7 @@ type Env struct {
 
 func newEnv(c *Cluster, h *History, seed uint64, deadline time.Time, progress func(string)) *Env {
 	return &Env{
-		C: c, H: h, Deadline: deadline,
+		C: c, H: h, Deadline: deadline, ProbeSlot: -1,
 		rng:       rand.New(rand.NewPCG(seed, 0x5afe7)),
 		busyUntil: make([]time.Time, c.NumBackends()),
 		progress:  progress,

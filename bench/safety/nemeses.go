@@ -147,14 +147,40 @@ func scheduleExtendPartial(ctx context.Context, e *Env) {
 	}
 }
 
+// probe is the fault schedule's own client, on the probe slot when the
+// scenario has one (else on slot 0); Close hands its operations to the
+// history.
+func (e *Env) probe() *Client {
+	slot := e.ProbeSlot
+	if slot < 0 {
+		slot = 0
+	}
+	return NewClient(probeIDs, slot, e.C, e.H, 9)
+}
+
+// probeIDs is the probe client's id.
+const probeIDs = 40000
+
+// probeAcquire has the probe take a fresh key with the longest TTL allowed
+// and logs the answer.
+func (e *Env) probeAcquire(p *Client, n int) {
+	key := fmt.Sprintf("probe:%d", n)
+	l, out := p.Acquire(key, e.C.Config.MaxTTL)
+	e.Logf("probe: SET %s %s NX PX %d answered %v after %v", key, l.Token, e.C.Config.MaxTTL.Milliseconds(), out, l.Granted.Sub(l.T0).Round(time.Millisecond))
+}
+
 // scheduleGhostPause: a majority of masters hangs (SIGSTOP) for 1.2-1.6s,
-// long enough for the proxies to give up on their connections, while
-// acquires are sent to them; then they continue and run what waited in
-// their sockets. After the undo time the masters are read directly: no
-// token of an acquire answered nil may be on a majority.
+// long enough for the proxies to give up on their connections; at once the
+// probe (alone on its proxy, so its command is the first each hung master
+// is sent) acquires a fresh key, and the workload goes on acquiring. Then
+// the masters continue and run what waited in their sockets. After the
+// undo time the masters are read directly: no token of an acquire answered
+// nil may be on a majority.
 func scheduleGhostPause(ctx context.Context, e *Env) {
 	k := e.C.Majority()
-	for sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)) {
+	p := e.probe()
+	defer p.Close()
+	for n := 0; sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)); n++ {
 		d := e.Between(1200*time.Millisecond, 1600*time.Millisecond)
 		if e.Left() < d+undoWithin+200*time.Millisecond {
 			return
@@ -164,7 +190,8 @@ func scheduleGhostPause(ctx context.Context, e *Env) {
 		for _, i := range ms {
 			e.Pause(i)
 		}
-		e.hold(ctx, d)
+		e.probeAcquire(p, n)
+		e.hold(ctx, time.Until(from.Add(d)))
 		for _, i := range ms {
 			e.Resume(i)
 		}
@@ -174,16 +201,21 @@ func scheduleGhostPause(ctx context.Context, e *Env) {
 	}
 }
 
-// scheduleGhostCut: the links of a majority are cut (reset) mid-command:
-// either the masters hang (SIGSTOP) for 0.2-0.6s with acquires waiting in
-// their sockets, the links are cut, and the masters continue; or the links
-// are slowed past the backend timeout (60-120ms each way: every acquire
-// through them fails and is undone) for 0.2-0.6s and then cut, with
-// acquires and undos on the way. After the undo time the masters are read
-// directly: no token of an acquire answered nil may be on a majority.
+// scheduleGhostCut: the links of a majority are cut (reset) mid-command,
+// with the probe's acquire (alone on its proxy) caught in the middle and
+// the workload acquiring around it. Either the masters hang (SIGSTOP), the
+// probe acquires, the links are cut 0.2-0.6s later and the masters
+// continue; or the links are slowed by d = 60-120ms each way (past the
+// backend timeout: every acquire through them fails and is undone), the
+// probe acquires, and the links are cut 1.5d later: the probe's SET has
+// reached the masters, its reply and its undo have not. After the undo time
+// the masters are read directly: no token of an acquire answered nil may be
+// on a majority.
 func scheduleGhostCut(ctx context.Context, e *Env) {
 	k := e.C.Majority()
-	for sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)) {
+	p := e.probe()
+	defer p.Close()
+	for n := 0; sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)); n++ {
 		if e.Left() < time.Second+undoWithin+200*time.Millisecond {
 			return
 		}
@@ -194,7 +226,8 @@ func scheduleGhostCut(ctx context.Context, e *Env) {
 			for _, i := range ms {
 				e.Pause(i)
 			}
-			e.hold(ctx, e.Between(200*time.Millisecond, 600*time.Millisecond))
+			e.probeAcquire(p, n)
+			e.hold(ctx, time.Until(from.Add(e.Between(200*time.Millisecond, 600*time.Millisecond))))
 			for _, i := range ms {
 				e.Cut(i)
 			}
@@ -204,10 +237,13 @@ func scheduleGhostCut(ctx context.Context, e *Env) {
 			}
 		} else {
 			how = "slowed, cut"
+			d := e.Between(60*time.Millisecond, 120*time.Millisecond)
 			for _, i := range ms {
-				e.Delay(i, e.Between(60*time.Millisecond, 120*time.Millisecond))
+				e.Delay(i, d)
 			}
-			e.hold(ctx, e.Between(200*time.Millisecond, 600*time.Millisecond))
+			t0 := time.Now()
+			e.probeAcquire(p, n)
+			e.hold(ctx, time.Until(t0.Add(d*3/2)))
 			for _, i := range ms {
 				e.Cut(i)
 			}

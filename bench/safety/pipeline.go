@@ -207,7 +207,7 @@ func (g *GreedyConfig) defaults() {
 		g.Keys = 4
 	}
 	if g.Size <= 0 {
-		g.Size = 256 << 10
+		g.Size = 64 << 10
 	}
 }
 

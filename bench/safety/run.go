@@ -43,8 +43,13 @@ type Scenario struct {
 
 	// The shape the scenario needs; zero values take the run's Options.
 	Backends       int  // masters
+	Keys           int  // keys the contenders share
 	Proxies        int  // proxies started with the cluster
 	Slots          int  // proxy slots, those that join later included
+	// ProbeSlot adds a proxy that only the fault schedule's own probe
+	// client uses (the last slot): what it sends is alone on the masters'
+	// links.
+	ProbeSlot bool
 	Replicas       bool // every master has a replica (for failovers)
 	MaxTTL         time.Duration
 	TTLMin, TTLMax time.Duration // the contenders' TTLs
@@ -88,11 +93,11 @@ func Scenarios() []Scenario {
 			Pipeliners: 6, Faults: scheduleSigstop, MajorityUp: true},
 		{Name: "extend-partial", About: "holders extend with redsync's extend-or-acquire script while two masters are down or black-holed and a third hangs 200ms: a failed extend must not free a held lock",
 			Extenders: 8, Faults: scheduleExtendPartial, Recovers: true},
-		{Name: "ghost-pause", About: "a majority of masters hangs (SIGSTOP) 1.2-1.6s during acquires, then continues: no token of an acquire answered nil may stay on a majority",
-			MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostPause, Recovers: true},
-		{Name: "ghost-cut", About: "a majority's links are cut mid-command (masters hung, or links slowed past the backend timeout): no token of an acquire answered nil may stay on a majority",
-			MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostCut, Recovers: true},
-		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 256KiB values: locks keep being granted, keys nobody else uses are never refused",
+		{Name: "ghost-pause", About: "a majority of masters hangs (SIGSTOP) 1.2-1.6s during acquires on 32 keys, then continues: no token of an acquire answered nil may stay on a majority",
+			Keys: 32, ProbeSlot: true, MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostPause, Recovers: true},
+		{Name: "ghost-cut", About: "a majority's links are cut mid-command (masters hung, or links slowed past the backend timeout) during acquires on 32 keys: no token of an acquire answered nil may stay on a majority",
+			Keys: 32, ProbeSlot: true, MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostCut, Recovers: true},
+		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 64KiB values: locks keep being granted, keys nobody else uses are never refused",
 			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
@@ -208,6 +213,9 @@ func (o Options) shaped(sc Scenario) Options {
 	if sc.Proxies > 0 {
 		o.Proxies = sc.Proxies
 	}
+	if sc.Keys > 0 {
+		o.Keys = sc.Keys
+	}
 	set(&o.MaxTTL, sc.MaxTTL)
 	set(&o.TTLMin, sc.TTLMin)
 	set(&o.TTLMax, sc.TTLMax)
@@ -244,8 +252,16 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 		defer os.RemoveAll(dir)
 	}
 	opt.progress("%s: %s", sc.Name, sc.About)
+	proxies, slots := opt.Proxies, sc.Slots
+	if sc.ProbeSlot {
+		if slots > proxies {
+			return nil, fmt.Errorf("safety: %s: a probe slot cannot go with slots for joining proxies", sc.Name)
+		}
+		proxies++
+		slots = proxies
+	}
 	c, err := StartCluster(ClusterConfig{
-		Dir: dir, Backends: opt.Backends, Proxies: opt.Proxies, Slots: sc.Slots, Quarantine: opt.Quarantine,
+		Dir: dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, Log: opt.ProxyLog,
 	})
 	if err != nil {
@@ -265,6 +281,11 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	wl := WorkloadConfig{Keys: keys, TTLMin: opt.TTLMin, TTLMax: opt.TTLMax, Think: opt.Think, Margin: opt.Margin, RetryMax: opt.RetryMax}
 	env := newEnv(c, h, opt.Seed, h.Start.Add(opt.Duration-opt.Cooldown), opt.Progress)
 	env.Workload = wl
+	workSlots := c.NumProxies()
+	if sc.ProbeSlot {
+		workSlots--
+		env.ProbeSlot = workSlots
+	}
 
 	// The workload: contenders, then the scenario's other clients, spread
 	// over the proxy slots (a client of an empty slot waits for a proxy to
@@ -275,7 +296,7 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	var clients []*Client
 	var cwg sync.WaitGroup
 	spawn := func(id int, loop func(cl *Client)) {
-		cl := NewClient(id, pick.IntN(c.NumProxies()), c, h, opt.Seed)
+		cl := NewClient(id, pick.IntN(workSlots), c, h, opt.Seed)
 		clients = append(clients, cl)
 		cwg.Add(1)
 		go func() { // ends when the workload is stopped
@@ -483,6 +504,24 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 		rep.Faults = append(rep.Faults, h.rel(n.At)+" "+n.Text)
 	}
 
+	if os.Getenv("SAFETY_DEBUG") != "" {
+		byTok := map[string]Op{}
+		for _, op := range h.Ops() {
+			if op.Kind == Acquire {
+				byTok[op.Token] = op
+			}
+		}
+		for _, sn := range h.Snapshots() {
+			for k, vs := range sn.Values {
+				fmt.Fprintf(os.Stderr, "DEBUG snapshot %s %s %s:", h.rel(sn.At), sn.Why, k)
+				for _, v := range vs {
+					op := byTok[v]
+					fmt.Fprintf(os.Stderr, " %s(%v ret %s)", v, op.Outcome, h.rel(op.Return))
+				}
+				fmt.Fprintln(os.Stderr)
+			}
+		}
+	}
 	var ex []string
 	rep.WindowViolations, ex = CheckWindows(h)
 	rep.Examples = append(rep.Examples, ex...)
