@@ -42,14 +42,14 @@ type Scenario struct {
 	DetectLost bool
 
 	// The shape the scenario needs; zero values take the run's Options.
-	Backends       int  // masters
-	Keys           int  // keys the contenders share
-	Proxies        int  // proxies started with the cluster
-	Slots          int  // proxy slots, those that join later included
+	Backends int // masters
+	Keys     int // keys the contenders share
+	Proxies  int // proxies started with the cluster
+	Slots    int // proxy slots, those that join later included
 	// ProbeSlot adds a proxy that only the fault schedule's own probe
 	// client uses (the last slot): what it sends is alone on the masters'
 	// links.
-	ProbeSlot bool
+	ProbeSlot      bool
 	Replicas       bool // every master has a replica (for failovers)
 	MaxTTL         time.Duration
 	TTLMin, TTLMax time.Duration // the contenders' TTLs
@@ -94,9 +94,9 @@ func Scenarios() []Scenario {
 		{Name: "extend-partial", About: "holders extend with redsync's extend-or-acquire script while two masters are down or black-holed and a third hangs 200ms: a failed extend must not free a held lock",
 			Extenders: 8, Faults: scheduleExtendPartial, Recovers: true},
 		{Name: "ghost-pause", About: "a majority of masters hangs (SIGSTOP) 1.2-1.6s during acquires on 32 keys, then continues: no token of an acquire answered nil may stay on a majority",
-			Keys: 32, ProbeSlot: true, MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostPause, Recovers: true},
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostPause, Recovers: true},
 		{Name: "ghost-cut", About: "a majority's links are cut mid-command (masters hung, or links slowed past the backend timeout) during acquires on 32 keys: no token of an acquire answered nil may stay on a majority",
-			Keys: 32, ProbeSlot: true, MaxTTL: 4 * time.Second, TTLMin: 3 * time.Second, TTLMax: 4 * time.Second, Faults: scheduleGhostCut, Recovers: true},
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostCut, Recovers: true},
 		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 64KiB values: locks keep being granted, keys nobody else uses are never refused",
 			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",

@@ -44,6 +44,9 @@ func requireRedis(t *testing.T) {
 	}
 }
 
+// SAFETY_QUARANTINE, when set, is the proxies' restart_quarantine in every
+// scenario that does not name one (to try a rule before it is the default).
+
 // seed is SAFETY_SEED when set (to repeat a run), else the clock.
 func seed(t *testing.T) uint64 {
 	if s := os.Getenv("SAFETY_SEED"); s != "" {
@@ -88,6 +91,7 @@ func runScenario(t *testing.T, sc Scenario, s uint64) *Report {
 	rep, err := Run(context.Background(), sc, Options{
 		Duration:   shortRuns[sc.Name],
 		Seed:       s,
+		Quarantine: os.Getenv("SAFETY_QUARANTINE"),
 		Dir:        t.TempDir(),
 		LinTimeout: 30 * time.Second,
 		ProxyLog:   &proxyLog,
