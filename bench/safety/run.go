@@ -504,24 +504,6 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 		rep.Faults = append(rep.Faults, h.rel(n.At)+" "+n.Text)
 	}
 
-	if os.Getenv("SAFETY_DEBUG") != "" {
-		byTok := map[string]Op{}
-		for _, op := range h.Ops() {
-			if op.Kind == Acquire {
-				byTok[op.Token] = op
-			}
-		}
-		for _, sn := range h.Snapshots() {
-			for k, vs := range sn.Values {
-				fmt.Fprintf(os.Stderr, "DEBUG snapshot %s %s %s:", h.rel(sn.At), sn.Why, k)
-				for _, v := range vs {
-					op := byTok[v]
-					fmt.Fprintf(os.Stderr, " %s(%v ret %s)", v, op.Outcome, h.rel(op.Return))
-				}
-				fmt.Fprintln(os.Stderr)
-			}
-		}
-	}
 	var ex []string
 	rep.WindowViolations, ex = CheckWindows(h)
 	rep.Examples = append(rep.Examples, ex...)
