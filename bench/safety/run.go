@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
 )
 
 // Scenario is a fault schedule (or an orchestrated control) and what the
@@ -412,10 +410,11 @@ const (
 	freeLockerIDs = 30000
 )
 
-// undoWithin is how long after a nil answer the ghost-lock check gives the
-// proxy to undo a partial acquisition: its undo_timeout, plus the time to
-// reconnect to a master that came back.
-var undoWithin = config.Default().UndoTimeout + reconnectAllowance
+// undoWithin is how long after a nil answer (and after the fault that
+// caused it heals) the ghost-lock check gives the proxy to undo a partial
+// acquisition: a second for the undo to run, plus the time to reconnect to
+// a master that came back.
+const undoWithin = time.Second + reconnectAllowance
 
 // check runs every checker and compares with what the scenario expects.
 func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls []Interval) (*Report, error) {
