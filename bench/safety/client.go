@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -27,30 +28,45 @@ type Client struct {
 	ID    int
 	Proxy int // the proxy slot it talks to
 
-	rdb    *redis.Client
-	rs     *redsync.Redsync // extends go through redsync, over rdb
-	h      *History
-	rng    *rand.Rand
-	seq    int
-	ops    []Op
-	writes []Write
+	rdb *redis.Client
+	rs  *redsync.Redsync // extends go through redsync, over rdb
+	// connected is when rdb last opened a connection (Unix ns): a command
+	// that waited for it was sent no earlier.
+	connected atomic.Int64
+	h         *History
+	rng       *rand.Rand
+	seq       int
+	ops       []Op
+	writes    []Write
 }
 
 // NewClient connects client id to whatever proxy runs in slot proxy of c
 // (a proxy that restarts or joins later is found at its new address).
 func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
-	rdb := redis.NewClient(&redis.Options{
+	cl := &Client{ID: id, Proxy: proxy, h: h, rng: rand.New(rand.NewPCG(seed, uint64(id)+1))}
+	cl.rdb = redis.NewClient(&redis.Options{
 		Addr: fmt.Sprintf("proxy-slot-%d", proxy), Dialer: c.dialer(proxy),
 		Protocol: 2, DisableIdentity: true,
 		MaxRetries: -1, PoolSize: 2,
 		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
+		OnConnect: func(context.Context, *redis.Conn) error {
+			cl.connected.Store(time.Now().UnixNano())
+			return nil
+		},
 	})
-	return &Client{
-		ID: id, Proxy: proxy, h: h,
-		rng: rand.New(rand.NewPCG(seed, uint64(id)+1)),
-		rdb: rdb,
-		rs:  redsync.New(goredis.NewPool(rdb)),
+	cl.rs = redsync.New(goredis.NewPool(cl.rdb))
+	return cl
+}
+
+// sentAfter is t0, or the instant the client's last connection opened when
+// that is later: a command that waited for its connection (a proxy that
+// was restarting, or not yet joined) was sent no earlier, and its validity
+// counts from then.
+func (c *Client) sentAfter(t0 time.Time) time.Time {
+	if ns := c.connected.Load(); ns > t0.UnixNano() {
+		return time.Unix(0, ns)
 	}
+	return t0
 }
 
 // Close hands the client's operations to the History and disconnects.
@@ -91,9 +107,10 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	l.T0 = time.Now()
-	l.ValidUntil = l.T0.Add(ttl - Drift(ttl))
 	v, err := c.rdb.Do(ctx, "SET", key, l.Token, "NX", "PX", ttl.Milliseconds()).Result()
 	l.Granted = time.Now()
+	l.T0 = c.sentAfter(l.T0)
+	l.ValidUntil = l.T0.Add(ttl - Drift(ttl))
 	op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: l.Token, Kind: Acquire, TTL: ttl, Free: free,
 		Call: l.T0, Return: l.Granted, ValidUntil: l.ValidUntil}
 	switch {
@@ -132,6 +149,7 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 	t0 := time.Now()
 	ok, err := m.ExtendContext(ctx)
 	ret := time.Now()
+	t0 = c.sentAfter(t0)
 	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
 		Call: t0, Return: ret, ValidUntil: t0.Add(ttl - Drift(ttl))}
 	var taken *redsync.ErrTaken
@@ -156,7 +174,7 @@ func (c *Client) Release(l Lease) Outcome {
 	defer cancel()
 	call := time.Now()
 	v, err := c.rdb.Do(ctx, "EVAL", ReleaseScript, 1, l.Key, l.Token).Result()
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: call, Return: time.Now()}
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: c.sentAfter(call), Return: time.Now()}
 	switch {
 	case err == nil && v == int64(1):
 		op.Outcome = OK

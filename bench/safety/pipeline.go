@@ -116,10 +116,13 @@ func (c *Client) PipelineLoop(ctx context.Context, cl *Cluster, w PipelineConfig
 		} else {
 			cmds = append(pttl, set...)
 		}
+		_, err := rc.conn(ctx) // t0 is taken on an open connection, just before the write
 		t0 := time.Now()
 		op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: token, Kind: Acquire, TTL: ttl,
 			Call: t0, ValidUntil: t0.Add(ttl - Drift(ttl))}
-		err := rc.send(ctx, cmds, opTimeout)
+		if err == nil {
+			err = rc.send(ctx, cmds, opTimeout)
+		}
 		var v resp.Value
 		if err == nil {
 			for i := 0; i < 2 && err == nil; i++ {
@@ -163,9 +166,11 @@ func (c *Client) PipelineLoop(ctx context.Context, cl *Cluster, w PipelineConfig
 // rawRelease releases a lease on the raw connection, once its holder is
 // done (at once when the grant came too late to use).
 func (c *Client) rawRelease(ctx context.Context, rc *rawConn, l Lease) {
-	call := time.Now()
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: call}
-	err := rc.send(ctx, resp.AppendCommand(nil, "EVAL", ReleaseScript, "1", l.Key, l.Token), opTimeout)
+	_, err := rc.conn(ctx)
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: time.Now()}
+	if err == nil {
+		err = rc.send(ctx, resp.AppendCommand(nil, "EVAL", ReleaseScript, "1", l.Key, l.Token), opTimeout)
+	}
 	var v resp.Value
 	if err == nil {
 		v, op.Return, err = rc.read()
