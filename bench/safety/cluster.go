@@ -372,9 +372,15 @@ func direct(addr string) *redis.Client {
 // redis-server. It is safe to call on a partly started cluster and more
 // than once.
 func (c *Cluster) Close() error {
+	var wg sync.WaitGroup
 	for p := range c.slots {
-		c.StopProxy(p)
+		wg.Add(1)
+		go func() { // each proxy drains on its own; Close waits for all
+			defer wg.Done()
+			c.StopProxy(p)
+		}()
 	}
+	wg.Wait()
 	for _, r := range c.Relays {
 		r.Close()
 	}

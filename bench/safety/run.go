@@ -250,6 +250,7 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 		defer os.RemoveAll(dir)
 	}
 	opt.progress("%s: %s", sc.Name, sc.About)
+	began := time.Now()
 	proxies, slots := opt.Proxies, sc.Slots
 	if sc.ProbeSlot {
 		if slots > proxies {
@@ -266,11 +267,14 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 		return nil, err
 	}
 	defer func() {
+		closing := time.Now()
+		defer func() { opt.progress("  cluster closed in %v", time.Since(closing).Round(time.Millisecond)) }()
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("safety: stopping the cluster: %w", cerr)
 		}
 	}()
 
+	opt.progress("  cluster up and counted in %v", time.Since(began).Round(time.Millisecond))
 	h := NewHistory()
 	keys := make([]string, opt.Keys)
 	for i := range keys {
@@ -393,7 +397,9 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	env.Snapshot("end of the run")
 
 	opt.progress("  checking %d operations", len(h.Ops()))
+	checking := time.Now()
 	rep, err = check(sc, opt, env, h, end, stalls)
+	opt.progress("  checked in %v", time.Since(checking).Round(time.Millisecond))
 	if err != nil {
 		return rep, err
 	}
