@@ -33,12 +33,13 @@ func scheduleProxyChurn(ctx context.Context, e *Env) {
 		e.hold(ctx, down)
 		started := time.Now()
 		e.Start(a)
+		e.Kill9(b)
 		killed := time.Now()
-		e.Restart(b)
+		e.Start(b)
 		e.RestartProxy(e.joinSlot())
 		if n-2 < e.C.Majority() {
 			e.NoMajority(killed, started.Add(e.C.Hold()),
-				fmt.Sprintf("master %d restarted and master %d started anew: out for max_ttl + drift after they started", b, a))
+				fmt.Sprintf("master %d killed and started again, master %d started anew: out for max_ttl + drift after they started", b, a))
 		}
 		e.hold(ctx, e.C.Hold()+reconnectAllowance)
 	}
@@ -127,11 +128,12 @@ func scheduleExtendPartial(ctx context.Context, e *Env) {
 			}
 		}
 		e.hold(ctx, e.Between(100*time.Millisecond, d-300*time.Millisecond))
-		paused := time.Now()
 		e.Pause(hung)
+		paused := time.Now()
 		e.hold(ctx, 200*time.Millisecond)
+		resumed := time.Now()
 		e.Resume(hung)
-		e.NoMajority(paused, time.Now(), fmt.Sprintf("masters %v down or black-holed and master %d hung", out, hung))
+		e.NoMajority(paused, resumed, fmt.Sprintf("masters %v down or black-holed and master %d hung", out, hung))
 		e.hold(ctx, time.Until(from.Add(d)))
 		for _, i := range out {
 			if kill {
@@ -185,16 +187,17 @@ func scheduleGhostPause(ctx context.Context, e *Env) {
 			return
 		}
 		ms := e.pick(k)
-		from := time.Now()
 		for _, i := range ms {
 			e.Pause(i)
 		}
+		from := time.Now()
 		e.probeAcquire(p, n)
 		e.hold(ctx, time.Until(from.Add(d)))
+		to := time.Now()
 		for _, i := range ms {
 			e.Resume(i)
 		}
-		e.NoMajority(from, time.Now(), fmt.Sprintf("masters %v hung", ms))
+		e.NoMajority(from, to, fmt.Sprintf("masters %v hung", ms))
 		e.hold(ctx, undoWithin)
 		e.Snapshot(fmt.Sprintf("%v after masters %v continued", undoWithin, ms))
 	}
@@ -219,18 +222,20 @@ func scheduleGhostCut(ctx context.Context, e *Env) {
 			return
 		}
 		ms := e.pick(k)
-		from := time.Now()
+		var from, to time.Time
 		how := "hung, cut"
 		if e.Intn(2) == 0 {
 			for _, i := range ms {
 				e.Pause(i)
 			}
+			from = time.Now()
 			e.probeAcquire(p, n)
 			e.hold(ctx, time.Until(from.Add(e.Between(200*time.Millisecond, 600*time.Millisecond))))
 			for _, i := range ms {
 				e.Cut(i)
 			}
 			e.hold(ctx, e.Between(50*time.Millisecond, 200*time.Millisecond))
+			to = time.Now()
 			for _, i := range ms {
 				e.Resume(i)
 			}
@@ -240,17 +245,18 @@ func scheduleGhostCut(ctx context.Context, e *Env) {
 			for _, i := range ms {
 				e.Delay(i, d)
 			}
-			t0 := time.Now()
+			from = time.Now()
 			e.probeAcquire(p, n)
-			e.hold(ctx, time.Until(t0.Add(d*3/2)))
+			e.hold(ctx, time.Until(from.Add(d*3/2)))
 			for _, i := range ms {
 				e.Cut(i)
 			}
+			to = time.Now()
 			for _, i := range ms {
 				e.Delay(i, 0)
 			}
 		}
-		e.NoMajority(from, time.Now(), fmt.Sprintf("masters %v %s", ms, how))
+		e.NoMajority(from, to, fmt.Sprintf("masters %v %s", ms, how))
 		e.hold(ctx, undoWithin)
 		e.Snapshot(fmt.Sprintf("%v after the links of masters %v were %s", undoWithin, ms, how))
 	}
