@@ -127,8 +127,8 @@ func StartReplica(dir, masterAddr string, extra ...string) (*Server, error) {
 // does; it keeps what it had replicated so far. A later Restart starts it
 // as a master.
 func (s *Server) Promote() error {
-	if r, err := s.Do("REPLICAOF", "NO", "ONE"); err != nil || r != "OK" {
-		return fmt.Errorf("redisproc: REPLICAOF NO ONE on %s: %q %w", s.Addr, r, err)
+	if err := s.doOK("REPLICAOF", "NO", "ONE"); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.extra = withoutReplicaOf(s.extra)
@@ -144,12 +144,24 @@ func (s *Server) Follow(masterAddr string) error {
 	if err != nil {
 		return fmt.Errorf("redisproc: master address: %w", err)
 	}
-	if r, err := s.Do("REPLICAOF", host, port); err != nil || r != "OK" {
-		return fmt.Errorf("redisproc: REPLICAOF %s %s on %s: %q %w", host, port, s.Addr, r, err)
+	if err := s.doOK("REPLICAOF", host, port); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.extra = append([]string{"--replicaof", host, port}, withoutReplicaOf(s.extra)...)
 	s.mu.Unlock()
+	return nil
+}
+
+// doOK runs a command that must answer +OK.
+func (s *Server) doOK(args ...string) error {
+	r, err := s.Do(args...)
+	if err != nil {
+		return fmt.Errorf("redisproc: %s on %s: %w", strings.Join(args, " "), s.Addr, err)
+	}
+	if r != "OK" {
+		return fmt.Errorf("redisproc: %s on %s answered %q", strings.Join(args, " "), s.Addr, r)
+	}
 	return nil
 }
 
