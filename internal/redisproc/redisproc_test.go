@@ -33,9 +33,9 @@ func writable(t *testing.T, s *Server, key string) bool {
 	return got == "OK"
 }
 
-// TestReplicaPromoteFollow checks the roles a Server is given, and that a
-// restart keeps the last one.
-func TestReplicaPromoteFollow(t *testing.T) {
+// A replica accepts no writes; Promote makes it a master and Follow a
+// replica again, and a restart keeps the role it was last given.
+func TestPromotedAndFollowingServersKeepTheirRoleAcrossRestarts(t *testing.T) {
 	if _, err := Binary(); err != nil {
 		t.Fatal(err)
 	}
