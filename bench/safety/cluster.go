@@ -489,16 +489,16 @@ func (c *Cluster) waitReconnected(ctx context.Context, ms []int, before [][]uint
 }
 
 // dialer reaches whatever proxy runs in slot p at dial time; while none
-// runs there it waits for one to start, until ctx ends (a client of an
-// empty slot waits for a proxy to join it).
+// runs there it waits up to a second for one to start (a client of an
+// empty slot waits for a proxy to join it, and its operation fails after
+// that second, so that a stopping workload is not held up).
 func (c *Cluster) dialer(p int) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, _ string) (net.Conn, error) {
 		a := c.ProxyAddr(p)
-		for a == "" {
-			if !sleepCtx(ctx, 10*time.Millisecond) {
-				return nil, fmt.Errorf("safety: no proxy runs in slot %d: %w", p, ctx.Err())
+		for give := time.Now().Add(time.Second); a == ""; a = c.ProxyAddr(p) {
+			if time.Now().After(give) || !sleepCtx(ctx, 10*time.Millisecond) {
+				return nil, fmt.Errorf("safety: no proxy runs in slot %d", p)
 			}
-			a = c.ProxyAddr(p)
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, a)
