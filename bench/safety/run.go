@@ -158,8 +158,11 @@ type Options struct {
 	LinTimeout time.Duration // porcupine's budget per key (default 60s)
 	VizDir     string        // write porcupine visualizations of illegal keys here
 	Dir        string        // redis-server working directory (default: a temporary one)
-	ProxyLog   io.Writer     // proxies' warnings (default: discarded)
-	Progress   func(string)  // progress lines (default: none)
+	// Prepared is the cluster to run on, started ahead by Prepare for the
+	// same scenario and options (default: Run starts one).
+	Prepared *Prepared
+	ProxyLog io.Writer    // proxies' warnings (default: discarded)
+	Progress func(string) // progress lines (default: none)
 }
 
 func (o *Options) defaults() {
@@ -233,24 +236,30 @@ func (o *Options) progress(format string, a ...any) {
 	}
 }
 
-// Run runs one scenario on a fresh cluster and checks its history. The
-// error is for a run that could not be carried out (no redis-server, a
-// proxy that would not start); violations are in the Report.
-func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error) {
+// Prepared is the cluster a scenario runs on, started and counted ahead
+// of its run.
+type Prepared struct {
+	scenario  string
+	c         *Cluster
+	dir       string
+	ownDir    bool // Prepare made dir: Close removes it
+	took      time.Duration
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Prepare starts the cluster that scenario sc runs on with options opt and
+// waits until every proxy counts every master (a master no proxy has used
+// may be kept out for max_ttl + drift). It may be called while another
+// scenario runs, so that the wait overlaps that run (the new cluster's
+// processes are idle meanwhile); hand the result to Run in
+// Options.Prepared, or Close it.
+func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	opt.defaults()
 	opt = opt.shaped(sc)
 	if opt.TTLMax > opt.MaxTTL {
 		return nil, fmt.Errorf("safety: %s: TTLMax %v exceeds MaxTTL %v", sc.Name, opt.TTLMax, opt.MaxTTL)
 	}
-	dir := opt.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "redlock-safety-"); err != nil {
-			return nil, fmt.Errorf("safety: %w", err)
-		}
-		defer os.RemoveAll(dir)
-	}
-	opt.progress("%s: %s", sc.Name, sc.About)
-	began := time.Now()
 	proxies, slots := opt.Proxies, sc.Slots
 	if sc.ProbeSlot {
 		if slots > proxies {
@@ -259,22 +268,69 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 		proxies++
 		slots = proxies
 	}
-	c, err := StartCluster(ClusterConfig{
-		Dir: dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
+	p = &Prepared{scenario: sc.Name, dir: opt.Dir}
+	if p.dir == "" {
+		if p.dir, err = os.MkdirTemp("", "redlock-safety-"); err != nil {
+			return nil, fmt.Errorf("safety: %w", err)
+		}
+		p.ownDir = true
+		defer func() {
+			if err != nil {
+				os.RemoveAll(p.dir)
+			}
+		}()
+	}
+	began := time.Now()
+	p.c, err = StartCluster(ClusterConfig{
+		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.took = time.Since(began)
+	return p, nil
+}
+
+// Close stops the cluster (and removes the directory Prepare made for it).
+// Run closes the Prepared it was given.
+func (p *Prepared) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = p.c.Close()
+		if p.ownDir {
+			os.RemoveAll(p.dir)
+		}
+	})
+	return p.closeErr
+}
+
+// Run runs one scenario on a fresh cluster (Options.Prepared, or one it
+// starts) and checks its history. The error is for a run that could not be
+// carried out (no redis-server, a proxy that would not start); violations
+// are in the Report.
+func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error) {
+	opt.defaults()
+	opt = opt.shaped(sc)
+	opt.progress("%s: %s", sc.Name, sc.About)
+	p := opt.Prepared
+	opt.Prepared = nil
+	if p == nil {
+		if p, err = Prepare(sc, opt); err != nil {
+			return nil, err
+		}
+	} else if p.scenario != sc.Name {
+		p.Close()
+		return nil, fmt.Errorf("safety: a cluster prepared for %s given to %s", p.scenario, sc.Name)
+	}
 	defer func() {
 		closing := time.Now()
 		defer func() { opt.progress("  cluster closed in %v", time.Since(closing).Round(time.Millisecond)) }()
-		if cerr := c.Close(); cerr != nil && err == nil {
+		if cerr := p.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("safety: stopping the cluster: %w", cerr)
 		}
 	}()
-
-	opt.progress("  cluster up and counted in %v", time.Since(began).Round(time.Millisecond))
+	c := p.c
+	opt.progress("  cluster up and counted in %v", p.took.Round(time.Millisecond))
 	h := NewHistory()
 	keys := make([]string, opt.Keys)
 	for i := range keys {
