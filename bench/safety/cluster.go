@@ -90,7 +90,8 @@ type Cluster struct {
 	servers  []*redisproc.Server // the master behind Relays[i]
 	replicas []*redisproc.Server // the replica of servers[i] (with Replicas)
 	slots    []*proxySlot
-	errs     []error // proxies' Run errors
+	errs     []error        // proxies' Run errors
+	retiring sync.WaitGroup // replaced proxies shutting down
 }
 
 // proxySlot is one place for a proxy: empty, or running one.
@@ -276,20 +277,60 @@ func (c *Cluster) StartProxy(p int) error {
 // clients' connections close) and waits for it. An empty slot is left as
 // it is.
 func (c *Cluster) StopProxy(p int) {
+	c.stopDetached(p, c.detach(p))
+}
+
+// detached is a proxy taken out of its slot, still running.
+type detached struct {
+	stop context.CancelFunc
+	done chan error
+}
+
+// detach takes the proxy out of slot p (nil when the slot is empty): new
+// clients of the slot no longer reach it.
+func (c *Cluster) detach(p int) *detached {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	s := c.slots[p]
-	stop, done := s.stop, s.done
+	if s.stop == nil {
+		return nil
+	}
+	d := &detached{stop: s.stop, done: s.done}
 	s.app, s.stop, s.done = nil, nil, nil
-	c.mu.Unlock()
-	if stop == nil {
+	return d
+}
+
+// stopDetached stops a detached proxy of slot p and waits for it (its
+// shutdown answers the commands it has started, undos included, for up to
+// its grace period).
+func (c *Cluster) stopDetached(p int, d *detached) {
+	if d == nil {
 		return
 	}
-	stop()
-	if err := <-done; err != nil {
+	d.stop()
+	if err := <-d.done; err != nil {
 		c.mu.Lock()
 		c.errs = append(c.errs, fmt.Errorf("proxy %d: %w", p, err))
 		c.mu.Unlock()
 	}
+}
+
+// RestartProxy replaces the proxy in slot p (if any) by a fresh one that
+// has never seen the masters, as a rolling restart does: the new proxy
+// takes the slot's new clients at once while the old one shuts down in the
+// background (Close waits for it); its clients lose their connections once
+// it has answered what they sent.
+func (c *Cluster) RestartProxy(p int) error {
+	old := c.detach(p)
+	err := c.StartProxy(p)
+	if old != nil {
+		c.retiring.Add(1)
+		go func() { // ends when the old proxy has shut down; Close waits
+			defer c.retiring.Done()
+			c.stopDetached(p, old)
+		}()
+	}
+	return err
 }
 
 // Failover promotes master i's replica in its place, as Sentinel or an
@@ -381,6 +422,7 @@ func (c *Cluster) Close() error {
 		}()
 	}
 	wg.Wait()
+	c.retiring.Wait()
 	for _, r := range c.Relays {
 		r.Close()
 	}

@@ -211,29 +211,19 @@ func (e *Env) Cut(i int) {
 	e.Logf("connections to master %d cut", i)
 }
 
-// StopProxy stops the proxy in slot p (its clients' connections close).
-func (e *Env) StopProxy(p int) {
-	e.C.StopProxy(p)
-	e.Logf("proxy %d stopped", p)
-}
-
-// StartProxy starts a fresh proxy in slot p: a new deployment, a restarted
-// process, or one more proxy joining; it has never seen the masters.
-func (e *Env) StartProxy(p int) {
-	if err := e.C.StartProxy(p); err != nil {
-		e.Logf("start proxy %d FAILED: %v", p, err)
+// RestartProxy replaces the proxy in slot p, if one runs, by a fresh one
+// (see Cluster.RestartProxy), or starts one in an empty slot.
+func (e *Env) RestartProxy(p int) {
+	running := e.C.Proxy(p) != nil
+	if err := e.C.RestartProxy(p); err != nil {
+		e.Logf("restart proxy %d FAILED: %v", p, err)
 		return
 	}
-	e.Logf("proxy %d started (it has never seen the masters)", p)
-}
-
-// RestartProxy stops the proxy in slot p, if one runs, and starts a fresh
-// one there.
-func (e *Env) RestartProxy(p int) {
-	if e.C.Proxy(p) != nil {
-		e.StopProxy(p)
+	if running {
+		e.Logf("proxy %d replaced by a fresh one (it has never seen the masters; the old one shuts down meanwhile)", p)
+	} else {
+		e.Logf("proxy %d started (it has never seen the masters)", p)
 	}
-	e.StartProxy(p)
 }
 
 // ReplicationLag black-holes (on) or heals (off) master i's replication
