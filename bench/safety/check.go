@@ -147,16 +147,18 @@ func CheckRegisters(h *History) (lost, paused int64, examples []string) {
 // CheckLateGrants counts grants that arrived after their own validity had
 // ended (OK received at or after t0 + ttl - drift, t0 taken before the
 // command was sent): a client that trusts the OK holds a lock that the
-// masters may already have let go, and others may have taken. Grants whose
-// wait overlaps a stall of the whole harness process (the machine did not
-// run the client) are counted apart, as stalled.
-func CheckLateGrants(h *History, stalls []Interval) (late, stalled int, examples []string) {
+// masters may already have let go, and others may have taken. A grant that
+// arrived late by no more than a hiccup of the whole harness process during
+// its wait (the machine did not run the process, the clients and the
+// proxies in it for that long) is counted apart, as stalled: the delay may
+// be the client's own.
+func CheckLateGrants(h *History, hiccups []Interval) (late, stalled int, examples []string) {
 	ops := h.Ops()
 	for _, op := range ops {
 		if op.Kind == Release || op.Outcome != OK || op.Return.Before(op.ValidUntil) {
 			continue
 		}
-		if overlapsAny(op.Call, op.Return, stalls) {
+		if coveredByHiccup(op.Call, op.Return, op.Return.Sub(op.ValidUntil), hiccups) {
 			stalled++
 			continue
 		}
@@ -171,8 +173,12 @@ func CheckLateGrants(h *History, stalls []Interval) (late, stalled int, examples
 				others = append(others, fmt.Sprintf("%s at %s", x.Token, h.rel(x.Return)))
 			}
 		}
-		ex := fmt.Sprintf("late grant: key %s: %s %s (client %d, proxy %d, ttl %v) sent at %s, valid until %s, OK arrived at %s (%v late)",
-			op.Key, op.Kind, op.Token, op.Client, op.Proxy, op.TTL, h.rel(op.Call), h.rel(op.ValidUntil), h.rel(op.Return),
+		with := ""
+		if op.With != "" {
+			with = ", pipelined " + op.With
+		}
+		ex := fmt.Sprintf("late grant: key %s: %s %s (client %d, proxy %d, ttl %v%s) sent at %s, valid until %s, OK arrived at %s (%v late)",
+			op.Key, op.Kind, op.Token, op.Client, op.Proxy, op.TTL, with, h.rel(op.Call), h.rel(op.ValidUntil), h.rel(op.Return),
 			op.Return.Sub(op.ValidUntil).Round(time.Microsecond))
 		if len(others) > 0 {
 			ex += "; between the two, granted to " + strings.Join(others[:min(len(others), 3)], ", ")
@@ -180,6 +186,17 @@ func CheckLateGrants(h *History, stalls []Interval) (late, stalled int, examples
 		examples = append(examples, ex)
 	}
 	return late, stalled, examples
+}
+
+// coveredByHiccup reports whether a hiccup overlapping [from, to] lasted
+// at least d.
+func coveredByHiccup(from, to time.Time, d time.Duration, hiccups []Interval) bool {
+	for _, iv := range hiccups {
+		if iv.From.Before(to) && iv.To.After(from) && iv.To.Sub(iv.From) >= d {
+			return true
+		}
+	}
+	return false
 }
 
 func overlapsAny(from, to time.Time, ivs []Interval) bool {

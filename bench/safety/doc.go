@@ -32,7 +32,8 @@
 //     extend changes nothing, and a release or extend that did not report
 //     success may or may not have acted);
 //  4. late grants: an OK that arrived at or after its own validity end is a
-//     violation;
+//     violation (unless the whole harness process was not run for at least
+//     that long meanwhile);
 //  5. ghost locks: a token of an acquire answered nil that a majority of
 //     masters (read directly, past relays and proxies, at the end of
 //     faults and of the run) still holds beyond the undo time is a
@@ -44,9 +45,8 @@
 // write ended after its own validity is charged to that holder's pause (the
 // machine stopped it between its check and its write, which no lock can
 // prevent), not to the lock; it is still reported. Likewise, seconds
-// without a grant, refusals of free keys and late grants in which the
-// harness process itself was not scheduled are reported but not held
-// against the proxy.
+// without a grant and refusals of free keys in which the harness process
+// itself was not scheduled are reported but not held against the proxy.
 //
 // It promises: a Run reports the counts of holds (grants), refusals,
 // unknowns, extends, releases and each checker's violations, with

@@ -64,6 +64,9 @@ type Op struct {
 	// Free marks an acquire of a key no other client uses: nothing but a
 	// failure of the proxy can refuse it.
 	Free bool
+	// With names the commands written in the same write, for a pipelined
+	// acquire ("SET, PTTL" or "PTTL, SET").
+	With string
 	// Call is taken just before the command is sent, Return just after its
 	// reply (or error) arrived. Both carry monotonic readings.
 	Call, Return time.Time

@@ -119,7 +119,10 @@ func (c *Client) PipelineLoop(ctx context.Context, cl *Cluster, w PipelineConfig
 		_, err := rc.conn(ctx) // t0 is taken on an open connection, just before the write
 		t0 := time.Now()
 		op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: token, Kind: Acquire, TTL: ttl,
-			Call: t0, ValidUntil: t0.Add(ttl - Drift(ttl))}
+			Call: t0, ValidUntil: t0.Add(ttl - Drift(ttl)), With: "PTTL, SET"}
+		if setFirst {
+			op.With = "SET, PTTL"
+		}
 		if err == nil {
 			err = rc.send(ctx, cmds, opTimeout)
 		}

@@ -400,8 +400,10 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 
 	// A stall monitor: a ticker in this process that notes when it could not
 	// run for a while, i.e. when the machine starved the whole process
-	// (clients, proxies and relays alike). Liveness is not judged there.
-	var stalls []Interval
+	// (clients, proxies and relays alike). Liveness is not judged in stalls;
+	// a grant that arrived late by no more than a delay the ticker suffered
+	// meanwhile (a hiccup) is not charged to the proxy either.
+	var stalls, hiccups []Interval
 	sctx, stopStalls := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Add(1)
@@ -416,8 +418,12 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 				return
 			case <-t.C:
 				now := time.Now()
-				if now.Sub(last) > stallThreshold {
-					stalls = append(stalls, Interval{From: last, To: now, Why: "the harness process did not run"})
+				if gap := now.Sub(last); gap > hiccupThreshold {
+					iv := Interval{From: last, To: now, Why: "the harness process did not run"}
+					hiccups = append(hiccups, iv)
+					if gap > stallThreshold {
+						stalls = append(stalls, iv)
+					}
 				}
 				last = now
 			}
@@ -454,7 +460,7 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 
 	opt.progress("  checking %d operations", len(h.Ops()))
 	checking := time.Now()
-	rep, err = check(sc, opt, env, h, end, stalls)
+	rep, err = check(sc, opt, env, h, end, stalls, hiccups)
 	opt.progress("  checked in %v", time.Since(checking).Round(time.Millisecond))
 	if err != nil {
 		return rep, err
@@ -479,7 +485,7 @@ const (
 const undoWithin = time.Second + reconnectAllowance
 
 // check runs every checker and compares with what the scenario expects.
-func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls []Interval) (*Report, error) {
+func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls, hiccups []Interval) (*Report, error) {
 	q := env.C.Config.EffectiveQuarantine()
 	if opt.Quarantine == "" {
 		q += " (default)"
@@ -573,7 +579,7 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 	ivs := env.intervals()
 	rep.NoMajorityGrants, ex = CheckNoMajorityGrants(h, ivs)
 	rep.Examples = append(rep.Examples, ex...)
-	rep.LateGrants, rep.LateGrantsStalled, ex = CheckLateGrants(h, stalls)
+	rep.LateGrants, rep.LateGrantsStalled, ex = CheckLateGrants(h, hiccups)
 	rep.Examples = append(rep.Examples, ex...)
 	rep.GhostLocks, ex = CheckGhostLocks(h, env.C.Majority(), undoWithin)
 	rep.Examples = append(rep.Examples, ex...)
@@ -668,9 +674,11 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 }
 
 // stallThreshold is how late the stall monitor's 10ms tick must be to
-// count as a stall of the whole process; slowOp is the latency from which
-// an operation is listed among the slowest.
+// count as a stall of the whole process, hiccupThreshold as a hiccup;
+// slowOp is the latency from which an operation is listed among the
+// slowest.
 const (
-	stallThreshold = 200 * time.Millisecond
-	slowOp         = 500 * time.Millisecond
+	stallThreshold  = 200 * time.Millisecond
+	hiccupThreshold = 15 * time.Millisecond
+	slowOp          = 500 * time.Millisecond
 )
