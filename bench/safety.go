@@ -61,6 +61,7 @@ func runSafety(args []string) int {
 	ttlMax := fs.Duration("ttl-max", time.Second, "longest workload TTL")
 	maxTTL := fs.Duration("max-ttl", 2*time.Second, "proxies' max_ttl (the restart quarantine is this plus drift)")
 	backendTimeout := fs.Duration("backend-timeout", 50*time.Millisecond, "proxies' backend_timeout")
+	quarantine := fs.String("quarantine", "", "proxies' restart_quarantine in scenarios that do not name one (default: the proxy's default)")
 	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "linearizability search budget per key")
 	viz := fs.String("viz", "", "write porcupine visualizations of non-linearizable keys to this directory")
 	jsonOut := fs.String("json", "", "write the reports as JSON to this file")
@@ -99,7 +100,7 @@ func runSafety(args []string) int {
 	for _, sc := range scs {
 		rep, err := safety.Run(ctx, sc, safety.Options{
 			Duration: *dur, Clients: *clients, Keys: *keys, Proxies: *proxies, Backends: *backends,
-			Seed: *seed, TTLMin: *ttlMin, TTLMax: *ttlMax, MaxTTL: *maxTTL, BackendTimeout: *backendTimeout,
+			Seed: *seed, TTLMin: *ttlMin, TTLMax: *ttlMax, MaxTTL: *maxTTL, BackendTimeout: *backendTimeout, Quarantine: *quarantine,
 			LinTimeout: *linTimeout, VizDir: *viz, ProxyLog: proxyLog,
 			Progress: func(s string) { progress("%s", s) },
 		})

@@ -20,9 +20,11 @@ type hold struct {
 	start, end time.Time // the validity window; empty when end <= start
 }
 
-// holds derives every holder's window from the history: from the instant
-// its OK arrived to the earlier of its ValidUntil and the call of its
-// release (a holder stops using the lock when it starts to release it).
+// holds derives every holder's windows from the history: from the instant
+// an acquire's (or an extend's) OK arrived to the earlier of its ValidUntil
+// and the call of the token's release (a holder stops using the lock when it
+// starts to release it). A granted extend opens a window of its own for the
+// same token; windows of one token never conflict.
 func holds(ops []Op) []hold {
 	releaseCall := make(map[string]time.Time)
 	for _, op := range ops {
@@ -35,7 +37,7 @@ func holds(ops []Op) []hold {
 	}
 	var out []hold
 	for _, op := range ops {
-		if op.Kind != Acquire || op.Outcome != OK {
+		if op.Kind == Release || op.Outcome != OK {
 			continue
 		}
 		h := hold{acq: op, start: op.Return, end: op.ValidUntil}
@@ -142,20 +144,141 @@ func CheckRegisters(h *History) (lost, paused int64, examples []string) {
 	return lost, paused, examples
 }
 
+// CheckLateGrants counts grants that arrived after their own validity had
+// ended (OK received at or after t0 + ttl - drift, t0 taken before the
+// command was sent): a client that trusts the OK holds a lock that the
+// masters may already have let go, and others may have taken. A grant that
+// arrived late by no more than a hiccup of the whole harness process during
+// its wait (the machine did not run the process, the clients and the
+// proxies in it for that long) is counted apart, as stalled: the delay may
+// be the client's own.
+func CheckLateGrants(h *History, hiccups []Interval) (late, stalled int, examples []string) {
+	ops := h.Ops()
+	for _, op := range ops {
+		if op.Kind == Release || op.Outcome != OK || op.Return.Before(op.ValidUntil) {
+			continue
+		}
+		if coveredByHiccup(op.Call, op.Return, op.Return.Sub(op.ValidUntil), hiccups) {
+			stalled++
+			continue
+		}
+		late++
+		if len(examples) >= maxExamples {
+			continue
+		}
+		var others []string
+		for _, x := range ops {
+			if x.Key == op.Key && x.Token != op.Token && x.Kind != Release && x.Outcome == OK &&
+				x.Return.After(op.ValidUntil) && x.Return.Before(op.Return) {
+				others = append(others, fmt.Sprintf("%s at %s", x.Token, h.rel(x.Return)))
+			}
+		}
+		with := ""
+		if op.With != "" {
+			with = ", pipelined " + op.With
+		}
+		ex := fmt.Sprintf("late grant: key %s: %s %s (client %d, proxy %d, ttl %v%s) sent at %s, valid until %s, OK arrived at %s (%v late)",
+			op.Key, op.Kind, op.Token, op.Client, op.Proxy, op.TTL, with, h.rel(op.Call), h.rel(op.ValidUntil), h.rel(op.Return),
+			op.Return.Sub(op.ValidUntil).Round(time.Microsecond))
+		if len(others) > 0 {
+			ex += "; between the two, granted to " + strings.Join(others[:min(len(others), 3)], ", ")
+		}
+		examples = append(examples, ex)
+	}
+	return late, stalled, examples
+}
+
+// coveredByHiccup reports whether a hiccup overlapping [from, to] lasted
+// at least d.
+func coveredByHiccup(from, to time.Time, d time.Duration, hiccups []Interval) bool {
+	for _, iv := range hiccups {
+		if iv.From.Before(to) && iv.To.After(from) && iv.To.Sub(iv.From) >= d {
+			return true
+		}
+	}
+	return false
+}
+
+func overlapsAny(from, to time.Time, ivs []Interval) bool {
+	for _, iv := range ivs {
+		if iv.From.Before(to) && iv.To.After(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckGhostLocks counts ghost locks: tokens of acquires the proxy answered
+// with nil that a majority of masters still held, in a snapshot taken more
+// than undoWithin after that answer. A refused attempt must be undone
+// (compare-and-delete on every master that may have set it); one left on a
+// majority refuses every other client until its TTL ends, and a client
+// acting on a nil reply believes nobody holds it. Each token counts once.
+func CheckGhostLocks(h *History, majority int, undoWithin time.Duration) (n int, examples []string) {
+	refused := make(map[string]Op)
+	for _, op := range h.Ops() {
+		if op.Kind == Acquire && op.Outcome == Refused {
+			refused[op.Token] = op
+		}
+	}
+	seen := make(map[string]bool)
+	for _, s := range h.Snapshots() {
+		for _, key := range sortedKeys(s.Values) {
+			count := make(map[string]int)
+			for _, v := range s.Values[key] {
+				if v != "" {
+					count[v]++
+				}
+			}
+			for _, tok := range sortedKeys(count) {
+				op, ok := refused[tok]
+				if !ok || count[tok] < majority || seen[tok] || s.At.Sub(op.Return) <= undoWithin {
+					continue
+				}
+				seen[tok] = true
+				n++
+				if len(examples) < maxExamples {
+					examples = append(examples, fmt.Sprintf("ghost lock: key %s: %s (client %d, proxy %d, ttl %v) was answered nil at %s, yet %d of %d masters held it at %s (%s)",
+						key, tok, op.Client, op.Proxy, op.TTL, h.rel(op.Return), count[tok], len(s.Values[key]), h.rel(s.At), s.Why))
+				}
+			}
+		}
+	}
+	return n, examples
+}
+
+// CheckFreeRefusals counts acquires of keys no other client uses that
+// were not granted (refused, or an error), outside stalls of the whole
+// harness process: with a majority of masters healthy, nothing but the
+// proxy can refuse them.
+func CheckFreeRefusals(h *History, stalls []Interval) (n int, examples []string) {
+	for _, op := range h.Ops() {
+		if !op.Free || op.Outcome == OK || overlapsAny(op.Call, op.Return, stalls) {
+			continue
+		}
+		n++
+		if len(examples) < maxExamples {
+			examples = append(examples, fmt.Sprintf("free key refused: %s %s (client %d, proxy %d) sent at %s answered %v after %v %s",
+				op.Key, op.Token, op.Client, op.Proxy, h.rel(op.Call), op.Outcome, op.Return.Sub(op.Call).Round(time.Microsecond), op.Err))
+		}
+	}
+	return n, examples
+}
+
 // CheckNoMajorityGrants counts grants that began and ended inside an
 // interval when no majority of masters could count (see Env.NoMajority):
 // such a grant cannot come from a majority vote.
 func CheckNoMajorityGrants(h *History, ivs []Interval) (n int, examples []string) {
 	for _, op := range h.Ops() {
-		if op.Kind != Acquire || op.Outcome != OK {
+		if op.Kind == Release || op.Outcome != OK {
 			continue
 		}
 		for _, iv := range ivs {
 			if !op.Call.Before(iv.From) && !op.Return.After(iv.To) {
 				n++
 				if len(examples) < maxExamples {
-					examples = append(examples, fmt.Sprintf("no-majority: key %s: %s got OK at %s (called %s) while %s (%s to %s)",
-						op.Key, op.Token, h.rel(op.Return), h.rel(op.Call), iv.Why, h.rel(iv.From), h.rel(iv.To)))
+					examples = append(examples, fmt.Sprintf("no-majority: key %s: %s %s (client %d, proxy %d) got OK at %s (called %s) while %s (%s to %s)",
+						op.Key, op.Kind, op.Token, op.Client, op.Proxy, h.rel(op.Return), h.rel(op.Call), iv.Why, h.rel(iv.From), h.rel(iv.To)))
 				}
 				break
 			}
@@ -172,10 +295,10 @@ type Interval struct {
 
 // lockInput is an operation as the porcupine model sees it.
 type lockInput struct {
-	Acquire    bool
+	Kind       Kind
 	Token      string
 	Return     int64 // the operation's return time (ns from the origin)
-	ValidUntil int64 // acquires: the holder's validity end (ns from the origin)
+	ValidUntil int64 // acquires and extends: the holder's validity end (ns from the origin)
 }
 
 // lockState is the model's state: who holds the lock and until when. The
@@ -193,14 +316,40 @@ var LockModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{lockState{}} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(lockState), input.(lockInput), output.(Outcome)
-		if in.Acquire {
+		free := s.Holder == "" || s.ValidUntil <= in.Return
+		switch in.Kind {
+		case Acquire:
 			if out != OK {
 				return []any{s} // refused or unknown: legal, and the client does not use it
 			}
-			if s.Holder == "" || s.ValidUntil <= in.Return {
+			if free {
 				return []any{lockState{Holder: in.Token, ValidUntil: in.ValidUntil}}
 			}
 			return nil // granted while another holder's validity ran
+		case Extend:
+			// Extend-or-acquire: granted to the holder (its lease now ends at
+			// the later of the two validities) or on a free lock (a new
+			// holder). A refused extend changes nothing: the holder keeps its
+			// lease. An unknown one may have done either.
+			var next lockState
+			switch {
+			case s.Holder == in.Token:
+				next = lockState{Holder: in.Token, ValidUntil: max(s.ValidUntil, in.ValidUntil)}
+			case free:
+				next = lockState{Holder: in.Token, ValidUntil: in.ValidUntil}
+			default:
+				if out == OK {
+					return nil // extended or taken while another holder's validity ran
+				}
+				return []any{s}
+			}
+			switch out {
+			case OK:
+				return []any{next}
+			case Refused:
+				return []any{s}
+			}
+			return []any{s, next}
 		}
 		switch {
 		case out == OK && s.Holder == in.Token:
@@ -214,10 +363,7 @@ var LockModel = porcupine.NondeterministicModel{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(lockInput), output.(Outcome)
-		if in.Acquire {
-			return fmt.Sprintf("acquire(%s) -> %v", in.Token, out)
-		}
-		return fmt.Sprintf("release(%s) -> %v", in.Token, out)
+		return fmt.Sprintf("%s(%s) -> %v", in.Kind, in.Token, out)
 	},
 	DescribeState: func(state any) string {
 		s := state.(lockState)
@@ -229,18 +375,18 @@ var LockModel = porcupine.NondeterministicModel{
 }
 
 // linOps converts a key's operations for porcupine. Acquires that were
-// refused or unknown are left out: the model accepts them in every state and
-// they change nothing, so they cannot make a history illegal; leaving them
-// out only spares the search.
+// refused or unknown, and refused extends, are left out: the model accepts
+// them in every state and they change nothing, so they cannot make a
+// history illegal; leaving them out only spares the search.
 func linOps(h *History, ops []Op) []porcupine.Operation {
 	ns := func(t time.Time) int64 { return t.Sub(h.Start).Nanoseconds() }
 	var out []porcupine.Operation
 	for _, op := range ops {
-		if op.Kind == Acquire && op.Outcome != OK {
+		if (op.Kind == Acquire && op.Outcome != OK) || (op.Kind == Extend && op.Outcome == Refused) {
 			continue
 		}
-		in := lockInput{Acquire: op.Kind == Acquire, Token: op.Token, Return: ns(op.Return)}
-		if in.Acquire {
+		in := lockInput{Kind: op.Kind, Token: op.Token, Return: ns(op.Return)}
+		if op.Kind != Release {
 			in.ValidUntil = ns(op.ValidUntil)
 		}
 		out = append(out, porcupine.Operation{

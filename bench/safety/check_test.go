@@ -19,6 +19,12 @@ func acq(h *History, client int, key, token string, call, ret, validUntil int, o
 		Call: at(h, call), Return: at(h, ret), ValidUntil: at(h, validUntil)}
 }
 
+func ext(h *History, client int, key, token string, call, ret, validUntil int, out Outcome) Op {
+	o := acq(h, client, key, token, call, ret, validUntil, out)
+	o.Kind = Extend
+	return o
+}
+
 func rel(h *History, client int, key, token string, call, ret int, out Outcome) Op {
 	return Op{Client: client, Key: key, Token: token, Kind: Release, Outcome: out, Call: at(h, call), Return: at(h, ret)}
 }
@@ -57,6 +63,27 @@ func TestWindowsChecker(t *testing.T) {
 		{"an empty window (OK arrived after the validity) is no hold", func(h *History) []Op {
 			return []Op{acq(h, 0, "k", "a", 0, 950, 900, OK), acq(h, 1, "k", "b", 920, 930, 1800, OK)}
 		}, 0},
+		{"a granted extend keeps the holder's window open", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 800, 805, 1700, OK),
+				acq(h, 1, "k", "b", 1000, 1005, 1900, OK),
+			}
+		}, 1},
+		{"a refused extend leaves the lease as it was", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 300, 350, 1200, Refused),
+				acq(h, 1, "k", "b", 400, 405, 1300, OK),
+			}
+		}, 1},
+		{"after a refused extend, the lock is free once the lease ends", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 300, 350, 1200, Refused),
+				acq(h, 1, "k", "b", 901, 905, 1800, OK),
+			}
+		}, 0},
+		{"an extend that takes a free lock is a hold", func(h *History) []Op {
+			return []Op{ext(h, 0, "k", "a", 0, 5, 900, OK), acq(h, 1, "k", "b", 400, 410, 1300, OK)}
+		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := NewHistory()
@@ -153,6 +180,33 @@ func TestLockModel(t *testing.T) {
 		{"released by someone who does not hold it", func(h *History) []Op {
 			return []Op{acq(h, 0, "k", "a", 0, 5, 900, OK), rel(h, 1, "k", "b", 100, 105, OK)}
 		}, false},
+		{"a granted extend keeps the lock", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 800, 805, 1700, OK),
+				acq(h, 1, "k", "b", 1000, 1005, 1900, OK),
+			}
+		}, false},
+		{"a refused extend does not end the lease", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 300, 350, 1200, Refused),
+				acq(h, 1, "k", "b", 400, 405, 1300, OK),
+			}
+		}, false},
+		{"an extend with an error may not have extended", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 0, "k", "a", 800, 805, 1700, Unknown),
+				acq(h, 1, "k", "b", 1000, 1005, 1900, OK),
+			}
+		}, true},
+		{"extend-or-acquire takes a free lock", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 900, OK), rel(h, 0, "k", "a", 100, 105, OK),
+				ext(h, 1, "k", "b", 200, 205, 1100, OK),
+			}
+		}, true},
+		{"extend-or-acquire granted while another holds the lock", func(h *History) []Op {
+			return []Op{acq(h, 0, "k", "a", 0, 5, 900, OK), ext(h, 1, "k", "b", 200, 205, 1100, OK)}
+		}, false},
 		{"refusals are always legal", func(h *History) []Op {
 			return []Op{
 				acq(h, 1, "k", "b", 0, 3, 900, Refused),
@@ -209,6 +263,71 @@ func TestNoMajorityChecker(t *testing.T) {
 	}
 }
 
+func TestLateGrantChecker(t *testing.T) {
+	h := NewHistory()
+	h.AddOps(
+		acq(h, 0, "k", "in-time", 0, 20, 28, OK),
+		acq(h, 1, "k", "late", 0, 51, 28, OK), // OK after its validity
+		acq(h, 2, "k", "other", 30, 31, 60, OK),
+		acq(h, 3, "k", "refused-late", 0, 51, 28, Refused),
+		ext(h, 4, "j", "late-extend", 100, 200, 150, OK),
+		acq(h, 5, "k", "stalled", 300, 900, 400, OK),             // 500ms late, a 600ms hiccup meanwhile
+		acq(h, 6, "k", "late-past-hiccup", 1000, 1100, 1040, OK), // 60ms late, a 20ms hiccup meanwhile
+	)
+	late, stalled, ex := CheckLateGrants(h, []Interval{{From: at(h, 250), To: at(h, 850)}, {From: at(h, 1050), To: at(h, 1070)}})
+	if late != 3 || stalled != 1 {
+		t.Fatalf("late = %d, stalled = %d, want 2 and 1; examples %q", late, stalled, ex)
+	}
+	if len(ex) != 3 || !strings.Contains(ex[0], "late grant: key k: acquire late") || !strings.Contains(ex[0], "granted to other at +0.031s") ||
+		!strings.Contains(ex[1], "extend late-extend") || !strings.Contains(ex[2], "late-past-hiccup") {
+		t.Fatalf("examples %q do not explain", ex)
+	}
+}
+
+func TestGhostLockChecker(t *testing.T) {
+	h := NewHistory()
+	h.AddOps(
+		acq(h, 0, "k", "ghost", 0, 50, 900, Refused),
+		acq(h, 1, "j", "minority", 0, 50, 900, Refused),
+		acq(h, 2, "i", "held", 0, 5, 900, OK),
+		acq(h, 3, "g", "recent", 1900, 1950, 2900, Refused),
+	)
+	snap := func(ms int, vals map[string][]string) Snapshot {
+		return Snapshot{At: at(h, ms), Why: "test", Values: vals}
+	}
+	for _, s := range []Snapshot{
+		snap(2000, map[string][]string{
+			"k": {"ghost", "ghost", "ghost", "", ""},
+			"j": {"minority", "minority", "", "", ""},
+			"i": {"held", "held", "held", "held", "held"},
+			"g": {"recent", "recent", "recent", "", ""},
+		}),
+		snap(2100, map[string][]string{"k": {"ghost", "ghost", "ghost", "", ""}}), // the same ghost counts once
+	} {
+		h.AddSnapshot(s)
+	}
+	n, ex := CheckGhostLocks(h, 3, time.Second)
+	if n != 1 || len(ex) != 1 || !strings.Contains(ex[0], "key k: ghost") || !strings.Contains(ex[0], "3 of 5 masters") {
+		t.Fatalf("ghosts = %d, examples %q; want the one on k", n, ex)
+	}
+}
+
+func TestFreeRefusalChecker(t *testing.T) {
+	h := NewHistory()
+	free := func(o Op) Op { o.Free = true; return o }
+	h.AddOps(
+		free(acq(h, 0, "f:1", "a", 0, 5, 900, OK)),
+		free(acq(h, 0, "f:2", "b", 10, 60, 900, Refused)),
+		free(acq(h, 0, "f:3", "c", 100, 150, 900, Unknown)),
+		free(acq(h, 0, "f:4", "d", 600, 650, 1500, Refused)), // in a stall
+		acq(h, 1, "hot", "e", 10, 60, 900, Refused),          // contended: not judged
+	)
+	n, ex := CheckFreeRefusals(h, []Interval{{From: at(h, 500), To: at(h, 700)}})
+	if n != 2 || len(ex) != 2 {
+		t.Fatalf("free refusals = %d, examples %q; want b and c", n, ex)
+	}
+}
+
 func TestLookup(t *testing.T) {
 	all, err := Lookup("all")
 	if err != nil || len(all) != len(Scenarios()) {
@@ -216,7 +335,7 @@ func TestLookup(t *testing.T) {
 	}
 	faults, _ := Lookup("faults")
 	controls, _ := Lookup("controls")
-	if len(faults)+len(controls) != len(all) || len(controls) != 2 {
+	if len(faults)+len(controls) != len(all) || len(controls) != 3 {
 		t.Fatalf("faults %d + controls %d != all %d", len(faults), len(controls), len(all))
 	}
 	two, err := Lookup("kill9, none,kill9")

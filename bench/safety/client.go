@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,32 +21,52 @@ const ReleaseScript = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis
 // and shows as an unknown outcome.
 const opTimeout = 3 * time.Second
 
-// Client is one contender: a go-redis client on one proxy, recording every
-// operation it makes into a local log that Close hands to the History.
+// Client is one contender: a go-redis client on one proxy slot, recording
+// every operation it makes into a local log that Close hands to the
+// History.
 type Client struct {
 	ID    int
-	Proxy int
+	Proxy int // the proxy slot it talks to
 
-	rdb    *redis.Client
-	h      *History
-	rng    *rand.Rand
-	seq    int
-	ops    []Op
-	writes []Write
+	rdb *redis.Client
+	rs  *redsync.Redsync // extends go through redsync, over rdb
+	// connected is when rdb last opened a connection (Unix ns): a command
+	// that waited for it was sent no earlier.
+	connected atomic.Int64
+	h         *History
+	rng       *rand.Rand
+	seq       int
+	ops       []Op
+	writes    []Write
 }
 
-// NewClient connects client id to the proxy at addr (the proxy's index is
-// for the report).
-func NewClient(id, proxy int, addr string, h *History, seed uint64) *Client {
-	return &Client{
-		ID: id, Proxy: proxy, h: h,
-		rng: rand.New(rand.NewPCG(seed, uint64(id)+1)),
-		rdb: redis.NewClient(&redis.Options{
-			Addr: addr, Protocol: 2, DisableIdentity: true,
-			MaxRetries: -1, PoolSize: 2,
-			DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
-		}),
+// NewClient connects client id to whatever proxy runs in slot proxy of c
+// (a proxy that restarts or joins later is found at its new address).
+func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
+	cl := &Client{ID: id, Proxy: proxy, h: h, rng: rand.New(rand.NewPCG(seed, uint64(id)+1))}
+	cl.rdb = redis.NewClient(&redis.Options{
+		Addr: fmt.Sprintf("proxy-slot-%d", proxy), Dialer: c.dialer(proxy),
+		Protocol: 2, DisableIdentity: true,
+		MaxRetries: -1, PoolSize: 2,
+		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
+		OnConnect: func(context.Context, *redis.Conn) error {
+			cl.connected.Store(time.Now().UnixNano())
+			return nil
+		},
+	})
+	cl.rs = redsync.New(goredis.NewPool(cl.rdb))
+	return cl
+}
+
+// sentAfter is t0, or the instant the client's last connection opened when
+// that is later: a command that waited for its connection (a proxy that
+// was restarting, or not yet joined) was sent no earlier, and its validity
+// counts from then.
+func (c *Client) sentAfter(t0 time.Time) time.Time {
+	if ns := c.connected.Load(); ns > t0.UnixNano() {
+		return time.Unix(0, ns)
 	}
+	return t0
 }
 
 // Close hands the client's operations to the History and disconnects.
@@ -74,15 +97,21 @@ func (l Lease) Valid(now time.Time, margin time.Duration) bool {
 
 // Acquire sends SET key token NX PX ttl with a fresh token and records it.
 func (c *Client) Acquire(key string, ttl time.Duration) (Lease, Outcome) {
+	return c.acquire(key, ttl, false)
+}
+
+// acquire is Acquire; free marks a key no other client uses.
+func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outcome) {
 	c.seq++
 	l := Lease{Key: key, Token: fmt.Sprintf("c%d-%d", c.ID, c.seq), TTL: ttl}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	l.T0 = time.Now()
-	l.ValidUntil = l.T0.Add(ttl - Drift(ttl))
 	v, err := c.rdb.Do(ctx, "SET", key, l.Token, "NX", "PX", ttl.Milliseconds()).Result()
 	l.Granted = time.Now()
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: l.Token, Kind: Acquire, TTL: ttl,
+	l.T0 = c.sentAfter(l.T0)
+	l.ValidUntil = l.T0.Add(ttl - Drift(ttl))
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: l.Token, Kind: Acquire, TTL: ttl, Free: free,
 		Call: l.T0, Return: l.Granted, ValidUntil: l.ValidUntil}
 	switch {
 	case err == nil && v == "OK":
@@ -106,13 +135,46 @@ func (c *Client) Acquire(key string, ttl time.Duration) (Lease, Outcome) {
 	return l, op.Outcome
 }
 
+// Extend re-arms the lease for ttl with redsync's extend-or-acquire script
+// (a Mutex with WithSetNXOnExtend, over this client's go-redis connection
+// to the proxy: EVALSHA, then EVAL when the script is not cached yet), and
+// records it. On OK it returns the lease with its new validity; otherwise
+// the lease as it was: a refused extend leaves a held lock held until its
+// validity ends.
+func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
+	m := c.rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
+		redsync.WithSetNXOnExtend(), redsync.WithTries(1))
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	t0 := time.Now()
+	ok, err := m.ExtendContext(ctx)
+	ret := time.Now()
+	t0 = c.sentAfter(t0)
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
+		Call: t0, Return: ret, ValidUntil: t0.Add(ttl - Drift(ttl))}
+	var taken *redsync.ErrTaken
+	switch {
+	case ok:
+		op.Outcome = OK
+	case errors.As(err, &taken) || errors.Is(err, redsync.ErrExtendFailed) || err == nil:
+		op.Outcome = Refused // the script answered 0, or too little validity was left
+	default:
+		op.Outcome, op.Err = Unknown, err.Error()
+	}
+	c.ops = append(c.ops, op)
+	if op.Outcome != OK {
+		return l, op.Outcome
+	}
+	return Lease{Key: l.Key, Token: l.Token, TTL: ttl, T0: t0, Granted: ret, ValidUntil: op.ValidUntil}, OK
+}
+
 // Release runs the compare-and-delete script for the lease and records it.
 func (c *Client) Release(l Lease) Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := time.Now()
 	v, err := c.rdb.Do(ctx, "EVAL", ReleaseScript, 1, l.Key, l.Token).Result()
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: call, Return: time.Now()}
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: c.sentAfter(call), Return: time.Now()}
 	switch {
 	case err == nil && v == int64(1):
 		op.Outcome = OK
@@ -176,12 +238,7 @@ type WorkloadConfig struct {
 func (c *Client) Loop(ctx context.Context, w WorkloadConfig) {
 	for ctx.Err() == nil {
 		key := w.Keys[c.rng.IntN(len(w.Keys))]
-		ttl := w.TTLMin
-		if w.TTLMax > w.TTLMin {
-			ttl += time.Duration(c.rng.Int64N(int64(w.TTLMax - w.TTLMin)))
-		}
-		ttl = ttl.Round(time.Millisecond)
-		l, out := c.Acquire(key, ttl)
+		l, out := c.Acquire(key, w.ttl(c.rng))
 		switch out {
 		case OK:
 			c.Work(l, w.Think, w.Margin)
@@ -192,6 +249,59 @@ func (c *Client) Loop(ctx context.Context, w WorkloadConfig) {
 			}
 		}
 	}
+}
+
+// ExtendLoop is a holder that keeps its lock with extends: acquire; then
+// a few times, work a little and extend with the extend-or-acquire script;
+// then do the guarded update and release. When an extend is refused it
+// keeps the lock it has until that lease's validity is nearly over (a
+// refused extend takes nothing away from a holder), then releases.
+func (c *Client) ExtendLoop(ctx context.Context, w WorkloadConfig) {
+	for ctx.Err() == nil {
+		key := w.Keys[c.rng.IntN(len(w.Keys))]
+		ttl := w.ttl(c.rng)
+		l, out := c.Acquire(key, ttl)
+		if out != OK {
+			sleepCtx(ctx, time.Duration(c.rng.Int64N(int64(w.RetryMax)+1)))
+			continue
+		}
+		for n := 1 + c.rng.IntN(4); n > 0 && ctx.Err() == nil; n-- {
+			sleepCtx(ctx, time.Duration(c.rng.Int64N(int64(ttl/4)))+10*time.Millisecond)
+			if !l.Valid(time.Now(), w.Margin) {
+				break
+			}
+			var ext Outcome
+			l, ext = c.Extend(l, ttl)
+			if ext != OK {
+				sleepCtx(ctx, time.Until(l.ValidUntil)-w.Margin)
+				break
+			}
+		}
+		c.Work(l, w.Think, w.Margin)
+		c.Release(l)
+	}
+}
+
+// FreeLoop locks keys that no other client uses, one after the other: with
+// a majority of masters healthy, every attempt must be granted.
+func (c *Client) FreeLoop(ctx context.Context, w WorkloadConfig) {
+	for ctx.Err() == nil {
+		ttl := w.ttl(c.rng)
+		l, out := c.acquire(fmt.Sprintf("free:%d:%d", c.ID, c.seq+1), ttl, true)
+		if out == OK {
+			c.Release(l)
+		}
+		sleepCtx(ctx, time.Duration(c.rng.Int64N(int64(w.RetryMax)+1)))
+	}
+}
+
+// ttl draws a TTL in [TTLMin, TTLMax], whole milliseconds.
+func (w WorkloadConfig) ttl(rng *rand.Rand) time.Duration {
+	ttl := w.TTLMin
+	if w.TTLMax > w.TTLMin {
+		ttl += time.Duration(rng.Int64N(int64(w.TTLMax - w.TTLMin)))
+	}
+	return ttl.Round(time.Millisecond)
 }
 
 // sleepCtx sleeps for d or until ctx is done; it reports whether the full

@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
@@ -16,13 +21,23 @@ import (
 
 // ClusterConfig describes the masters and proxies of a run.
 type ClusterConfig struct {
-	Dir            string        // working directory for redis-server (required)
-	Backends       int           // redis-server masters (default 5)
-	Proxies        int           // in-process proxies over the same masters (default 2)
-	Quarantine     string        // restart_quarantine of every proxy (default "run-id")
+	Dir      string // working directory for redis-server (required)
+	Backends int    // redis-server masters (default 5)
+	Proxies  int    // in-process proxies started with the cluster (default 2)
+	// Slots is how many proxies there can be, those that join later
+	// included (default and minimum Proxies). Slots past Proxies start
+	// empty; JoinProxy fills them.
+	Slots int
+	// Quarantine is every proxy's restart_quarantine; "" leaves the
+	// proxy's own default.
+	Quarantine     string
 	MaxTTL         time.Duration // proxies' max_ttl (default 2s)
 	BackendTimeout time.Duration // proxies' backend_timeout (default 50ms)
-	Log            io.Writer     // proxies' warnings and errors (nil: discarded)
+	// Replicas gives every master a replica (redis-server --replicaof),
+	// which replicates through a relay of its own (ReplRelays) so that its
+	// replication can be made to lag, and which Failover promotes.
+	Replicas bool
+	Log      io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
@@ -32,8 +47,8 @@ func (c *ClusterConfig) defaults() {
 	if c.Proxies <= 0 {
 		c.Proxies = 2
 	}
-	if c.Quarantine == "" {
-		c.Quarantine = "run-id"
+	if c.Slots < c.Proxies {
+		c.Slots = c.Proxies
 	}
 	if c.MaxTTL <= 0 {
 		c.MaxTTL = 2 * time.Second
@@ -43,79 +58,119 @@ func (c *ClusterConfig) defaults() {
 	}
 }
 
-// Cluster is N redis-server masters, a relay in front of each, and P
-// proxies that reach the masters only through the relays.
-type Cluster struct {
-	Config  ClusterConfig
-	Servers []*redisproc.Server
-	Relays  []*faultnet.Relay
-	Proxies []*app.App
-
-	cancel context.CancelFunc
-	done   []chan error
+// EffectiveQuarantine is the restart_quarantine the proxies run with.
+func (c ClusterConfig) EffectiveQuarantine() string {
+	if c.Quarantine != "" {
+		return c.Quarantine
+	}
+	return config.Default().RestartQuarantine
 }
 
-// StartCluster starts the masters, relays and proxies and waits until every
-// proxy sees every master. On error everything started is stopped.
+// masterArgs are given to every redis-server: a master serves a new
+// replica at once (by default it waits 5s for more replicas to batch).
+var masterArgs = []string{"--repl-diskless-sync-delay", "0"}
+
+// Cluster is N redis-server masters, a relay in front of each, and proxy
+// slots whose proxies reach the masters only through the relays. Proxies
+// can be stopped, started again with no memory of the masters, and added
+// while the cluster runs; with Replicas, each master has a replica that
+// Failover promotes in its place.
+type Cluster struct {
+	Config ClusterConfig
+	// Relays[i] is the proxies' way to master i (a virtual IP: Failover
+	// points it at the promoted replica).
+	Relays []*faultnet.Relay
+	// ReplRelays[i] is replica i's way to master i (with Replicas).
+	ReplRelays []*faultnet.Relay
+
+	log     io.Writer
+	started time.Time // before the first redis-server started
+
+	mu       sync.Mutex
+	servers  []*redisproc.Server // the master behind Relays[i]
+	replicas []*redisproc.Server // the replica of servers[i] (with Replicas)
+	slots    []*proxySlot
+	errs     []error        // proxies' Run errors
+	retiring sync.WaitGroup // replaced proxies shutting down
+}
+
+// proxySlot is one place for a proxy: empty, or running one.
+type proxySlot struct {
+	app    *app.App
+	stop   context.CancelFunc
+	done   chan error
+	starts int // proxies started in this slot so far
+}
+
+// StartCluster starts the masters (and replicas), relays and proxies and
+// waits until every proxy counts every master: connected, verified, and
+// out of any quarantine its restart rule imposes on a fresh master. On error
+// everything started is stopped.
 func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	cfg.defaults()
 	if cfg.Dir == "" {
 		return nil, errors.New("safety: ClusterConfig.Dir is required")
 	}
-	c = &Cluster{Config: cfg}
+	c = &Cluster{Config: cfg, log: cfg.Log, started: time.Now()}
+	if c.log == nil {
+		c.log = io.Discard
+	}
 	defer func() {
 		if err != nil {
 			c.Close()
 			c = nil
 		}
 	}()
-	c.Servers, err = redisproc.StartN(cfg.Dir, cfg.Backends)
+	c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, masterArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("safety: starting %d redis-server: %w", cfg.Backends, err)
 	}
-	var addrs []string
-	for _, s := range c.Servers {
+	for _, s := range c.servers {
 		r, err := faultnet.Listen(s.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("safety: relay to %s: %w", s.Addr, err)
 		}
 		c.Relays = append(c.Relays, r)
-		addrs = append(addrs, r.Addr())
 	}
-	w := cfg.Log
-	if w == nil {
-		w = io.Discard
+	if cfg.Replicas {
+		for i, s := range c.servers {
+			r, err := faultnet.Listen(s.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("safety: replication relay to %s: %w", s.Addr, err)
+			}
+			c.ReplRelays = append(c.ReplRelays, r)
+			rep, err := redisproc.StartReplica(cfg.Dir, r.Addr(), masterArgs...)
+			if err != nil {
+				return nil, fmt.Errorf("safety: replica of master %d: %w", i, err)
+			}
+			c.replicas = append(c.replicas, rep)
+		}
+		for i := range c.replicas {
+			if err := c.WaitReplicaSynced(context.Background(), i, 10*time.Second); err != nil {
+				return nil, err
+			}
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	c.slots = make([]*proxySlot, cfg.Slots)
+	for i := range c.slots {
+		c.slots[i] = &proxySlot{}
+	}
 	for i := 0; i < cfg.Proxies; i++ {
-		pc := config.Default()
-		pc.Listen = "127.0.0.1:0"
-		pc.Admin = ""
-		pc.Backends = addrs
-		pc.BackendTimeout = cfg.BackendTimeout
-		pc.MaxTTL = cfg.MaxTTL
-		pc.RestartQuarantine = cfg.Quarantine
-		pc.LogLevel = "warn"
-		if _, err := pc.Validate(); err != nil {
-			return nil, fmt.Errorf("safety: proxy config: %w", err)
+		if err := c.StartProxy(i); err != nil {
+			return nil, err
 		}
-		log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proxy", i)
-		a, err := app.New(pc, log)
-		if err != nil {
-			return nil, fmt.Errorf("safety: proxy %d: %w", i, err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }() // ends when Close cancels ctx
-		c.Proxies = append(c.Proxies, a)
-		c.done = append(c.done, done)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	for i, a := range c.Proxies {
-		if err := a.Pool().WaitUp(wctx, cfg.Backends); err != nil {
+	for i := 0; i < cfg.Proxies; i++ {
+		if err := c.Proxy(i).Pool().WaitUp(wctx, cfg.Backends); err != nil {
 			return nil, fmt.Errorf("safety: proxy %d does not see its %d masters: %w", i, cfg.Backends, err)
 		}
+	}
+	// A rule that quarantines fresh masters keeps them out for the hold
+	// (plus a second of uptime rounding) after they started.
+	if !c.waitCounting(context.Background(), 2*c.Hold()+5*time.Second) {
+		return nil, fmt.Errorf("safety: the proxies do not count every master %v after they started", 2*c.Hold()+5*time.Second)
 	}
 	return c, nil
 }
@@ -124,31 +179,370 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 // max_ttl plus its drift.
 func (c *Cluster) Hold() time.Duration { return c.Config.MaxTTL + Drift(c.Config.MaxTTL) }
 
-// Close stops the proxies (waiting for them), the relays and the masters.
-// It is safe to call on a partly started cluster and more than once.
-func (c *Cluster) Close() error {
-	var errs []error
-	if c.cancel != nil {
-		c.cancel()
-		for i, d := range c.done {
-			if err := <-d; err != nil {
-				errs = append(errs, fmt.Errorf("proxy %d: %w", i, err))
+// NumBackends is the number of masters.
+func (c *Cluster) NumBackends() int { return len(c.Relays) }
+
+// Majority is how many masters a lock needs.
+func (c *Cluster) Majority() int { return c.NumBackends()/2 + 1 }
+
+// Server is the redis-server that is master i now.
+func (c *Cluster) Server(i int) *redisproc.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.servers[i]
+}
+
+// Replica is master i's replica now (nil without Replicas).
+func (c *Cluster) Replica(i int) *redisproc.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.replicas == nil {
+		return nil
+	}
+	return c.replicas[i]
+}
+
+// NumProxies is the number of proxy slots, empty ones included.
+func (c *Cluster) NumProxies() int { return len(c.slots) }
+
+// Proxy is the proxy running in slot p, or nil.
+func (c *Cluster) Proxy(p int) *app.App {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slots[p].app
+}
+
+// ProxyAddr is the address of the proxy in slot p, or "" when none runs.
+func (c *Cluster) ProxyAddr(p int) string {
+	if a := c.Proxy(p); a != nil {
+		return a.Addr()
+	}
+	return ""
+}
+
+// Running is the slots that have a proxy now.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, s := range c.slots {
+		if s.app != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// StartProxy starts a fresh proxy in slot p: it knows nothing of the
+// masters (as a new deployment or a restarted process). It returns once
+// the proxy listens; it connects to the masters in the background.
+func (c *Cluster) StartProxy(p int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[p]
+	if s.app != nil {
+		return fmt.Errorf("safety: proxy slot %d is running", p)
+	}
+	var addrs []string
+	for _, r := range c.Relays {
+		addrs = append(addrs, r.Addr())
+	}
+	pc := config.Default()
+	pc.Listen = "127.0.0.1:0"
+	pc.Admin = ""
+	pc.Backends = addrs
+	pc.BackendTimeout = c.Config.BackendTimeout
+	pc.MaxTTL = c.Config.MaxTTL
+	if c.Config.Quarantine != "" {
+		pc.RestartQuarantine = c.Config.Quarantine
+	}
+	pc.LogLevel = "warn"
+	if _, err := pc.Validate(); err != nil {
+		return fmt.Errorf("safety: proxy config: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(c.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proxy", p, "start", s.starts)
+	a, err := app.New(pc, log)
+	if err != nil {
+		return fmt.Errorf("safety: proxy %d: %w", p, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }() // ends when StopProxy or Close cancels ctx
+	s.app, s.stop, s.done = a, cancel, done
+	s.starts++
+	return nil
+}
+
+// StopProxy stops the proxy in slot p (as its process ending would: its
+// clients' connections close) and waits for it. An empty slot is left as
+// it is.
+func (c *Cluster) StopProxy(p int) {
+	c.stopDetached(p, c.detach(p))
+}
+
+// detached is a proxy taken out of its slot, still running.
+type detached struct {
+	stop context.CancelFunc
+	done chan error
+}
+
+// detach takes the proxy out of slot p (nil when the slot is empty): new
+// clients of the slot no longer reach it.
+func (c *Cluster) detach(p int) *detached {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[p]
+	if s.stop == nil {
+		return nil
+	}
+	d := &detached{stop: s.stop, done: s.done}
+	s.app, s.stop, s.done = nil, nil, nil
+	return d
+}
+
+// stopDetached stops a detached proxy of slot p and waits for it (its
+// shutdown answers the commands it has started, undos included, for up to
+// its grace period).
+func (c *Cluster) stopDetached(p int, d *detached) {
+	if d == nil {
+		return
+	}
+	d.stop()
+	if err := <-d.done; err != nil {
+		c.mu.Lock()
+		c.errs = append(c.errs, fmt.Errorf("proxy %d: %w", p, err))
+		c.mu.Unlock()
+	}
+}
+
+// RestartProxy replaces the proxy in slot p (if any) by a fresh one that
+// has never seen the masters, as a rolling restart does: the new proxy
+// takes the slot's new clients at once while the old one shuts down in the
+// background (Close waits for it); its clients lose their connections once
+// it has answered what they sent.
+func (c *Cluster) RestartProxy(p int) error {
+	old := c.detach(p)
+	err := c.StartProxy(p)
+	if old != nil {
+		c.retiring.Add(1)
+		go func() { // ends when the old proxy has shut down; Close waits
+			defer c.retiring.Done()
+			c.stopDetached(p, old)
+		}()
+	}
+	return err
+}
+
+// Failover promotes master i's replica in its place, as Sentinel or an
+// operator would: REPLICAOF NO ONE on the replica, then the proxies'
+// relay for master i is pointed at it (their connections are cut, as a
+// moved virtual IP does), and the old master becomes the new one's replica
+// (through ReplRelays[i]). The promoted replica has only what it had
+// replicated.
+func (c *Cluster) Failover(i int) error {
+	c.mu.Lock()
+	old, rep := c.servers[i], c.replicas[i]
+	c.mu.Unlock()
+	if rep == nil {
+		return errors.New("safety: no replicas in this cluster")
+	}
+	if err := rep.Promote(); err != nil {
+		return fmt.Errorf("safety: promoting master %d's replica: %w", i, err)
+	}
+	c.Relays[i].Retarget(rep.Addr)
+	c.ReplRelays[i].Retarget(rep.Addr)
+	c.ReplRelays[i].BlackHole(false)
+	c.mu.Lock()
+	c.servers[i], c.replicas[i] = rep, old
+	c.mu.Unlock()
+	if err := old.Follow(c.ReplRelays[i].Addr()); err != nil {
+		return fmt.Errorf("safety: old master %d as the new one's replica: %w", i, err)
+	}
+	return nil
+}
+
+// WaitReplicaSynced waits until master i's replica reports its link to the
+// master up and has replicated everything the master has written.
+func (c *Cluster) WaitReplicaSynced(ctx context.Context, i int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last string
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		m, r := c.Server(i), c.Replica(i)
+		mi, err1 := infoFields(ctx, m.Addr, "replication")
+		ri, err2 := infoFields(ctx, r.Addr, "replication")
+		if err := errors.Join(err1, err2); err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("link %s, master offset %s, replica offset %s", ri["master_link_status"], mi["master_repl_offset"], ri["slave_repl_offset"])
+			if ri["master_link_status"] == "up" && mi["master_repl_offset"] == ri["slave_repl_offset"] {
+				return nil
 			}
 		}
-		c.done = nil
+		sleepCtx(ctx, 20*time.Millisecond)
 	}
+	return fmt.Errorf("safety: master %d's replica not in sync after %v: %s", i, d, last)
+}
+
+// infoFields reads an INFO section of the redis-server at addr directly.
+func infoFields(ctx context.Context, addr, section string) (map[string]string, error) {
+	rdb := direct(addr)
+	defer rdb.Close()
+	s, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s of %s: %w", section, addr, err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// direct is a client of the redis-server at addr itself, past every relay
+// and proxy.
+func direct(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
+	})
+}
+
+// Close stops the proxies (waiting for them), the relays and every
+// redis-server. It is safe to call on a partly started cluster and more
+// than once.
+func (c *Cluster) Close() error {
+	var wg sync.WaitGroup
+	for p := range c.slots {
+		wg.Add(1)
+		go func() { // each proxy drains on its own; Close waits for all
+			defer wg.Done()
+			c.StopProxy(p)
+		}()
+	}
+	wg.Wait()
+	c.retiring.Wait()
 	for _, r := range c.Relays {
 		r.Close()
 	}
-	for _, s := range c.Servers {
-		s.Stop()
+	for _, r := range c.ReplRelays {
+		r.Close()
+	}
+	c.mu.Lock()
+	procs := append(append([]*redisproc.Server(nil), c.servers...), c.replicas...)
+	errs := c.errs
+	c.errs = nil
+	c.mu.Unlock()
+	for _, s := range procs {
+		if s != nil {
+			s.Stop()
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// restartsSeen is how many restarts of master i the proxy p has detected,
-// and whether it is connected to it.
-func (c *Cluster) restartsSeen(p, i int) (restarts uint64, up bool) {
-	h := c.Proxies[p].Pool().Health()[i]
-	return h.Restarts, h.Up
+// restartsSeen is how many restarts of master i the proxy in slot p has
+// detected, whether it is connected to it, and how many connections to it
+// it has made. An empty slot has seen nothing.
+func (c *Cluster) restartsSeen(p, i int) (restarts uint64, up bool, connects uint64) {
+	a := c.Proxy(p)
+	if a == nil {
+		return 0, false, 0
+	}
+	h := a.Pool().Health()[i]
+	return h.Restarts, h.Up, h.Connects
+}
+
+// waitCounting waits until every running proxy counts every master.
+func (c *Cluster) waitCounting(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		all := true
+		now := time.Now()
+		for _, p := range c.Running() {
+			a := c.Proxy(p)
+			if a == nil {
+				continue
+			}
+			for _, h := range a.Pool().Health() {
+				all = all && h.Counts(now)
+			}
+		}
+		if all {
+			return true
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	return false
+}
+
+// waitSees waits until the proxy in slot p is connected to (and has
+// verified) every master in ms.
+func (c *Cluster) waitSees(ctx context.Context, p int, ms []int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		all := true
+		for _, i := range ms {
+			_, up, _ := c.restartsSeen(p, i)
+			all = all && up
+		}
+		if all {
+			return true
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+	return false
+}
+
+// connects returns, per proxy slot, how many connections it has made to
+// each master in ms.
+func (c *Cluster) connects(ms []int) [][]uint64 {
+	out := make([][]uint64, c.NumProxies())
+	for p := range out {
+		for _, i := range ms {
+			_, _, n := c.restartsSeen(p, i)
+			out[p] = append(out[p], n)
+		}
+	}
+	return out
+}
+
+// waitReconnected waits until every running proxy has made a new
+// connection (since the counts in before) to each master in ms and is up
+// on it.
+func (c *Cluster) waitReconnected(ctx context.Context, ms []int, before [][]uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		all := true
+		for _, p := range c.Running() {
+			for j, i := range ms {
+				if _, up, n := c.restartsSeen(p, i); !up || n <= before[p][j] {
+					all = false
+				}
+			}
+		}
+		if all {
+			return true
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+	return false
+}
+
+// dialer reaches whatever proxy runs in slot p at dial time; while none
+// runs there it waits up to a second for one to start (a client of an
+// empty slot waits for a proxy to join it, and its operation fails after
+// that second, so that a stopping workload is not held up).
+func (c *Cluster) dialer(p int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		a := c.ProxyAddr(p)
+		for give := time.Now().Add(time.Second); a == ""; a = c.ProxyAddr(p) {
+			if time.Now().After(give) || !sleepCtx(ctx, 10*time.Millisecond) {
+				return nil, fmt.Errorf("safety: no proxy runs in slot %d", p)
+			}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, a)
+	}
 }

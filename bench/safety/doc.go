@@ -1,46 +1,67 @@
 // Package safety is redlock-proxy's fault-injection safety harness. It runs
-// real redis-server masters, each reached through a faultnet relay, one or
-// more proxies over them (in this process, sharing nothing), and many
-// clients contending on a few hot keys with short TTLs, while a fault
-// schedule kills (-9), restarts, stops (SIGSTOP) and black-holes or delays
-// the masters' links. Every lock operation is recorded with its call and
-// return times and outcome, and three checkers judge the history:
+// real redis-server masters (optionally each with a replica), each reached
+// through a faultnet relay, proxies over them in slots (in this process,
+// sharing nothing; a slot's proxy can be restarted with no memory of the
+// masters, and proxies can join empty slots), and many clients contending
+// on a few hot keys with short TTLs, while a fault schedule kills (-9),
+// restarts, stops (SIGSTOP), black-holes, delays and cuts the masters'
+// links, restarts and adds proxies, fails masters over to lagging
+// replicas, or runs a greedy client. Besides the contenders a scenario may
+// run holders that extend with redsync's extend-or-acquire script,
+// auto-pipelining clients that write a lock acquire and a slow command in
+// one write, and clients that lock keys nobody else uses. Every lock
+// operation is recorded with its call and return times and outcome, and
+// the checkers judge the history:
 //
 //  1. windows: per key, no two holders' validity windows overlap. A
 //     holder's window runs from the instant its OK arrived to the earlier
-//     of t0 + ttl - drift (t0 taken just before sending the SET; drift =
-//     ttl*0.01 + 2ms, the client's own conservative view) and the instant
-//     it began to release;
+//     of t0 + ttl - drift (t0 taken just before sending the command;
+//     drift = ttl*0.01 + 2ms, the client's own conservative view) and the
+//     instant it began to release; a granted extend opens a window of its
+//     own for the same token, a refused one leaves the holder's as it was;
 //  2. register: per key, an in-memory register that holders increment
 //     (read, think, write, with no other protection than the lock) ends
 //     equal to the number of increments counted: a lost update is a
 //     violation;
-//  3. linearizability: per key, the history of acquires and releases is
-//     checked with porcupine against a lock with expiry (an acquire may
-//     succeed only when the lock is free or the previous holder's validity
-//     ended before the acquire returned; a release succeeds only for the
-//     holder; refusals and unknown outcomes are always legal, and a release
-//     that did not report success may or may not have released).
+//  3. linearizability: per key, the history of acquires, extends and
+//     releases is checked with porcupine against a lock with expiry (an
+//     acquire may succeed only when the lock is free or the previous
+//     holder's validity ended before the acquire returned; an extend only
+//     for the holder or on a free lock; a release succeeds only for the
+//     holder; refusals and unknown outcomes are always legal, a refused
+//     extend changes nothing, and a release or extend that did not report
+//     success may or may not have acted);
+//  4. late grants: an OK that arrived at or after its own validity end is a
+//     violation (unless the whole harness process was not run for at least
+//     that long meanwhile);
+//  5. ghost locks: a token of an acquire answered nil that a majority of
+//     masters (read directly, past relays and proxies, at the end of
+//     faults and of the run) still holds beyond the undo time is a
+//     violation.
 //
-// A fourth check counts grants that began and ended while no majority of
-// masters could vote (down, or quarantined after a restart). A lost update
-// on a key where some holder's write ended after its own validity is
-// charged to that holder's pause (the machine stopped it between its check
-// and its write, which no lock can prevent), not to the lock; it is still
-// reported. Likewise, seconds without a grant in which the harness process
-// itself was not scheduled are reported but not held against liveness.
+// A further check counts grants that began and ended while no majority of
+// masters could vote (down, hung, or within max_ttl + drift of a restart, a
+// fresh start or a promotion). A lost update on a key where some holder's
+// write ended after its own validity is charged to that holder's pause (the
+// machine stopped it between its check and its write, which no lock can
+// prevent), not to the lock; it is still reported. Likewise, seconds
+// without a grant and refusals of free keys in which the harness process
+// itself was not scheduled are reported but not held against the proxy.
 //
 // It promises: a Run reports the counts of holds (grants), refusals,
-// unknowns, releases and each checker's violations, with examples; every
-// process, relay, proxy and goroutine it starts is stopped and waited for
-// before Run returns, whatever happens. The control scenarios are built to
-// break the assumptions the proxy rests on (restart quarantine off while a
-// majority of masters restart at once; a client pausing past its validity)
-// and are expected to report violations: they prove the checkers can see.
-// A Scenario says what it expects (zero violations, liveness while a
+// unknowns, extends, releases and each checker's violations, with
+// examples; every process, relay, proxy and goroutine it starts is stopped
+// and waited for before Run returns, whatever happens. The control
+// scenarios are built to break the assumptions the proxy rests on (restart
+// quarantine off while a majority of masters restart at once; the run-id
+// rule, which trusts a master it sees for the first time, on a proxy that
+// joins after masters restarted; a client pausing past its validity) and
+// are expected to report violations: they prove the checkers can see. A
+// Scenario says what it expects (zero violations, liveness while a
 // majority is up, or violations detected); Report.Problems lists every
 // expectation that was not met.
 //
 // The harness cannot see clock jumps or partitions between clients and
-// proxies; it checks the proxy against what a client can observe.
+// proxies; it checks the proxy against what a client can observe, and the
+// masters' contents only at the instants it reads them.
 package safety

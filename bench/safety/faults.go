@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,6 +18,9 @@ type Env struct {
 	H        *History
 	Deadline time.Time // faults end by then; the run goes on healed for a while after
 	Workload WorkloadConfig
+	// ProbeSlot is the proxy slot no workload client uses, for the fault
+	// schedule's own probes (-1: none).
+	ProbeSlot int
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -30,9 +35,9 @@ type Env struct {
 
 func newEnv(c *Cluster, h *History, seed uint64, deadline time.Time, progress func(string)) *Env {
 	return &Env{
-		C: c, H: h, Deadline: deadline,
+		C: c, H: h, Deadline: deadline, ProbeSlot: -1,
 		rng:       rand.New(rand.NewPCG(seed, 0x5afe7)),
-		busyUntil: make([]time.Time, len(c.Servers)),
+		busyUntil: make([]time.Time, c.NumBackends()),
 		progress:  progress,
 	}
 }
@@ -92,7 +97,7 @@ func (e *Env) intervals() []Interval {
 func (e *Env) pick(k int) []int {
 	e.rngMu.Lock()
 	defer e.rngMu.Unlock()
-	return e.rng.Perm(len(e.C.Servers))[:k]
+	return e.rng.Perm(e.C.NumBackends())[:k]
 }
 
 // reserve marks up to n free masters busy until the given instant and
@@ -144,13 +149,13 @@ const reconnectAllowance = 1200 * time.Millisecond
 
 // Kill9 ends master i with SIGKILL.
 func (e *Env) Kill9(i int) {
-	e.C.Servers[i].Kill()
+	e.C.Server(i).Kill()
 	e.Logf("kill -9 master %d", i)
 }
 
 // Start brings master i back after Kill9 (a fresh process: no data).
 func (e *Env) Start(i int) {
-	if err := e.C.Servers[i].Restart(); err != nil {
+	if err := e.C.Server(i).Restart(); err != nil {
 		e.Logf("restart master %d FAILED: %v", i, err)
 		return
 	}
@@ -159,7 +164,7 @@ func (e *Env) Start(i int) {
 
 // Restart kills master i with SIGKILL and starts it again at once.
 func (e *Env) Restart(i int) {
-	if err := e.C.Servers[i].Restart(); err != nil {
+	if err := e.C.Server(i).Restart(); err != nil {
 		e.Logf("kill -9 + restart master %d FAILED: %v", i, err)
 		return
 	}
@@ -168,7 +173,7 @@ func (e *Env) Restart(i int) {
 
 // Pause stops master i (SIGSTOP).
 func (e *Env) Pause(i int) {
-	if err := e.C.Servers[i].Pause(); err != nil {
+	if err := e.C.Server(i).Pause(); err != nil {
 		e.Logf("SIGSTOP master %d FAILED: %v", i, err)
 		return
 	}
@@ -177,7 +182,7 @@ func (e *Env) Pause(i int) {
 
 // Resume continues master i (SIGCONT).
 func (e *Env) Resume(i int) {
-	if err := e.C.Servers[i].Resume(); err != nil {
+	if err := e.C.Server(i).Resume(); err != nil {
 		e.Logf("SIGCONT master %d FAILED: %v", i, err)
 		return
 	}
@@ -206,6 +211,79 @@ func (e *Env) Cut(i int) {
 	e.Logf("connections to master %d cut", i)
 }
 
+// RestartProxy replaces the proxy in slot p, if one runs, by a fresh one
+// (see Cluster.RestartProxy), or starts one in an empty slot.
+func (e *Env) RestartProxy(p int) {
+	running := e.C.Proxy(p) != nil
+	if err := e.C.RestartProxy(p); err != nil {
+		e.Logf("restart proxy %d FAILED: %v", p, err)
+		return
+	}
+	if running {
+		e.Logf("proxy %d replaced by a fresh one (it has never seen the masters; the old one shuts down meanwhile)", p)
+	} else {
+		e.Logf("proxy %d started (it has never seen the masters)", p)
+	}
+}
+
+// ReplicationLag black-holes (on) or heals (off) master i's replication
+// link: its replica stops receiving what the master writes.
+func (e *Env) ReplicationLag(i int, on bool) {
+	e.C.ReplRelays[i].BlackHole(on)
+	if on {
+		e.Logf("replication of master %d black-holed: its replica lags", i)
+	} else {
+		e.Logf("replication of master %d healed", i)
+	}
+}
+
+// Failover promotes master i's replica in its place (see Cluster.Failover).
+func (e *Env) Failover(i int) {
+	if err := e.C.Failover(i); err != nil {
+		e.Logf("failover of master %d FAILED: %v", i, err)
+		return
+	}
+	e.Logf("failover: master %d's replica promoted (REPLICAOF NO ONE), its relay moved to it, the old master now replicates from it", i)
+}
+
+// Snapshot reads every key (but the greedy client's large values) on every
+// master directly, past relays and proxies, and records what each holds.
+func (e *Env) Snapshot(why string) {
+	s := Snapshot{At: time.Now(), Why: why, Values: map[string][]string{}}
+	n := e.C.NumBackends()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		rdb := direct(e.C.Server(i).Addr)
+		var keys []string
+		err := rdb.Keys(ctx, "*").ScanSlice(&keys)
+		var vals []any
+		if err == nil {
+			keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, greedyPrefix) })
+			if len(keys) > 0 {
+				vals, err = rdb.MGet(ctx, keys...).Result()
+			}
+		}
+		rdb.Close()
+		if err != nil {
+			s.Unread = append(s.Unread, i)
+			continue
+		}
+		for j, k := range keys {
+			if s.Values[k] == nil {
+				s.Values[k] = make([]string, n)
+			}
+			if v, ok := vals[j].(string); ok {
+				s.Values[k][i] = v
+			}
+		}
+	}
+	e.H.AddSnapshot(s)
+	if len(s.Unread) > 0 {
+		e.Logf("snapshot (%s): masters %v could not be read", why, s.Unread)
+	}
+}
+
 // hold sleeps for d or until ctx is done (the fault is then healed early).
 func (e *Env) hold(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }
 
@@ -222,7 +300,7 @@ func scheduleKill9(ctx context.Context, e *Env) {
 		if e.Left() < down {
 			return
 		}
-		i := e.Intn(len(e.C.Servers))
+		i := e.Intn(e.C.NumBackends())
 		e.Kill9(i)
 		e.hold(ctx, down)
 		e.Start(i)
@@ -237,7 +315,7 @@ func scheduleKill9Restart(ctx context.Context, e *Env) {
 		if e.Left() < 500*time.Millisecond {
 			return
 		}
-		e.Restart(e.Intn(len(e.C.Servers)))
+		e.Restart(e.Intn(e.C.NumBackends()))
 		e.hold(ctx, e.C.Hold()+reconnectAllowance)
 	}
 }
@@ -349,7 +427,7 @@ func scheduleMixed(ctx context.Context, e *Env) {
 // keeps them down for 1.5s, then starts them again. While they are down,
 // and until their quarantine ends, no lock may be granted.
 func scheduleMajorityDown(ctx context.Context, e *Env) {
-	n := len(e.C.Servers)
+	n := e.C.NumBackends()
 	k := n/2 + 1
 	for sleepCtx(ctx, 700*time.Millisecond) {
 		down := 1500 * time.Millisecond

@@ -14,11 +14,15 @@ type Kind uint8
 const (
 	Acquire Kind = iota // SET key token NX PX ttl
 	Release             // compare-and-delete script
+	Extend              // extend-or-acquire script: re-arm the TTL if ours, take the lock if free
 )
 
 func (k Kind) String() string {
-	if k == Acquire {
+	switch k {
+	case Acquire:
 		return "acquire"
+	case Extend:
+		return "extend"
 	}
 	return "release"
 }
@@ -29,7 +33,9 @@ type Outcome uint8
 // Outcomes. For an acquire: OK, Refused (nil reply) or Unknown (an error:
 // the lock may or may not have been set). For a release: OK (1: the token
 // was deleted on a majority), Refused (0: not held, or the proxy was unsure)
-// or Unknown (an error).
+// or Unknown (an error). For an extend: OK (the lock is ours for a new TTL),
+// Refused (0: not extended; a lock already held stays held until its
+// validity ends) or Unknown (an error).
 const (
 	OK Outcome = iota
 	Refused
@@ -54,12 +60,18 @@ type Op struct {
 	Token   string
 	Kind    Kind
 	Outcome Outcome
-	TTL     time.Duration // acquires only
+	TTL     time.Duration // acquires and extends
+	// Free marks an acquire of a key no other client uses: nothing but a
+	// failure of the proxy can refuse it.
+	Free bool
+	// With names the commands written in the same write, for a pipelined
+	// acquire ("SET, PTTL" or "PTTL, SET").
+	With string
 	// Call is taken just before the command is sent, Return just after its
 	// reply (or error) arrived. Both carry monotonic readings.
 	Call, Return time.Time
 	// ValidUntil is Call + TTL - Drift(TTL): the end of the holder's
-	// validity as the client conservatively sees it (acquires only).
+	// validity as the client conservatively sees it (acquires and extends).
 	ValidUntil time.Time
 	Err        string // Unknown outcomes: the error
 }
@@ -96,11 +108,38 @@ type History struct {
 	// Live counts, for progress while the run goes on.
 	LiveHolds, LiveRefusals, LiveUnknowns atomic.Int64
 
-	mu     sync.Mutex
-	ops    []Op
-	writes []Write
-	regs   map[string]*Register
-	notes  []Note
+	mu        sync.Mutex
+	ops       []Op
+	writes    []Write
+	regs      map[string]*Register
+	notes     []Note
+	snapshots []Snapshot
+}
+
+// Snapshot is what the masters held at one instant, read from each
+// redis-server directly (past relays and proxies).
+type Snapshot struct {
+	At  time.Time
+	Why string
+	// Values maps each key to its value on every master ("" where the key
+	// is missing or the master could not be read).
+	Values map[string][]string
+	// Unread lists the masters that could not be read.
+	Unread []int
+}
+
+// AddSnapshot records a snapshot of the masters.
+func (h *History) AddSnapshot(s Snapshot) {
+	h.mu.Lock()
+	h.snapshots = append(h.snapshots, s)
+	h.mu.Unlock()
+}
+
+// Snapshots returns a copy of the snapshots recorded so far.
+func (h *History) Snapshots() []Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Snapshot(nil), h.snapshots...)
 }
 
 // Note is something that happened during a run (a fault, a phase), kept

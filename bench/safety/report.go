@@ -18,11 +18,16 @@ type Report struct {
 	Duration   time.Duration
 	Seed       uint64
 
-	Backends, Proxies, Clients, Keys int
+	Backends, Proxies, Clients, Keys   int
+	Extenders, Pipeliners, FreeLockers int
+	Replicas                           bool
 
 	Holds           int // acquires granted
 	Refusals        int // acquires refused (nil)
 	Unknowns        int // acquires with an error
+	Extends         int // extends granted
+	ExtendsRefused  int // extends answered 0
+	ExtendUnknowns  int // extends with an error
 	Releases        int // releases that deleted the token
 	ReleasesNotHeld int // releases answered 0
 	ReleaseUnknowns int // releases with an error
@@ -41,6 +46,11 @@ type Report struct {
 	NonLinearizable   int   // checker 3: keys whose history is not linearizable
 	Inconclusive      int   // checker 3: keys whose search timed out
 	NoMajorityGrants  int   // grants inside an interval without a majority
+	LateGrants        int   // grants that arrived after their own validity ended
+	LateGrantsStalled int   // the same, while the whole harness process stalled (not counted)
+	GhostLocks        int   // tokens of acquires answered nil that a majority still held after the undo time
+	Snapshots         int   // snapshots of the masters the ghost-lock check read
+	FreeRefusals      int   // acquires of keys nobody else uses that were not granted (liveness)
 
 	Stalls     []string // stalls of the whole harness process (the machine starved it)
 	Slowest    []string // the slowest operations, when slower than 500ms
@@ -55,7 +65,8 @@ type Report struct {
 // reported except lost updates explained by a writer paused past its
 // validity (which no lock can prevent; see LostUpdatesPaused).
 func (r *Report) Violations() int64 {
-	return int64(r.WindowViolations) + r.LostUpdates - r.LostUpdatesPaused + int64(r.NonLinearizable) + int64(r.NoMajorityGrants)
+	return int64(r.WindowViolations) + r.LostUpdates - r.LostUpdatesPaused + int64(r.NonLinearizable) + int64(r.NoMajorityGrants) +
+		int64(r.LateGrants) + int64(r.GhostLocks)
 }
 
 // Passed reports whether the run met its scenario's expectations.
@@ -76,12 +87,22 @@ func (r *Report) Verdict() string {
 // fault log.
 func (r *Report) WriteDetails(w io.Writer, faults bool) {
 	fmt.Fprintf(w, "%s (%s): %s\n", r.Scenario, r.About, r.Verdict())
-	fmt.Fprintf(w, "  quarantine %s, %d masters, %d proxies, %d clients on %d keys, %v from %s, seed %d\n", r.Quarantine,
-		r.Backends, r.Proxies, r.Clients, r.Keys, r.Duration.Round(time.Millisecond), r.Origin.Format("15:04:05.000"), r.Seed)
-	fmt.Fprintf(w, "  holds %d, refusals %d, unknowns %d; releases %d ok, %d not held, %d unknown; increments %d\n",
-		r.Holds, r.Refusals, r.Unknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)
-	fmt.Fprintf(w, "  violations: windows %d, lost updates %d (%d by paused writers), non-linearizable keys %d, grants without majority %d\n",
-		r.WindowViolations, r.LostUpdates, r.LostUpdatesPaused, r.NonLinearizable, r.NoMajorityGrants)
+	replicas := ""
+	if r.Replicas {
+		replicas = " (each with a replica)"
+	}
+	fmt.Fprintf(w, "  quarantine %s, %d masters%s, %d proxy slots, %d clients on %d keys, %v from %s, seed %d\n", r.Quarantine,
+		r.Backends, replicas, r.Proxies, r.Clients, r.Keys, r.Duration.Round(time.Millisecond), r.Origin.Format("15:04:05.000"), r.Seed)
+	if r.Extenders+r.Pipeliners+r.FreeLockers > 0 {
+		fmt.Fprintf(w, "  and %d extending holders, %d pipelining clients, %d clients on keys nobody else uses\n", r.Extenders, r.Pipeliners, r.FreeLockers)
+	}
+	fmt.Fprintf(w, "  holds %d, refusals %d, unknowns %d; extends %d ok, %d refused, %d unknown; releases %d ok, %d not held, %d unknown; increments %d\n",
+		r.Holds, r.Refusals, r.Unknowns, r.Extends, r.ExtendsRefused, r.ExtendUnknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)
+	fmt.Fprintf(w, "  violations: windows %d, lost updates %d (%d by paused writers), non-linearizable keys %d, grants without majority %d, late grants %d (%d more in stalls), ghost locks %d (%d snapshots)\n",
+		r.WindowViolations, r.LostUpdates, r.LostUpdatesPaused, r.NonLinearizable, r.NoMajorityGrants, r.LateGrants, r.LateGrantsStalled, r.GhostLocks, r.Snapshots)
+	if r.FreeRefusals > 0 {
+		fmt.Fprintf(w, "  liveness: %d acquires of keys nobody else uses not granted\n", r.FreeRefusals)
+	}
 	fmt.Fprintf(w, "  grants per second: %v\n", r.GrantsPerSecond)
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  PROBLEM: %s\n", p)
@@ -115,13 +136,13 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 func WriteTable(w io.Writer, reps []*Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"scenario", "quarantine", "secs", "holds", "refusals", "unknowns", "releases", "rel-not-held", "rel-unknown",
-		"min-grants/s", "empty-s", "starved-s", "windows", "lost-upd", "non-lin", "no-maj", "verdict"}
+		"min-grants/s", "empty-s", "starved-s", "free-refused", "windows", "lost-upd", "non-lin", "no-maj", "late", "ghosts", "verdict"}
 	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	for _, r := range reps {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.Scenario, r.Quarantine, r.Duration.Seconds(), r.Holds, r.Refusals, r.Unknowns,
-			r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.MinGrantsPerSecond, r.EmptySeconds, r.StarvedSeconds,
-			r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants, r.Verdict())
+			r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.MinGrantsPerSecond, r.EmptySeconds, r.StarvedSeconds, r.FreeRefusals,
+			r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants, r.LateGrants, r.GhostLocks, r.Verdict())
 	}
 	tw.Flush()
 }

@@ -2,7 +2,6 @@ package safety
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,7 +17,8 @@ import (
 type Scenario struct {
 	Name  string
 	About string
-	// Quarantine is the proxies' restart_quarantine ("" means run-id).
+	// Quarantine is the proxies' restart_quarantine; "" leaves the proxy's
+	// default (only controls name a rule).
 	Quarantine string
 	// Faults runs the fault schedule; it must heal every fault before it
 	// returns and stop when ctx is done.
@@ -27,7 +27,8 @@ type Scenario struct {
 	// clients while the workload runs; the run lasts until it returns.
 	Drive func(ctx context.Context, e *Env) error
 	// MajorityUp: a majority of masters always counts, so locks must keep
-	// being granted: at least one grant in every whole second of the run.
+	// being granted: at least one grant in every whole second of the run,
+	// and no acquire of a key nobody else uses refused.
 	MajorityUp bool
 	// Recovers: after the last interval without a majority, grants resume.
 	Recovers bool
@@ -37,6 +38,25 @@ type Scenario struct {
 	// DetectLost: a control that loses an update while the lock itself
 	// holds; checker 2 must report it, checkers 1 and 3 must not.
 	DetectLost bool
+
+	// The shape the scenario needs; zero values take the run's Options.
+	Backends int // masters
+	Keys     int // keys the contenders share
+	Proxies  int // proxies started with the cluster
+	Slots    int // proxy slots, those that join later included
+	// ProbeSlot adds a proxy that only the fault schedule's own probe
+	// client uses (the last slot): what it sends is alone on the masters'
+	// links.
+	ProbeSlot      bool
+	Replicas       bool // every master has a replica (for failovers)
+	MaxTTL         time.Duration
+	TTLMin, TTLMax time.Duration // the contenders' TTLs
+	Think          time.Duration // a contender's work takes up to this
+
+	// Clients besides the contenders, spread over the proxy slots.
+	Extenders   int // holders that extend with redsync's extend-or-acquire script
+	Pipeliners  int // raw clients pipelining SET NX with a slow PTTL in one write
+	FreeLockers int // clients locking keys nobody else uses
 }
 
 // Control reports whether the scenario is a control run (it must report
@@ -55,12 +75,32 @@ func Scenarios() []Scenario {
 		{Name: "delay", About: "delay one or two masters' links by 30-100ms each way", Faults: scheduleDelay, MajorityUp: true},
 		{Name: "mixed", About: "random faults of every kind, never more than 2 of 5 masters at once", Faults: scheduleMixed, MajorityUp: true},
 		{Name: "majority-down", About: "kill -9 a majority for 1.5s, then start them again: refusals allowed, no grant without a majority", Faults: scheduleMajorityDown, Recovers: true},
-		{Name: "restart-majority", About: "a majority restarts at once while a 2s lock is held (early in a wall-clock second); quarantine run-id: the lock must hold",
+		{Name: "restart-majority", About: "a majority restarts at once while a 2s lock is held (early in a wall-clock second): the lock must hold",
 			Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05})},
 		{Name: "restart-uptime", About: "as restart-majority, late in a second, the proxies reconnecting just after it (uptime_in_seconds then reads 1 for a master up 0.2s): the lock must hold",
 			Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:uptime", phase: 0.80, holeAcross: true})},
+		{Name: "proxy-join", About: "3 masters: a proxy restarts while M2 is down, A locks on M0+M1, M2 starts empty, M1 restarts, a new proxy joins: A's lock must hold against it",
+			Backends: 3, Slots: 3, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join")},
+		{Name: "proxy-churn", About: "3 masters, 3 proxy slots: proxies restart and join while masters are killed and restarted; long holds",
+			Backends: 3, Slots: 3, TTLMin: time.Second, TTLMax: 2 * time.Second, Think: time.Second, Faults: scheduleProxyChurn, Recovers: true},
+		{Name: "replica-promote", About: "3 masters with replicas: two replicas lag, A locks, both are promoted and their relays moved to them: A's lock must hold",
+			Backends: 3, Replicas: true, Faults: scheduleNone, Drive: drivePromote("ctl:promote")},
+		{Name: "failover", About: "3 masters with replicas: a majority's replication lags, then they fail over to their replicas, again and again; long holds",
+			Backends: 3, Replicas: true, TTLMin: time.Second, TTLMax: 2 * time.Second, Think: time.Second, Faults: scheduleFailover, Recovers: true},
+		{Name: "pipeline-slow", About: "auto-pipelining clients write SET NX PX 20-60 and a PTTL in one write while one or two masters hang: no grant may arrive after its validity",
+			Pipeliners: 6, Faults: scheduleSigstop, MajorityUp: true},
+		{Name: "extend-partial", About: "holders extend with redsync's extend-or-acquire script while two masters are down or black-holed and a third hangs 200ms: a failed extend must not free a held lock",
+			Extenders: 8, Faults: scheduleExtendPartial, Recovers: true},
+		{Name: "ghost-pause", About: "a majority of masters hangs (SIGSTOP) 1.2-1.6s during acquires on 32 keys, then continues: no token of an acquire answered nil may stay on a majority",
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostPause, Recovers: true},
+		{Name: "ghost-cut", About: "a majority's links are cut mid-command (masters hung, or links slowed past the backend timeout) during acquires on 32 keys: no token of an acquire answered nil may stay on a majority",
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostCut, Recovers: true},
+		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 64KiB values: locks keep being granted, keys nobody else uses are never refused",
+			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
+		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
+			Quarantine: "run-id", Backends: 3, Slots: 3, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join"), DetectLock: true},
 		{Name: "control-pause", About: "CONTROL: a holder pauses past its validity before writing: a lost update must be seen", Faults: scheduleNone, Drive: drivePause, DetectLost: true},
 	}
 }
@@ -109,14 +149,20 @@ type Options struct {
 	TTLMin, TTLMax time.Duration // workload TTLs (default 500ms-1s)
 	MaxTTL         time.Duration // proxies' max_ttl (default 2s): the restart quarantine is this plus drift
 	BackendTimeout time.Duration // proxies' backend_timeout (default 50ms)
-	Think          time.Duration // a holder's work takes up to this (default 10ms)
-	Margin         time.Duration // validity a holder keeps in hand before writing (default 100ms)
-	RetryMax       time.Duration // a refused client waits up to this (default 10ms)
-	LinTimeout     time.Duration // porcupine's budget per key (default 60s)
-	VizDir         string        // write porcupine visualizations of illegal keys here
-	Dir            string        // redis-server working directory (default: a temporary one)
-	ProxyLog       io.Writer     // proxies' warnings (default: discarded)
-	Progress       func(string)  // progress lines (default: none)
+	// Quarantine is the proxies' restart_quarantine in every scenario that
+	// does not name one (default: the proxy's own default).
+	Quarantine string
+	Think      time.Duration // a holder's work takes up to this (default 10ms)
+	Margin     time.Duration // validity a holder keeps in hand before writing (default 100ms)
+	RetryMax   time.Duration // a refused client waits up to this (default 10ms)
+	LinTimeout time.Duration // porcupine's budget per key (default 60s)
+	VizDir     string        // write porcupine visualizations of illegal keys here
+	Dir        string        // redis-server working directory (default: a temporary one)
+	// Prepared is the cluster to run on, started ahead by Prepare for the
+	// same scenario and options (default: Run starts one).
+	Prepared *Prepared
+	ProxyLog io.Writer    // proxies' warnings (default: discarded)
+	Progress func(string) // progress lines (default: none)
 }
 
 func (o *Options) defaults() {
@@ -155,45 +201,136 @@ func (o *Options) defaults() {
 	}
 }
 
+// shaped returns the options with the scenario's own shape applied.
+func (o Options) shaped(sc Scenario) Options {
+	set := func(d *time.Duration, v time.Duration) {
+		if v > 0 {
+			*d = v
+		}
+	}
+	if sc.Backends > 0 {
+		o.Backends = sc.Backends
+	}
+	if sc.Proxies > 0 {
+		o.Proxies = sc.Proxies
+	}
+	if sc.Keys > 0 {
+		o.Keys = sc.Keys
+	}
+	set(&o.MaxTTL, sc.MaxTTL)
+	set(&o.TTLMin, sc.TTLMin)
+	set(&o.TTLMax, sc.TTLMax)
+	set(&o.Think, sc.Think)
+	if sc.Quarantine != "" {
+		o.Quarantine = sc.Quarantine
+	}
+	if o.TTLMax < o.TTLMin {
+		o.TTLMax = o.TTLMin
+	}
+	return o
+}
+
 func (o *Options) progress(format string, a ...any) {
 	if o.Progress != nil {
 		o.Progress(fmt.Sprintf(format, a...))
 	}
 }
 
-// Run runs one scenario on a fresh cluster and checks its history. The
-// error is for a run that could not be carried out (no redis-server, a
-// proxy that would not start); violations are in the Report.
-func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error) {
+// Prepared is the cluster a scenario runs on, started and counted ahead
+// of its run.
+type Prepared struct {
+	scenario  string
+	c         *Cluster
+	dir       string
+	ownDir    bool // Prepare made dir: Close removes it
+	took      time.Duration
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Prepare starts the cluster that scenario sc runs on with options opt and
+// waits until every proxy counts every master (a master no proxy has used
+// may be kept out for max_ttl + drift). It may be called while another
+// scenario runs, so that the wait overlaps that run (the new cluster's
+// processes are idle meanwhile); hand the result to Run in
+// Options.Prepared, or Close it.
+func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	opt.defaults()
+	opt = opt.shaped(sc)
 	if opt.TTLMax > opt.MaxTTL {
-		return nil, fmt.Errorf("safety: TTLMax %v exceeds MaxTTL %v", opt.TTLMax, opt.MaxTTL)
+		return nil, fmt.Errorf("safety: %s: TTLMax %v exceeds MaxTTL %v", sc.Name, opt.TTLMax, opt.MaxTTL)
 	}
-	dir := opt.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "redlock-safety-"); err != nil {
+	proxies, slots := opt.Proxies, sc.Slots
+	if sc.ProbeSlot {
+		if slots > proxies {
+			return nil, fmt.Errorf("safety: %s: a probe slot cannot go with slots for joining proxies", sc.Name)
+		}
+		proxies++
+		slots = proxies
+	}
+	p = &Prepared{scenario: sc.Name, dir: opt.Dir}
+	if p.dir == "" {
+		if p.dir, err = os.MkdirTemp("", "redlock-safety-"); err != nil {
 			return nil, fmt.Errorf("safety: %w", err)
 		}
-		defer os.RemoveAll(dir)
+		p.ownDir = true
+		defer func() {
+			if err != nil {
+				os.RemoveAll(p.dir)
+			}
+		}()
 	}
-	q := sc.Quarantine
-	if q == "" {
-		q = "run-id"
-	}
-	opt.progress("%s: %s", sc.Name, sc.About)
-	c, err := StartCluster(ClusterConfig{
-		Dir: dir, Backends: opt.Backends, Proxies: opt.Proxies, Quarantine: q,
-		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Log: opt.ProxyLog,
+	began := time.Now()
+	p.c, err = StartCluster(ClusterConfig{
+		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
+		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.took = time.Since(began)
+	return p, nil
+}
+
+// Close stops the cluster (and removes the directory Prepare made for it).
+// Run closes the Prepared it was given.
+func (p *Prepared) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = p.c.Close()
+		if p.ownDir {
+			os.RemoveAll(p.dir)
+		}
+	})
+	return p.closeErr
+}
+
+// Run runs one scenario on a fresh cluster (Options.Prepared, or one it
+// starts) and checks its history. The error is for a run that could not be
+// carried out (no redis-server, a proxy that would not start); violations
+// are in the Report.
+func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error) {
+	opt.defaults()
+	opt = opt.shaped(sc)
+	opt.progress("%s: %s", sc.Name, sc.About)
+	p := opt.Prepared
+	opt.Prepared = nil
+	if p == nil {
+		if p, err = Prepare(sc, opt); err != nil {
+			return nil, err
+		}
+	} else if p.scenario != sc.Name {
+		p.Close()
+		return nil, fmt.Errorf("safety: a cluster prepared for %s given to %s", p.scenario, sc.Name)
+	}
 	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
+		closing := time.Now()
+		defer func() { opt.progress("  cluster closed in %v", time.Since(closing).Round(time.Millisecond)) }()
+		if cerr := p.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("safety: stopping the cluster: %w", cerr)
 		}
 	}()
-
+	c := p.c
+	opt.progress("  cluster up and counted in %v", p.took.Round(time.Millisecond))
 	h := NewHistory()
 	keys := make([]string, opt.Keys)
 	for i := range keys {
@@ -202,22 +339,42 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	wl := WorkloadConfig{Keys: keys, TTLMin: opt.TTLMin, TTLMax: opt.TTLMax, Think: opt.Think, Margin: opt.Margin, RetryMax: opt.RetryMax}
 	env := newEnv(c, h, opt.Seed, h.Start.Add(opt.Duration-opt.Cooldown), opt.Progress)
 	env.Workload = wl
+	workSlots := c.NumProxies()
+	if sc.ProbeSlot {
+		workSlots--
+		env.ProbeSlot = workSlots
+	}
 
-	// The workload.
+	// The workload: contenders, then the scenario's other clients, spread
+	// over the proxy slots (a client of an empty slot waits for a proxy to
+	// join it).
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
 	pick := rand.New(rand.NewPCG(opt.Seed, 0xc11e))
 	var clients []*Client
 	var cwg sync.WaitGroup
-	for i := 0; i < opt.Clients; i++ {
-		p := pick.IntN(len(c.Proxies))
-		cl := NewClient(i, p, c.Proxies[p].Addr(), h, opt.Seed)
+	spawn := func(id int, loop func(cl *Client)) {
+		cl := NewClient(id, pick.IntN(workSlots), c, h, opt.Seed)
 		clients = append(clients, cl)
 		cwg.Add(1)
 		go func() { // ends when the workload is stopped
 			defer cwg.Done()
-			cl.Loop(wctx, wl)
+			loop(cl)
 		}()
+	}
+	for i := 0; i < opt.Clients; i++ {
+		spawn(i, func(cl *Client) { cl.Loop(wctx, wl) })
+	}
+	for i := 0; i < sc.Extenders; i++ {
+		spawn(extenderIDs+i, func(cl *Client) { cl.ExtendLoop(wctx, wl) })
+	}
+	pc := PipelineConfig{Keys: []string{"pipe:0", "pipe:1"}, Slow: "pipe:slow", TTLMin: 20 * time.Millisecond, TTLMax: 60 * time.Millisecond, RetryMax: 5 * time.Millisecond}
+	for i := 0; i < sc.Pipeliners; i++ {
+		spawn(pipelinerIDs+i, func(cl *Client) { cl.PipelineLoop(wctx, c, pc) })
+	}
+	free := WorkloadConfig{TTLMin: 500 * time.Millisecond, TTLMax: time.Second, RetryMax: 20 * time.Millisecond}
+	for i := 0; i < sc.FreeLockers; i++ {
+		spawn(freeLockerIDs+i, func(cl *Client) { cl.FreeLoop(wctx, free) })
 	}
 
 	// Progress, once a second.
@@ -243,8 +400,10 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 
 	// A stall monitor: a ticker in this process that notes when it could not
 	// run for a while, i.e. when the machine starved the whole process
-	// (clients, proxies and relays alike). Liveness is not judged there.
-	var stalls []Interval
+	// (clients, proxies and relays alike). Liveness is not judged in stalls;
+	// a grant that arrived late by no more than a delay the ticker suffered
+	// meanwhile (a hiccup) is not charged to the proxy either.
+	var stalls, hiccups []Interval
 	sctx, stopStalls := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Add(1)
@@ -259,8 +418,12 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 				return
 			case <-t.C:
 				now := time.Now()
-				if now.Sub(last) > stallThreshold {
-					stalls = append(stalls, Interval{From: last, To: now, Why: "the harness process did not run"})
+				if gap := now.Sub(last); gap > hiccupThreshold {
+					iv := Interval{From: last, To: now, Why: "the harness process did not run"}
+					hiccups = append(hiccups, iv)
+					if gap > stallThreshold {
+						stalls = append(stalls, iv)
+					}
 				}
 				last = now
 			}
@@ -293,9 +456,12 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("safety: %s interrupted: %w", sc.Name, err)
 	}
+	env.Snapshot("end of the run")
 
 	opt.progress("  checking %d operations", len(h.Ops()))
-	rep, err = check(sc, opt, env, h, end, stalls)
+	checking := time.Now()
+	rep, err = check(sc, opt, env, h, end, stalls, hiccups)
+	opt.progress("  checked in %v", time.Since(checking).Round(time.Millisecond))
 	if err != nil {
 		return rep, err
 	}
@@ -305,15 +471,39 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	return rep, nil
 }
 
+// Client ids of the scenarios' other clients (the contenders are 0 up).
+const (
+	extenderIDs   = 10000
+	pipelinerIDs  = 20000
+	freeLockerIDs = 30000
+)
+
+// undoWithin is how long after a nil answer (and after the fault that
+// caused it heals) the ghost-lock check gives the proxy to undo a partial
+// acquisition: a second for the undo to run, plus the time to reconnect to
+// a master that came back.
+const undoWithin = time.Second + reconnectAllowance
+
 // check runs every checker and compares with what the scenario expects.
-func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls []Interval) (*Report, error) {
+func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls, hiccups []Interval) (*Report, error) {
+	q := env.C.Config.EffectiveQuarantine()
+	if opt.Quarantine == "" {
+		q += " (default)"
+	}
 	rep := &Report{
-		Scenario: sc.Name, About: sc.About, Quarantine: env.C.Config.Quarantine, Control: sc.Control(),
+		Scenario: sc.Name, About: sc.About, Quarantine: q, Control: sc.Control(),
 		Origin: h.Start, Duration: end.Sub(h.Start), Seed: opt.Seed,
-		Backends: len(env.C.Servers), Proxies: len(env.C.Proxies), Clients: opt.Clients, Keys: opt.Keys,
+		Backends: env.C.NumBackends(), Proxies: env.C.NumProxies(), Clients: opt.Clients, Keys: opt.Keys,
+		Extenders: sc.Extenders, Pipeliners: sc.Pipeliners, FreeLockers: sc.FreeLockers, Replicas: sc.Replicas,
 	}
 	for _, op := range h.Ops() {
 		switch {
+		case op.Kind == Extend && op.Outcome == OK:
+			rep.Extends++
+		case op.Kind == Extend && op.Outcome == Refused:
+			rep.ExtendsRefused++
+		case op.Kind == Extend:
+			rep.ExtendUnknowns++
 		case op.Kind == Acquire && op.Outcome == OK:
 			rep.Holds++
 			sec := int(op.Return.Sub(h.Start) / time.Second)
@@ -389,6 +579,15 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 	ivs := env.intervals()
 	rep.NoMajorityGrants, ex = CheckNoMajorityGrants(h, ivs)
 	rep.Examples = append(rep.Examples, ex...)
+	rep.LateGrants, rep.LateGrantsStalled, ex = CheckLateGrants(h, hiccups)
+	rep.Examples = append(rep.Examples, ex...)
+	rep.GhostLocks, ex = CheckGhostLocks(h, env.C.Majority(), undoWithin)
+	rep.Examples = append(rep.Examples, ex...)
+	rep.Snapshots = len(h.Snapshots())
+	rep.FreeRefusals, ex = CheckFreeRefusals(h, stalls)
+	if sc.MajorityUp {
+		rep.Examples = append(rep.Examples, ex...)
+	}
 	lin, err := CheckLinearizable(h, opt.LinTimeout, opt.VizDir)
 	if err != nil {
 		return rep, err
@@ -399,7 +598,7 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 
 	// Expectations.
 	p := func(format string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, a...)) }
-	lockBroken := int64(rep.WindowViolations+rep.NonLinearizable+rep.NoMajorityGrants) + rep.LostUpdates - rep.LostUpdatesPaused
+	lockBroken := rep.Violations()
 	switch {
 	case sc.DetectLock:
 		if rep.WindowViolations == 0 {
@@ -413,13 +612,13 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 			p("control not detected by checker 2 (register): no lost update")
 		}
 		if lockBroken > 0 {
-			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority violations and %d lost updates without a paused writer were reported",
-				rep.WindowViolations, rep.NonLinearizable, rep.NoMajorityGrants, rep.LostUpdates-rep.LostUpdatesPaused)
+			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d ghost-lock violations and %d lost updates without a paused writer were reported",
+				rep.WindowViolations, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.LostUpdates-rep.LostUpdatesPaused)
 		}
 	default:
 		if lockBroken > 0 {
-			p("SAFETY VIOLATED: %d overlapping windows, %d lost updates (%d of them by paused writers), %d keys not linearizable, %d grants without a majority",
-				rep.WindowViolations, rep.LostUpdates, rep.LostUpdatesPaused, rep.NonLinearizable, rep.NoMajorityGrants)
+			p("SAFETY VIOLATED: %d overlapping windows, %d lost updates (%d of them by paused writers), %d keys not linearizable, %d grants without a majority, %d late grants, %d ghost locks",
+				rep.WindowViolations, rep.LostUpdates, rep.LostUpdatesPaused, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks)
 		}
 		if rep.LostUpdatesPaused > 0 {
 			// The machine paused one of our own well-behaved clients past its
@@ -436,6 +635,9 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 			p("no lock was granted")
 		} else if rep.EmptySeconds > 0 {
 			p("liveness: %d whole seconds without a grant while a majority was up (grants per second: %v)", rep.EmptySeconds, rep.GrantsPerSecond)
+		}
+		if rep.FreeRefusals > 0 {
+			p("liveness: %d acquires of keys nobody else uses were not granted while a majority was healthy", rep.FreeRefusals)
 		}
 		if rep.StarvedSeconds > 0 {
 			// Not a problem of the proxy's: the machine did not run us.
@@ -472,250 +674,11 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 }
 
 // stallThreshold is how late the stall monitor's 10ms tick must be to
-// count as a stall of the whole process; slowOp is the latency from which
-// an operation is listed among the slowest.
+// count as a stall of the whole process, hiccupThreshold as a hiccup;
+// slowOp is the latency from which an operation is listed among the
+// slowest.
 const (
-	stallThreshold = 200 * time.Millisecond
-	slowOp         = 500 * time.Millisecond
+	stallThreshold  = 200 * time.Millisecond
+	hiccupThreshold = 15 * time.Millisecond
+	slowOp          = 500 * time.Millisecond
 )
-
-// acquireWithin retries until the client holds key or d has passed.
-func acquireWithin(ctx context.Context, c *Client, key string, ttl, d time.Duration) (Lease, bool) {
-	deadline := time.Now().Add(d)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if l, out := c.Acquire(key, ttl); out == OK {
-			return l, true
-		}
-		sleepCtx(ctx, 20*time.Millisecond)
-	}
-	return Lease{}, false
-}
-
-// restartPlan shapes driveRestart.
-type restartPlan struct {
-	key string
-	// phase is the fraction of a wall-clock second at which client A takes
-	// the lock and the masters are restarted. Redis reports its uptime in
-	// whole seconds (the difference of two truncated wall-clock times), so
-	// where the restart falls in a second decides what the proxies read.
-	phase float64
-	// holeAcross black-holes the restarted masters' links until just after
-	// the next wall-clock second begins, so that the proxies reconnect (and
-	// read the masters' uptime) in a later second than the masters started
-	// in: a master up for 0.2s then reports uptime_in_seconds:1.
-	holeAcross bool
-}
-
-// driveRestart returns a Drive: client A takes a lock with the longest TTL
-// allowed; a majority of masters is killed with -9 and restarted at once
-// (they forget A's lock); once every proxy has reconnected to them, client
-// B (on another proxy) tries to take the same lock until A's validity is
-// over. With the restart quarantine working, B is refused; with it off (or
-// ending too early), B gets the lock while A still holds it, which
-// checkers 1 and 3 (and usually 2) must report. The quarantine each proxy
-// applied is noted. A round whose timing did not come out as planned (a
-// very slow machine) proves nothing and is repeated, at most three times.
-func driveRestart(plan restartPlan) func(ctx context.Context, e *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		ttl := e.C.Config.MaxTTL
-		last := len(e.C.Proxies) - 1
-		a := NewClient(1000, 0, e.C.Proxies[0].Addr(), e.H, 1)
-		b := NewClient(1001, last, e.C.Proxies[last].Addr(), e.H, 2)
-		defer a.Close()
-		defer b.Close()
-		n := len(e.C.Servers)
-		k := n/2 + 1
-		for round := 1; round <= 3 && ctx.Err() == nil; round++ {
-			// After a round with the quarantine on, wait for it to end.
-			if !waitCounting(ctx, e, 2*e.C.Hold()+5*time.Second) {
-				return fmt.Errorf("round %d: the masters never all counted again", round)
-			}
-			sleepUntilPhase(ctx, plan.phase)
-			la, ok := acquireWithin(ctx, a, plan.key, ttl, time.Second)
-			if !ok {
-				continue
-			}
-			va := a.Read(plan.key)
-			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s", round, plan.key, la.Token, e.H.rel(la.ValidUntil))
-			ms := e.pick(k)
-			before := make([][]uint64, len(e.C.Proxies))
-			for p := range e.C.Proxies {
-				for _, i := range ms {
-					r, _ := e.C.restartsSeen(p, i)
-					before[p] = append(before[p], r)
-				}
-			}
-			if plan.holeAcross {
-				for _, i := range ms {
-					e.BlackHole(i, true)
-				}
-			}
-			restarted := time.Now()
-			second := restarted.Unix()
-			var rwg sync.WaitGroup
-			for _, i := range ms {
-				rwg.Add(1)
-				go func() {
-					defer rwg.Done()
-					e.Restart(i)
-				}()
-			}
-			rwg.Wait()
-			planned := true
-			if plan.holeAcross {
-				// The masters must have started within the second the
-				// restart began in; the proxies reconnect in the next.
-				planned = time.Now().Unix() == second
-				sleepCtx(ctx, time.Until(time.Unix(second+1, 50e6)))
-				for _, i := range ms {
-					e.BlackHole(i, false)
-				}
-			}
-			seen := waitRestartsSeen(ctx, e, ms, before, la.ValidUntil.Add(-300*time.Millisecond))
-			if seen {
-				e.noteQuarantines(round, ms, restarted)
-			}
-			inside := false
-			for ctx.Err() == nil && time.Now().Before(la.ValidUntil.Add(200*time.Millisecond)) {
-				lb, out := b.Acquire(plan.key, 500*time.Millisecond)
-				if out == OK {
-					inside = lb.Granted.Before(la.ValidUntil)
-					e.Logf("round %d: client B (proxy %d) got %s at %s (A's validity ends %s)", round, last, plan.key, e.H.rel(lb.Granted), e.H.rel(la.ValidUntil))
-					b.Work(lb, 0, e.Workload.Margin)
-					b.Release(lb)
-					break
-				}
-				sleepCtx(ctx, 20*time.Millisecond)
-			}
-			// A, a well-behaved holder, goes on working for a while (still
-			// well inside its validity), then writes only if its validity
-			// allows.
-			if inside {
-				sleepCtx(ctx, min(200*time.Millisecond, time.Until(la.ValidUntil)/2))
-			}
-			if la.Valid(time.Now(), e.Workload.Margin) {
-				a.Write(la, va)
-			}
-			a.Release(la)
-			if inside || (seen && planned) {
-				return nil
-			}
-			e.Logf("round %d proves nothing: the restarts did not happen as planned on this (slow?) machine; again", round)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return errors.New("three rounds and the restarts never happened as planned")
-	}
-}
-
-// sleepUntilPhase sleeps until the wall clock is at the given fraction of
-// a second.
-func sleepUntilPhase(ctx context.Context, phase float64) {
-	frac := time.Duration(time.Now().UnixNano() % int64(time.Second))
-	d := time.Duration(phase*float64(time.Second)) - frac
-	if d < 0 {
-		d += time.Second
-	}
-	sleepCtx(ctx, d)
-}
-
-// waitCounting waits until every proxy counts every master.
-func waitCounting(ctx context.Context, e *Env, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		all := true
-		now := time.Now()
-		for _, p := range e.C.Proxies {
-			for _, h := range p.Pool().Health() {
-				all = all && h.Counts(now)
-			}
-		}
-		if all {
-			return true
-		}
-		sleepCtx(ctx, 20*time.Millisecond)
-	}
-	return false
-}
-
-// noteQuarantines notes how long each proxy keeps each restarted master out
-// of its quorums, against what the contract asks: max_ttl + drift after the
-// master came back (which was after restarted).
-func (e *Env) noteQuarantines(round int, ms []int, restarted time.Time) {
-	for p, px := range e.C.Proxies {
-		hs := px.Pool().Health()
-		for _, i := range ms {
-			q := hs[i].QuarantinedUntil.Sub(restarted)
-			short := ""
-			if e.C.Config.Quarantine == "off" {
-				short = " (restart_quarantine off)"
-			} else if q < e.C.Hold() {
-				short = fmt.Sprintf(": %v SHORT of the %v the contract asks", (e.C.Hold() - q).Round(time.Millisecond), e.C.Hold())
-			}
-			e.Logf("round %d: proxy %d counts master %d again %v after its restart began%s", round, p, i, q.Round(time.Millisecond), short)
-		}
-	}
-}
-
-// waitRestartsSeen waits until every proxy has detected a restart of each
-// master in ms (since the counts in before) and is connected to it, or the
-// deadline passes.
-func waitRestartsSeen(ctx context.Context, e *Env, ms []int, before [][]uint64, deadline time.Time) bool {
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		all := true
-		for p := range e.C.Proxies {
-			for j, i := range ms {
-				if r, up := e.C.restartsSeen(p, i); r <= before[p][j] || !up {
-					all = false
-				}
-			}
-		}
-		if all {
-			return true
-		}
-		sleepCtx(ctx, 10*time.Millisecond)
-	}
-	return false
-}
-
-// drivePause: client A takes a short lock and reads the register, then
-// pauses (as in a GC pause) past its validity; client B takes the lock once
-// it has expired, increments the register and releases; then A wakes up
-// and writes its stale value without checking its validity again. The
-// lock itself behaved (B got it only after A's validity), so checkers 1 and
-// 3 see nothing, and checker 2 must see the lost update.
-func drivePause(ctx context.Context, e *Env) error {
-	const key = "ctl:pause"
-	ttl := 500 * time.Millisecond
-	last := len(e.C.Proxies) - 1
-	a := NewClient(2000, 0, e.C.Proxies[0].Addr(), e.H, 3)
-	b := NewClient(2001, last, e.C.Proxies[last].Addr(), e.H, 4)
-	defer a.Close()
-	defer b.Close()
-	for round := 1; round <= 3 && ctx.Err() == nil; round++ {
-		la, ok := acquireWithin(ctx, a, key, ttl, 5*time.Second)
-		if !ok {
-			return fmt.Errorf("round %d: client A could not take %s", round, key)
-		}
-		va := a.Read(key)
-		e.Logf("round %d: client A holds %s as %s until %s, read %d, and pauses", round, key, la.Token, e.H.rel(la.ValidUntil), va)
-		wrote := false
-		if lb, ok := acquireWithin(ctx, b, key, ttl, 5*time.Second); ok {
-			wrote = b.Work(lb, 0, e.Workload.Margin)
-			e.Logf("round %d: client B got %s at %s and wrote %d", round, key, e.H.rel(lb.Granted), va+1)
-			b.Release(lb)
-		}
-		sleepCtx(ctx, time.Until(la.ValidUntil)) // B got it only after that anyway
-		a.Write(la, va)                          // no second look at the validity: the pause
-		e.Logf("round %d: client A wakes up at %s, past its validity, and writes %d", round, e.H.rel(time.Now()), va+1)
-		a.Release(la)
-		if wrote {
-			return nil
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return errors.New("client B never got the lock after A's pause")
-}

@@ -19,14 +19,21 @@ import (
 // scenarios last as long as their orchestration needs. The long run is
 // `go run ./bench -mode safety` (60s per scenario).
 var shortRuns = map[string]time.Duration{
-	"none":          3 * time.Second,
-	"kill9":         5 * time.Second,
-	"kill9-restart": 4500 * time.Millisecond,
-	"sigstop":       4 * time.Second,
-	"blackhole":     4 * time.Second,
-	"delay":         4 * time.Second,
-	"mixed":         8 * time.Second,
-	"majority-down": 10 * time.Second,
+	"none":           3 * time.Second,
+	"kill9":          5 * time.Second,
+	"kill9-restart":  4500 * time.Millisecond,
+	"sigstop":        4 * time.Second,
+	"blackhole":      4 * time.Second,
+	"delay":          4 * time.Second,
+	"mixed":          8 * time.Second,
+	"majority-down":  10 * time.Second,
+	"proxy-churn":    8 * time.Second,
+	"failover":       10 * time.Second,
+	"pipeline-slow":  4 * time.Second,
+	"extend-partial": 6 * time.Second,
+	"ghost-pause":    6 * time.Second,
+	"ghost-cut":      6 * time.Second,
+	"greedy":         4 * time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server is missing.
@@ -36,6 +43,9 @@ func requireRedis(t *testing.T) {
 		t.Fatalf("%v\nthe safety harness needs real redis-server processes: run ./test.sh, which installs it", err)
 	}
 }
+
+// SAFETY_QUARANTINE, when set, is the proxies' restart_quarantine in every
+// scenario that does not name one (to try a rule before it is the default).
 
 // seed is SAFETY_SEED when set (to repeat a run), else the clock.
 func seed(t *testing.T) uint64 {
@@ -71,21 +81,85 @@ func (s *syncBuffer) tail(n int) string {
 	return string(b)
 }
 
-// runScenario runs sc with the CI settings and logs its report. Run stops
-// every process, relay, proxy and goroutine it started before it returns;
-// the redis-server files live in the test's temporary directory.
-func runScenario(t *testing.T, sc Scenario, s uint64) *Report {
-	t.Helper()
-	var proxyLog syncBuffer
-	start := time.Now()
-	rep, err := Run(context.Background(), sc, Options{
-		Duration:   shortRuns[sc.Name],
-		Seed:       s,
-		Dir:        t.TempDir(),
-		LinTimeout: 30 * time.Second,
-		ProxyLog:   &proxyLog,
-		Progress:   func(line string) { t.Log(line) },
+// runner runs scenarios one after the other with the CI settings, each
+// on a cluster started while the previous one ran: a fresh cluster waits
+// until its proxies count its masters (up to max_ttl + drift and a second),
+// and that wait then overlaps the previous run instead of adding to it.
+type runner struct {
+	seed uint64
+	dir  string
+	next map[string]chan prepared // at most one, for the next scenario
+	wg   sync.WaitGroup
+}
+
+type prepared struct {
+	p   *Prepared
+	err error
+	log *syncBuffer
+}
+
+// newRunner returns a runner whose clusters live in t's temporary
+// directory; a cluster prepared and never run is closed when t ends.
+func newRunner(t *testing.T, seed uint64) *runner {
+	r := &runner{seed: seed, dir: t.TempDir(), next: map[string]chan prepared{}}
+	t.Cleanup(func() {
+		r.wg.Wait()
+		for _, ch := range r.next {
+			if pr := <-ch; pr.p != nil {
+				pr.p.Close()
+			}
+		}
 	})
+	return r
+}
+
+func (r *runner) options(sc Scenario, log *syncBuffer) Options {
+	return Options{
+		Duration:   shortRuns[sc.Name],
+		Seed:       r.seed,
+		Quarantine: os.Getenv("SAFETY_QUARANTINE"),
+		Dir:        r.dir,
+		LinTimeout: 30 * time.Second,
+		ProxyLog:   log,
+	}
+}
+
+// prepare starts sc's cluster in the background.
+func (r *runner) prepare(sc Scenario) {
+	ch := make(chan prepared, 1)
+	r.next[sc.Name] = ch
+	r.wg.Add(1)
+	go func() { // ends once the cluster counts (or failed); the cleanup waits for it
+		defer r.wg.Done()
+		log := &syncBuffer{}
+		p, err := Prepare(sc, r.options(sc, log))
+		ch <- prepared{p, err, log}
+	}()
+}
+
+// run runs sc on the cluster prepared for it (or a new one) after starting
+// the cluster of then, the scenario to run next (if any), and logs the
+// report. Run stops every process, relay, proxy and goroutine it started
+// before it returns.
+func (r *runner) run(t *testing.T, sc Scenario, then *Scenario) *Report {
+	t.Helper()
+	start := time.Now()
+	if _, ok := r.next[sc.Name]; !ok {
+		r.prepare(sc)
+	}
+	pr := <-r.next[sc.Name]
+	delete(r.next, sc.Name)
+	if pr.err != nil {
+		t.Fatalf("%s: %v", sc.Name, pr.err)
+	}
+	if then != nil {
+		r.prepare(*then)
+	}
+	opt := r.options(sc, pr.log)
+	opt.Prepared = pr.p
+	opt.Progress = func(line string) { t.Log(line) }
+	proxyLog := pr.log
+	rep, err := Run(context.Background(), sc, opt)
 	if err != nil {
 		t.Fatalf("%s: %v", sc.Name, err)
 	}
@@ -98,6 +172,25 @@ func runScenario(t *testing.T, sc Scenario, s uint64) *Report {
 	return rep
 }
 
+// scenarios returns the controls, or every other scenario.
+func scenarios(controls bool) []Scenario {
+	var out []Scenario
+	for _, sc := range Scenarios() {
+		if sc.Control() == controls {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// after is the scenario after scs[i], if any.
+func after(scs []Scenario, i int) *Scenario {
+	if i+1 < len(scs) {
+		return &scs[i+1]
+	}
+	return nil
+}
+
 // TestFaultScenarios runs a short version of every fault scenario: each
 // must show zero violations, and those that keep a majority up must keep
 // granting locks in every second.
@@ -105,15 +198,14 @@ func TestFaultScenarios(t *testing.T) {
 	requireRedis(t)
 	s := seed(t)
 	t.Logf("seed %d (set SAFETY_SEED to repeat)", s)
-	for _, sc := range Scenarios() {
-		if sc.Control() {
-			continue
-		}
+	scs := scenarios(false)
+	r := newRunner(t, s)
+	for i, sc := range scs {
 		t.Run(sc.Name, func(t *testing.T) {
-			rep := runScenario(t, sc, s)
+			rep := r.run(t, sc, after(scs, i))
 			if v := rep.Violations(); v != 0 {
-				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d); see the examples above",
-					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants)
+				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d, late grants %d, ghost locks %d); see the examples above",
+					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks)
 			}
 			if rep.Holds == 0 {
 				t.Errorf("%s: no lock was granted", sc.Name)
@@ -138,12 +230,11 @@ func TestControls(t *testing.T) {
 	requireRedis(t)
 	s := seed(t)
 	t.Logf("seed %d (set SAFETY_SEED to repeat)", s)
-	for _, sc := range Scenarios() {
-		if !sc.Control() {
-			continue
-		}
+	scs := scenarios(true)
+	r := newRunner(t, s)
+	for i, sc := range scs {
 		t.Run(sc.Name, func(t *testing.T) {
-			rep := runScenario(t, sc, s)
+			rep := r.run(t, sc, after(scs, i))
 			if sc.DetectLock && (rep.WindowViolations == 0 || rep.NonLinearizable == 0) {
 				t.Errorf("%s: a second holder inside the first one's validity went unseen: windows %d, non-linearizable keys %d",
 					sc.Name, rep.WindowViolations, rep.NonLinearizable)

@@ -18,6 +18,10 @@
 //     already read from it (after any delay or black hole) and then closes
 //     the other end too;
 //   - Cut closes every current connection at both ends (a reset link);
+//   - Retarget(addr) sends every later connection to addr and closes the
+//     current ones at both ends, as a virtual IP or a DNS name moved to
+//     another server (a failover) does: nothing queued for the old target
+//     reaches the new one;
 //   - when the target refuses a connection (its process is down), the relay
 //     refuses too: it stops listening until the target accepts again, then
 //     listens on the same address, so a client sees "connection refused" as
@@ -94,7 +98,22 @@ func Listen(target string) (*Relay, error) {
 func (r *Relay) Addr() string { return r.addr }
 
 // Target is the address the relay forwards to.
-func (r *Relay) Target() string { return r.target }
+func (r *Relay) Target() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.target
+}
+
+// Retarget forwards every connection accepted from now on to target, and
+// closes every current connection at both ends (what was queued for the
+// old target is dropped). A relay that stopped listening because the old
+// target refused connections listens again once the new one accepts.
+func (r *Relay) Retarget(target string) {
+	r.mu.Lock()
+	r.target = target
+	r.mu.Unlock()
+	r.Cut()
+}
 
 // BlackHole starts (on) or ends (off) holding every byte in both directions.
 func (r *Relay) BlackHole(on bool) {
@@ -204,13 +223,14 @@ func (r *Relay) serve(ln net.Listener) {
 			}
 			continue
 		}
-		up, err := net.DialTimeout("tcp", r.target, r.dialTimeout)
+		target := r.Target()
+		up, err := net.DialTimeout("tcp", target, r.dialTimeout)
 		if err != nil {
 			c.Close()
 			r.mu.Lock()
 			r.stats.Refused++
 			r.mu.Unlock()
-			r.noteError(fmt.Errorf("faultnet: dial %s: %w", r.target, err))
+			r.noteError(fmt.Errorf("faultnet: dial %s: %w", target, err))
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				continue // a slow target: keep listening, the client saw a closed connection
 			}
@@ -229,7 +249,7 @@ func (r *Relay) serve(ln net.Listener) {
 			}
 			continue
 		}
-		r.start(c, up)
+		r.start(c, up, target)
 	}
 }
 
@@ -244,7 +264,7 @@ func (r *Relay) waitTarget() bool {
 			return false
 		case <-t.C:
 		}
-		c, err := net.DialTimeout("tcp", r.target, r.dialTimeout)
+		c, err := net.DialTimeout("tcp", r.Target(), r.dialTimeout)
 		if err == nil {
 			c.Close()
 			return true
@@ -308,10 +328,10 @@ type chunk struct {
 // reading and the kernel's buffers, then the sender, take the back-pressure.
 const queueLen = 16
 
-func (r *Relay) start(down, up net.Conn) {
+func (r *Relay) start(down, up net.Conn, target string) {
 	p := &pipe{down: down, up: up, done: make(chan struct{})}
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || r.target != target { // closed, or retargeted while dialling
 		r.mu.Unlock()
 		p.close()
 		return

@@ -336,3 +336,120 @@ func TestCloseStopsEverything(t *testing.T) {
 	// connections are closed; then we are back where we started.
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, "goroutines to end")
 }
+
+// namedServer answers every line with its name, a colon and the line, and
+// remembers the lines it received.
+type namedServer struct {
+	*echoServer
+	mu    sync.Mutex
+	lines []string
+}
+
+func startNamed(t *testing.T, name string) *namedServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	n := &namedServer{echoServer: &echoServer{ln: ln}}
+	e := n.echoServer
+	e.wg.Add(1)
+	go func() { // ends when stop closes the listener
+		defer e.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			e.conn = append(e.conn, c)
+			e.mu.Unlock()
+			e.wg.Add(1)
+			go func() { // ends when the connection closes
+				defer e.wg.Done()
+				defer c.Close()
+				rd := bufio.NewReader(c)
+				for {
+					line, err := rd.ReadString('\n')
+					if err != nil {
+						return
+					}
+					n.mu.Lock()
+					n.lines = append(n.lines, strings.TrimSpace(line))
+					n.mu.Unlock()
+					if _, err := io.WriteString(c, name+":"+line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(e.stop)
+	return n
+}
+
+func (n *namedServer) received() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.lines...)
+}
+
+func TestRetargetMovesTheLinkAndDropsWhatWasQueued(t *testing.T) {
+	a, b := startNamed(t, "a"), startNamed(t, "b")
+	r := newRelay(t, a.addr())
+	c, rd := dial(t, r.Addr())
+	if got, _ := roundTrip(t, c, rd, "x", 2*time.Second); got != "a:x" {
+		t.Fatalf("before: got %q, want a:x", got)
+	}
+	r.BlackHole(true)
+	if _, err := io.WriteString(c, "held\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return r.Stats().BytesUp == 2 }, "the held line read by the relay") // only "x\n" went up
+	r.Retarget(b.addr())
+	r.BlackHole(false)
+	if r.Target() != b.addr() {
+		t.Fatalf("Target() = %s, want %s", r.Target(), b.addr())
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := rd.ReadByte(); err == nil || isTimeout(err) {
+		t.Fatalf("read after Retarget: %v, want the connection closed", err)
+	}
+	c2, rd2 := dial(t, r.Addr())
+	if got, _ := roundTrip(t, c2, rd2, "y", 2*time.Second); got != "b:y" {
+		t.Fatalf("after: got %q, want b:y", got)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, srv := range []*namedServer{a, b} {
+		for _, l := range srv.received() {
+			if l == "held" {
+				t.Fatalf("the line queued for the old target reached a server: %q", srv.received())
+			}
+		}
+	}
+}
+
+func TestRetargetWhileTheOldTargetRefuses(t *testing.T) {
+	a, b := startNamed(t, "a"), startNamed(t, "b")
+	r := newRelay(t, a.addr())
+	a.stop()
+	// The relay notices the refusal on the next connection and stops listening.
+	if c, err := net.DialTimeout("tcp", r.Addr(), time.Second); err == nil {
+		c.Close()
+	}
+	waitFor(t, func() bool { return r.Stats().Refused >= 1 }, "the relay to see the target refuse")
+	r.Retarget(b.addr())
+	waitFor(t, func() bool {
+		c, err := net.DialTimeout("tcp", r.Addr(), time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(c, "z\n"); err != nil {
+			return false
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		return err == nil && line == "b:z\n"
+	}, "the relay to forward to the new target")
+}

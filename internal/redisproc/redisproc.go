@@ -4,7 +4,9 @@
 //
 // It promises: a Server started here is stopped by Stop (or Kill), which
 // waits for the process to exit; Pause/Resume use SIGSTOP/SIGCONT; Restart
-// brings a fresh process (a new run_id, no data) up on the same port.
+// brings a fresh process (a new run_id, no data) up on the same port, in the
+// role it last had (a replica started with StartReplica or turned into one
+// by Follow comes back following its master; after Promote, a master).
 package redisproc
 
 import (
@@ -111,6 +113,71 @@ func StartTLS(dir string, files TLSFiles, extra ...string) (*Server, error) {
 	})
 }
 
+// StartReplica runs redis-server on a free port as a replica of the master
+// at masterAddr (host:port), plus extra arguments.
+func StartReplica(dir, masterAddr string, extra ...string) (*Server, error) {
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: master address: %w", err)
+	}
+	return Start(dir, append([]string{"--replicaof", host, port}, extra...)...)
+}
+
+// Promote makes the server a master (REPLICAOF NO ONE), as a failover
+// does; it keeps what it had replicated so far. A later Restart starts it
+// as a master.
+func (s *Server) Promote() error {
+	if err := s.doOK("REPLICAOF", "NO", "ONE"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.extra = withoutReplicaOf(s.extra)
+	s.mu.Unlock()
+	return nil
+}
+
+// Follow makes the server a replica of the master at masterAddr (REPLICAOF
+// host port): it drops its data and synchronises from that master. A later
+// Restart starts it as that master's replica.
+func (s *Server) Follow(masterAddr string) error {
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		return fmt.Errorf("redisproc: master address: %w", err)
+	}
+	if err := s.doOK("REPLICAOF", host, port); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.extra = append([]string{"--replicaof", host, port}, withoutReplicaOf(s.extra)...)
+	s.mu.Unlock()
+	return nil
+}
+
+// doOK runs a command that must answer +OK.
+func (s *Server) doOK(args ...string) error {
+	r, err := s.Do(args...)
+	if err != nil {
+		return fmt.Errorf("redisproc: %s on %s: %w", strings.Join(args, " "), s.Addr, err)
+	}
+	if r != "OK" {
+		return fmt.Errorf("redisproc: %s on %s answered %q", strings.Join(args, " "), s.Addr, r)
+	}
+	return nil
+}
+
+// withoutReplicaOf returns args without any "--replicaof host port".
+func withoutReplicaOf(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--replicaof" && i+2 < len(args) {
+			i += 2
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
 // StartN starts n servers.
 func StartN(dir string, n int, extra ...string) ([]*Server, error) {
 	var out []*Server
@@ -136,11 +203,14 @@ func (s *Server) start() error {
 	if s.tls != nil {
 		portArgs = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}
 	}
+	s.mu.Lock()
+	extra := append([]string(nil), s.extra...)
+	s.mu.Unlock()
 	args := append(append(portArgs,
 		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--dir", wd, "--logfile", filepath.Join(wd, "redis.log"),
 		"--protected-mode", "no",
-	), s.extra...)
+	), extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
