@@ -11,6 +11,12 @@ import (
 // before their replies are written.
 const maxBatch = 64
 
+// maxReads is how many reads (GET, PTTL, TTL) of one client run
+// concurrently: a client that pipelines reads waits for its own replies
+// rather than filling the shared backend links ahead of other clients'
+// lock commands.
+const maxReads = 8
+
 // slot is one command's place in the reply order: an answer already
 // encoded in scratch[a:b], or the results of ops still deciding.
 type slot struct {
@@ -42,6 +48,7 @@ type client struct {
 
 	done     chan struct{} // one signal per decided op
 	inflight int
+	reads    int // reads among the ops in flight
 	slots    []slot
 	scratch  []byte
 	cmd      []byte // encoding buffer for backend commands
@@ -135,6 +142,7 @@ func (c *client) flush() error {
 	for ; c.inflight > 0; c.inflight-- {
 		<-c.done
 	}
+	c.reads = 0
 	now := time.Now() // the replies leave now: grants and TTLs are judged at this instant
 	for _, sl := range c.slots {
 		switch {
@@ -217,6 +225,15 @@ func (c *client) reserve(k int) {
 	if c.inflight+k > cap(c.done) {
 		c.flush()
 	}
+}
+
+// reserveRead makes room for one more read in flight (see maxReads).
+func (c *client) reserveRead() {
+	if c.reads >= maxReads {
+		c.flush()
+	}
+	c.reserve(1)
+	c.reads++
 }
 
 // await queues the reply of ops already started.

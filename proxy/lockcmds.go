@@ -46,7 +46,7 @@ func cmdSet(c *client, args [][]byte) {
 }
 
 func cmdGet(c *client, args [][]byte) {
-	c.reserve(1)
+	c.reserveRead()
 	o := c.s.eng.newOp("get", opGet, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
 	c.startOp(o, c.cmd, getScript)
@@ -72,7 +72,7 @@ func cmdPTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", false) }
 func cmdTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", true) }
 
 func startTTL(c *client, key []byte, name string, seconds bool) {
-	c.reserve(1)
+	c.reserveRead()
 	o := c.s.eng.newOp(name, opPTTL, c.done)
 	o.seconds = seconds
 	c.cmd = appendBoundedRead(c.cmd[:0], readScript, key, c.s.cfg.Limits.MaxToken)
