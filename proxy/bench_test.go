@@ -70,3 +70,57 @@ func BenchmarkAppendReply(b *testing.B) {
 }
 
 var _ = io.EOF
+
+// The compare-and-delete release most libraries send, and its sha1.
+const benchRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
+
+// runCommands feeds cmd through a client of s once per iteration and
+// checks the reply.
+func runCommands(b *testing.B, s *Server, cmd []byte, want string) {
+	conn := &fakeConn{in: bytes.NewReader(nil)}
+	c := newClient(s, conn)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		conn.in.Reset(cmd)
+		conn.out.Reset()
+		c.rd.start, c.rd.end = 0, 0
+		var args [][]byte
+		for args == nil {
+			if err := c.rd.fill(); err != nil {
+				b.Fatal(err)
+			}
+			args, _ = c.rd.next()
+		}
+		c.exec(args)
+		c.flush()
+		if conn.out.String() != want {
+			b.Fatalf("reply %q, want %q", conn.out.String(), want)
+		}
+	}
+}
+
+func evalCmd(name string, script []byte, rest ...string) []byte {
+	b := resp.AppendArrayHeader(nil, 2+len(rest))
+	b = resp.AppendBulkString(b, name)
+	b = resp.AppendBulk(b, script)
+	for _, a := range rest {
+		b = resp.AppendBulkString(b, a)
+	}
+	return b
+}
+
+// EVALSHA of a release the proxy already knows: a map lookup, then the
+// fan-out to five in-process backends.
+func BenchmarkEvalShaKnownRelease(b *testing.B) {
+	s := New(Config{Logger: discardLogger()}, fakeBackends{n: 5})
+	sha := resp.NewScript([]byte(benchRelease)).Sha
+	runCommands(b, s, evalCmd("SCRIPT", []byte("LOAD"), benchRelease), "$40\r\n"+sha+"\r\n")
+	runCommands(b, s, evalCmd("EVALSHA", []byte(sha), "1", "lock:orders:42", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"), ":1\r\n")
+}
+
+// EVAL of the same script: the body is hashed on every call.
+func BenchmarkEvalKnownRelease(b *testing.B) {
+	s := New(Config{Logger: discardLogger()}, fakeBackends{n: 5})
+	runCommands(b, s, evalCmd("EVAL", []byte(benchRelease), "1", "lock:orders:42", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"), ":1\r\n")
+}
