@@ -66,7 +66,7 @@ func CommandNames() []string {
 	for n := range commands {
 		names = append(names, n)
 	}
-	for _, r := range []script.Role{script.RoleAcquire, script.RoleRelease, script.RoleExtend, script.RoleExtendOrAcquire, script.RoleTTL} {
+	for _, r := range script.Roles() {
 		names = append(names, r.String())
 	}
 	slices.Sort(names)

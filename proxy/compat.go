@@ -4,7 +4,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
@@ -194,46 +193,19 @@ func subscribedAllowed(name string) bool {
 	return false
 }
 
-// compareDelete is the spec of the proxy's own compare-and-delete (the
-// undo script), used for DELIFEQ and DELEX IFEQ: 1 deleted, 0 not.
-var compareDelete = &script.Spec{
-	Name: "compare-and-delete", Role: script.RoleRelease, Keys: 1, TokenArg: 0, TTLArg: -1,
-	Granted: []script.Pattern{{Kind: script.PatInt, Int: 1}}, Refused: []script.Pattern{{Kind: script.PatInt, Int: 0}},
-	Success: script.Pattern{Kind: script.PatInt, Int: 1}, Failure: script.Pattern{Kind: script.PatInt, Int: 0},
-}
+// compareDelete is DELIFEQ / DELEX IFEQ as a release: 1 deleted, 0 not.
+var compareDelete = script.MustSpec("release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0")
 
-// setIfEqScript is SET key value IFEQ value PX ms for Redis 7: re-arm the
-// TTL of a lock that holds the caller's value, and of its fencing state
-// (which lives exactly as long as the lock).
-var setIfEqScript = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('pexpire', '` + fenceStatePrefix + `' .. KEYS[1], ARGV[2])
-  return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-return false`))
-
-var setIfEqSpec = &script.Spec{
-	Name: "SET IFEQ (Redis 8.4)", Role: script.RoleExtend, Keys: 1, TokenArg: 0, TTLArg: 1, TTLUnit: time.Millisecond,
-	Granted: []script.Pattern{{Kind: script.PatOK}}, Refused: []script.Pattern{{Kind: script.PatNil}},
-	Success: script.Pattern{Kind: script.PatOK}, Failure: script.Pattern{Kind: script.PatNil},
-}
+// setIfEq is SET key value IFEQ value PX ms as an extend: re-arm the TTL
+// of a lock that holds the caller's value (and of its fencing state, as
+// every extend does); OK, or nil.
+var setIfEq = script.MustSpec("extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: nil; own: +OK; own-no-ttl: +OK; other: nil; other-no-ttl: nil")
 
 // startSetIfEq extends a lock as SET key token IFEQ token PX ms: OK when a
 // majority re-armed it with validity left, nil otherwise, as Redis 8.4.
 func startSetIfEq(c *client, req setRequest) {
-	c.reserve(1)
-	o := c.s.eng.newOp("set", opScript, c.done)
-	o.spec = setIfEqSpec
-	o.nkeys = 1
-	o.ttl = req.ttl
-	b := resp.AppendArrayHeader(c.cmd[:0], 6)
-	b = resp.AppendBulkString(b, "EVALSHA")
-	b = resp.AppendBulkString(b, setIfEqScript.Sha)
-	b = resp.AppendBulkString(b, "1")
-	b = resp.AppendBulk(b, req.key)
-	b = resp.AppendBulk(b, req.value)
-	b = resp.AppendBulkInt(b, req.ttl.Milliseconds())
-	c.cmd = b
-	c.startOp(o, b, setIfEqScript)
+	ttl := []byte(strconv.FormatInt(req.ttl.Milliseconds(), 10))
+	startClassOp(c, "set", setIfEq, [][]byte{req.key}, [][]byte{req.value, ttl})
 }
 
 // cmdDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
@@ -241,12 +213,7 @@ func startSetIfEq(c *client, req setRequest) {
 func cmdDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
 
 func startCompareDelete(c *client, name string, key, value []byte) {
-	c.reserve(1)
-	o := c.s.eng.newOp(name, opScript, c.done)
-	o.spec = compareDelete
-	o.nkeys = 1
-	c.cmd = appendUndoCmd(c.cmd[:0], [][]byte{key}, value)
-	c.startOp(o, c.cmd, undoScript)
+	startClassOp(c, name, compareDelete, [][]byte{key}, [][]byte{value})
 }
 
 // cmdDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -83,7 +81,7 @@ type opKind uint8
 
 const (
 	opAcquire opKind = iota + 1 // SET NX PX: OK granted, nil refused
-	opScript                    // a known lock script, read through its spec
+	opScript                    // a classified lock script, run as its role (scriptop.go)
 	opGet                       // GET: the majority value
 	opPTTL                      // PTTL/TTL: the majority's remaining validity
 	opDel                       // DEL of one key: 1 granted, 0 refused
@@ -99,12 +97,13 @@ type op struct {
 	e         *engine
 	name      string // the client's command, for metrics
 	kind      opKind
-	spec      *script.Spec
-	nkeys     int
+	sc        scriptCall    // opScript: the classification and the call (scriptop.go)
 	seconds   bool          // TTL rather than PTTL
 	ttl       time.Duration // requested TTL (acquire, extend)
 	undoCmd   []byte        // compare-and-delete of this attempt's keys and token
 	undoLater []byte        // the same, for a later connection (see undoLaterScript)
+	undoSc    *resp.Script  // the scripts undoCmd and undoLater run, when not undoScript
+	laterSc   *resp.Script  // and undoLaterScript
 	t1        time.Time
 	done      chan<- struct{}
 
@@ -214,13 +213,7 @@ func (o *op) classify(r resp.Result) quorum.Vote {
 			return quorum.Refused
 		}
 	case opScript:
-		g, ref := o.spec.Classify(v, o.nkeys)
-		switch {
-		case g:
-			return quorum.Granted
-		case ref:
-			return quorum.Refused
-		}
+		return o.scriptVote(v)
 	case opDel:
 		if v.Kind == resp.KindInt {
 			if v.Int > 0 {
@@ -249,8 +242,8 @@ func (o *op) decideLocked() bool {
 		return o.answered(o.decideReadLocked())
 	case o.kind == opVote:
 		return o.answered(o.decideVoteLocked())
-	case o.kind == opScript && o.spec.Role == script.RoleTTL:
-		return o.answered(o.decideTTLScriptLocked())
+	case o.kind == opScript && o.sc.class.Role.Query():
+		return o.answered(o.decideQueryLocked())
 	}
 	var success bool
 	switch o.tally.Outcome() {
@@ -386,10 +379,7 @@ func (o *op) validityBound() bool {
 		return true
 	}
 	if o.kind == opScript {
-		switch o.spec.Role {
-		case script.RoleAcquire, script.RoleExtend, script.RoleExtendOrAcquire:
-			return o.ttl > 0
-		}
+		return o.scriptValidityBound()
 	}
 	return false
 }
@@ -408,15 +398,8 @@ func (o *op) reply(success bool) resp.Value {
 		}
 		return resp.IntValue(0)
 	}
-	// A script: the reply a majority of counted backends agree on, when it
-	// says the same as the decision; else the spec's canonical reply.
-	if v, vote, ok := o.agreedLocked(); ok && (vote == quorum.Granted) == success {
-		return v
-	}
-	if success {
-		return o.spec.Success.Value(o.nkeys)
-	}
-	return o.spec.Failure.Value(o.nkeys)
+	// A script: what one Redis in the majority's state would have replied.
+	return o.scriptReplyLocked(success)
 }
 
 // tooLong reports the bounded read scripts' refusal of a value longer than
@@ -515,43 +498,6 @@ func (o *op) decideVoteLocked() bool {
 	return true
 }
 
-// decideTTLScriptLocked answers a TTL-query script once every backend has
-// answered: the majority-th largest remaining TTL among the backends where
-// the lock is the caller's, less elapsed time and drift, in the script's
-// unit; or the script's "not held" reply when no majority holds it.
-func (o *op) decideTTLScriptLocked() bool {
-	if !o.tally.Done() {
-		return false
-	}
-	unit := o.spec.ReplyUnit
-	if unit <= 0 {
-		unit = time.Millisecond
-	}
-	var ttls []time.Duration
-	for i := range o.replies {
-		if v, counted := o.tally.Vote(i); v == quorum.Granted && counted {
-			t := time.Duration(o.replies[i].Int) * unit
-			if o.replies[i].Int < 0 {
-				t = time.Duration(1<<63 - 1)
-			}
-			ttls = append(ttls, t)
-		}
-	}
-	m := quorum.Majority(o.e.n)
-	if len(ttls) < m {
-		o.result = o.reply(false)
-		return true
-	}
-	slices.Sort(ttls)
-	slices.Reverse(ttls)
-	r := ttls[m-1]
-	if r == time.Duration(1<<63-1) {
-		r = quorum.NoExpiry
-	}
-	o.remaining, o.timed, o.unitTTL = r, true, unit
-	return true
-}
-
 // takeUndoLocked hands over the nodes to undo now, once every backend has
 // been sent the command, so that on each the undo follows what it undoes.
 // It allocates only when there is something to undo.
@@ -566,8 +512,12 @@ func (o *op) takeUndoLocked() []int {
 // It does not depend on the client: the backends deliver it even across a
 // lost connection, after the command it undoes.
 func (o *op) sendUndo(nodes []int) {
+	sc, later := undoScript, undoLaterScript
+	if o.undoSc != nil {
+		sc, later = o.undoSc, o.laterSc
+	}
 	for _, n := range nodes {
-		o.e.be.Undo(n, o.undoCmd, undoScript, o.undoLater, undoLaterScript, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, o.undoCmd, sc, o.undoLater, later, undoReceiver{o.e.stats}, n)
 	}
 }
 

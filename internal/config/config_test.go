@@ -196,7 +196,8 @@ scripts:
     text: if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('unlink', KEYS[1]) end return -1
     role: release
     failure: int:-1
-    refused: [int:-1]
+    replies:
+      missing: -2
 log_level: debug
 log_format: json
 `
@@ -245,7 +246,7 @@ func allKeysConfig() Config {
 			Text:    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('unlink', KEYS[1]) end return -1",
 			Role:    "release",
 			Failure: "int:-1",
-			Refused: []string{"int:-1"},
+			Replies: map[string]string{"missing": "-2"},
 		}},
 		LogLevel:  "debug",
 		LogFormat: "json",

@@ -3,32 +3,39 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
-// ScriptConfig registers a lock script the built-in registry does not know.
-// Give its text (recognised whatever its formatting) or its sha1 (recognised
-// only byte for byte), its role, and where its token and TTL are. Reply
-// patterns default to the role's usual ones (see script.RoleDefaults):
-// "ok", "nil", "int:N", "int:nkeys", "int:>0", "int:>=N", "error:PREFIX",
-// "status:TEXT".
+// ScriptConfig declares by hand what a lock script is, for a script the
+// classifier refuses or to pin a classification. Give its text or its
+// sha1, its role, where its token and TTL are, and its replies. The
+// backends run the proxy's reference script for the role, as for a
+// classified script; the declaration only says how to read the call and
+// what to answer.
+//
+// Replies are templates (see script.ParseTemplate: 1, nil, +OK, -ERR x,
+// "text", pttl, ttl, [1, pttl]...); the older forms "ok", "nil", "int:N",
+// "int:nkeys", "error:TEXT" and "status:TEXT" are read too. success is the
+// reply in every case where the role acts (or, for a query, where the
+// caller holds the lock), failure in every other case, and replies sets
+// single cases (missing, own, own-no-ttl, other, other-no-ttl, partial).
 type ScriptConfig struct {
-	Name      string   `yaml:"name"`
-	SHA1      string   `yaml:"sha1"`
-	Text      string   `yaml:"text"`
-	Role      string   `yaml:"role"`       // acquire, release, extend, extend-or-acquire, ttl
-	Keys      *int     `yaml:"keys"`       // keys it takes; 0 means one or more (default 1)
-	TokenArg  *int     `yaml:"token_arg"`  // 1-based ARGV position of the token (default 1)
-	TTLArg    *int     `yaml:"ttl_arg"`    // 1-based ARGV position of the TTL; 0 for none (default: 2 for acquire and extend roles, 0 otherwise)
-	TTLUnit   string   `yaml:"ttl_unit"`   // ms or s (default ms)
-	ReplyUnit string   `yaml:"reply_unit"` // ttl role: unit of the reply, ms or s (default ms)
-	Granted   []string `yaml:"granted"`    // replies meaning the backend did it
-	Refused   []string `yaml:"refused"`    // replies meaning it definitively did not
-	Success   string   `yaml:"success"`    // reply on success when backends disagree
-	Failure   string   `yaml:"failure"`    // reply on failure when backends disagree
+	Name      string            `yaml:"name"`
+	SHA1      string            `yaml:"sha1"`
+	Text      string            `yaml:"text"`
+	Role      string            `yaml:"role"`       // acquire, release, extend, extend-or-acquire, ttl, owner, value, inspect
+	Keys      *int              `yaml:"keys"`       // keys it takes; 0 means any number (default 1)
+	TokenArg  *int              `yaml:"token_arg"`  // 1-based ARGV position of the token (default 1; 0: none, for value and inspect)
+	TTLArg    *int              `yaml:"ttl_arg"`    // 1-based ARGV position of the TTL (default 2 for acquire and extend roles)
+	TTLUnit   string            `yaml:"ttl_unit"`   // ms or s (default ms)
+	ReplyUnit string            `yaml:"reply_unit"` // ttl role: unit of the TTL it replies, ms or s (default ms)
+	Success   string            `yaml:"success"`    // reply where the role acts
+	Failure   string            `yaml:"failure"`    // reply elsewhere
+	Replies   map[string]string `yaml:"replies"`    // replies of single cases
 }
 
 func unit(s string) (time.Duration, error) {
@@ -41,8 +48,30 @@ func unit(s string) (time.Duration, error) {
 	return 0, fmt.Errorf("must be ms or s, got %q", s)
 }
 
-// Spec converts the entry into a script spec. key names the entry in errors.
-func (sc ScriptConfig) Spec(key string) (*script.Spec, error) {
+// template reads a reply as a template, or in one of the older forms.
+func template(s string) (*script.Template, error) {
+	kind, arg, found := strings.Cut(s, ":")
+	if found || s == "ok" {
+		switch strings.ToLower(kind) {
+		case "ok":
+			return script.ParseTemplate("+OK")
+		case "int":
+			if arg == "nkeys" {
+				return script.ParseTemplate("nkeys")
+			}
+			return script.ParseTemplate(arg)
+		case "error":
+			return script.ParseTemplate("-" + fmt.Sprintf("%q", arg))
+		case "status":
+			return script.ParseTemplate("+" + fmt.Sprintf("%q", arg))
+		}
+	}
+	return script.ParseTemplate(s)
+}
+
+// Class converts the entry into a classification; key names the entry in
+// errors.
+func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 	role, err := script.ParseRole(sc.Role)
 	if err != nil {
 		return nil, invalid(key+".role", "%v", err)
@@ -55,62 +84,64 @@ func (sc ScriptConfig) Spec(key string) (*script.Spec, error) {
 			return nil, invalid(key+".sha1", "must be 40 hex digits, got %q", sc.SHA1)
 		}
 	}
-	s := script.RoleDefaults(role)
-	s.Name = sc.Name
-	if s.Name == "" {
-		s.Name = "configured " + sc.Role + " script"
+	if sc.Text != "" {
+		if _, ref := script.Compile([]byte(sc.Text)); ref != nil {
+			return nil, invalid(key+".text", "%s", ref.Error())
+		}
+	}
+	writes := role == script.RoleAcquire || role == script.RoleExtend || role == script.RoleExtendOrAcquire
+	c := &script.Class{Role: role, Source: "configured", Layout: script.Layout{
+		Keys: 1, Args: -1, Tokens: []int{0}, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond,
+		NoTTLActs: true,
+	}}
+	if sc.Name != "" {
+		c.Source = "configured: " + sc.Name
 	}
 	if sc.Keys != nil {
 		if *sc.Keys < 0 {
-			return nil, invalid(key+".keys", "must be 0 (one or more) or a count, got %d", *sc.Keys)
+			return nil, invalid(key+".keys", "must be 0 (any number) or a count, got %d", *sc.Keys)
 		}
-		s.Keys = *sc.Keys
+		c.Keys = *sc.Keys
 	}
 	if sc.TokenArg != nil {
-		if *sc.TokenArg < 1 {
-			return nil, invalid(key+".token_arg", "is a 1-based ARGV position, got %d", *sc.TokenArg)
+		switch {
+		case *sc.TokenArg < 0 || (*sc.TokenArg == 0 && role != script.RoleValue && role != script.RoleInspect):
+			return nil, invalid(key+".token_arg", "is a 1-based ARGV position (0, no token, for value and inspect only), got %d", *sc.TokenArg)
+		case *sc.TokenArg == 0:
+			c.Tokens = nil
+		default:
+			c.Tokens = []int{*sc.TokenArg - 1}
 		}
-		s.TokenArg = *sc.TokenArg - 1
+	} else if role == script.RoleValue || role == script.RoleInspect {
+		c.Tokens = nil
+	}
+	if writes {
+		c.TTLArg = 1
 	}
 	if sc.TTLArg != nil {
-		if *sc.TTLArg < 0 {
-			return nil, invalid(key+".ttl_arg", "is a 1-based ARGV position or 0 for none, got %d", *sc.TTLArg)
+		switch {
+		case *sc.TTLArg < 0:
+			return nil, invalid(key+".ttl_arg", "is a 1-based ARGV position, got %d", *sc.TTLArg)
+		case *sc.TTLArg == 0 && writes:
+			return nil, invalid(key+".ttl_arg", "an %s script must say where its TTL is: the proxy needs it for validity", sc.Role)
 		}
-		s.TTLArg = *sc.TTLArg - 1
+		c.TTLArg = *sc.TTLArg - 1
 	}
-	if s.TTLArg == s.TokenArg && s.TTLArg >= 0 {
+	if c.Tokens != nil && c.TTLArg == c.Tokens[0] {
 		return nil, invalid(key+".ttl_arg", "cannot be the token's position")
 	}
-	if (role == script.RoleAcquire || role == script.RoleExtendOrAcquire) && s.TTLArg < 0 {
-		return nil, invalid(key+".ttl_arg", "an %s script must say where its TTL is: the proxy needs it for validity", sc.Role)
+	if !writes {
+		c.TTLArg = -1
 	}
-	if s.TTLUnit, err = unit(sc.TTLUnit); err != nil {
+	if c.TTLUnit, err = unit(sc.TTLUnit); err != nil {
 		return nil, invalid(key+".ttl_unit", "%v", err)
 	}
-	if s.ReplyUnit, err = unit(sc.ReplyUnit); err != nil {
+	replyUnit, err := unit(sc.ReplyUnit)
+	if err != nil {
 		return nil, invalid(key+".reply_unit", "%v", err)
 	}
-	pats := func(field string, in []string, dst *[]script.Pattern) error {
-		if in == nil {
-			return nil
-		}
-		*dst = nil
-		for i, p := range in {
-			pat, err := script.ParsePattern(p)
-			if err != nil {
-				return invalid(fmt.Sprintf("%s.%s[%d]", key, field, i), "%v", err)
-			}
-			*dst = append(*dst, pat)
-		}
-		return nil
-	}
-	if err := pats("granted", sc.Granted, &s.Granted); err != nil {
-		return nil, err
-	}
-	if err := pats("refused", sc.Refused, &s.Refused); err != nil {
-		return nil, err
-	}
-	for field, p := range map[string]*script.Pattern{"success": &s.Success, "failure": &s.Failure} {
+	success, failure := defaultReplies(role, replyUnit)
+	for field, p := range map[string]*string{"success": &success, "failure": &failure} {
 		v := sc.Success
 		if field == "failure" {
 			v = sc.Failure
@@ -118,30 +149,75 @@ func (sc ScriptConfig) Spec(key string) (*script.Spec, error) {
 		if v == "" {
 			continue
 		}
-		pat, err := script.ParsePattern(v)
-		if err != nil {
+		if _, err := template(v); err != nil {
 			return nil, invalid(key+"."+field, "%v", err)
 		}
-		*p = pat
+		*p = v
 	}
-	return &s, nil
+	for _, cs := range c.Cases() {
+		good := c.Acts(cs)
+		if role.Query() {
+			good = cs == script.CaseOwn || cs == script.CaseOwnNoTTL || (c.Tokens == nil && cs != script.CaseMissing)
+		}
+		r := failure
+		if good {
+			r = success
+		}
+		t, _ := template(r)
+		c.Replies[cs] = t
+	}
+	names := make([]string, 0, len(sc.Replies))
+	for name := range sc.Replies {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		cs, err := script.ParseCase(name)
+		if err != nil {
+			return nil, invalid(key+".replies", "%v", err)
+		}
+		t, err := template(sc.Replies[name])
+		if err != nil {
+			return nil, invalid(key+".replies."+name, "%v", err)
+		}
+		c.Replies[cs] = t
+	}
+	return c, nil
+}
+
+// defaultReplies are the replies most scripts of a role use: OK or nil for
+// an acquire, 1 or 0 for release and extend, the TTL or -2 for a TTL
+// query, 1 or 0 for an owner query, the value (and TTL) or nil otherwise.
+func defaultReplies(r script.Role, replyUnit time.Duration) (success, failure string) {
+	switch r {
+	case script.RoleAcquire:
+		return "+OK", "nil"
+	case script.RoleTTL:
+		if replyUnit == time.Second {
+			return "ttl", "-2"
+		}
+		return "pttl", "-2"
+	case script.RoleValue:
+		return "value", "nil"
+	case script.RoleInspect:
+		return "[value, pttl]", "nil"
+	}
+	return "1", "0"
 }
 
 // RegisterScripts adds the configured scripts to a registry.
 func (c *Config) RegisterScripts(r *script.Registry) error {
 	for i, sc := range c.Scripts {
 		key := fmt.Sprintf("scripts[%d]", i)
-		spec, err := sc.Spec(key)
+		cl, err := sc.Class(key)
 		if err != nil {
 			return err
 		}
-		if sc.SHA1 != "" {
-			r.RegisterSha(strings.ToLower(sc.SHA1), spec)
-			continue
+		sha := strings.ToLower(sc.SHA1)
+		if sc.Text != "" {
+			sha = script.Sha1([]byte(sc.Text))
 		}
-		if err := r.Register(sc.Text, spec); err != nil {
-			return invalid(key+".text", "%v", err)
-		}
+		r.Declare(sha, cl)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
@@ -29,13 +28,11 @@ func TestScriptConfigRefusals(t *testing.T) {
 		{ScriptConfig{Text: text, Role: "acquire", TTLArg: ip(0)}, "scripts[0].ttl_arg"},
 		{ScriptConfig{Text: text, Role: "extend", TTLUnit: "h"}, "scripts[0].ttl_unit"},
 		{ScriptConfig{Text: text, Role: "ttl", ReplyUnit: "min"}, "scripts[0].reply_unit"},
-		{ScriptConfig{Text: text, Role: "release", Granted: []string{"int:x"}}, "scripts[0].granted[0]"},
-		{ScriptConfig{Text: text, Role: "release", Refused: []string{"int:0", "maybe"}}, "scripts[0].refused[1]"},
 		{ScriptConfig{Text: text, Role: "release", Success: "yes"}, "scripts[0].success"},
 		{ScriptConfig{Text: text, Role: "release", Failure: "int:"}, "scripts[0].failure"},
+		{ScriptConfig{Text: text, Role: "release", Replies: map[string]string{"gone": "0"}}, "scripts[0].replies"},
+		{ScriptConfig{Text: text, Role: "release", Replies: map[string]string{"missing": "[1,"}}, "scripts[0].replies.missing"},
 		{ScriptConfig{Text: "return 'unterminated", Role: "release"}, "scripts[0].text"},
-		// The seed release is built in already, as a release with other replies.
-		{ScriptConfig{Text: `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`, Role: "release"}, "scripts[0].text"},
 	} {
 		c := Default()
 		c.Scripts = []ScriptConfig{tt.sc}
@@ -46,13 +43,15 @@ func TestScriptConfigRefusals(t *testing.T) {
 	}
 }
 
-func TestScriptConfigRecognised(t *testing.T) {
+// A declaration becomes a classification that wins over the classifier
+// for its sha1, whether given by text or by sha1.
+func TestScriptConfigDeclared(t *testing.T) {
 	c := Default()
+	text := "if redis.call('set', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then return 1 end return 0"
 	c.Scripts = []ScriptConfig{
-		{Name: "my acquire", Text: "if redis.call('set', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then return 1 end return 0",
-			Role: "acquire", TokenArg: ip(2), TTLArg: ip(1), TTLUnit: "s", Granted: []string{"int:1"}, Refused: []string{"int:0"},
-			Success: "int:1", Failure: "int:0"},
-		{Name: "by sha", SHA1: strings.Repeat("AB", 20), Role: "release"},
+		{Name: "my acquire", Text: text, Role: "acquire", TokenArg: ip(2), TTLArg: ip(1), TTLUnit: "s", Success: "int:1", Failure: "int:0"},
+		{Name: "by sha", SHA1: strings.Repeat("AB", 20), Role: "release", Replies: map[string]string{"missing": "-1"}},
+		{Name: "ttl in seconds", SHA1: strings.Repeat("cd", 20), Role: "ttl", ReplyUnit: "s", Failure: "error:ERROR"},
 	}
 	if _, err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -61,25 +60,34 @@ func TestScriptConfigRecognised(t *testing.T) {
 	if err := c.RegisterScripts(r); err != nil {
 		t.Fatal(err)
 	}
-	// Recognised in another formatting.
-	k := r.Lookup([]byte("if redis.call(\"SET\",KEYS[1],ARGV[2],\"NX\",\"EX\",ARGV[1]) then\r\n  return 1\r\nend\r\nreturn 0 -- mine"))
-	if k.Spec == nil || k.Spec.Name != "my acquire" {
-		t.Fatalf("configured acquire not recognised: %+v", k.Spec)
+	args := func(s ...string) [][]byte {
+		out := make([][]byte, len(s))
+		for i, x := range s {
+			out[i] = []byte(x)
+		}
+		return out
 	}
-	s := k.Spec
-	if s.Role != script.RoleAcquire || s.TokenArg != 1 || s.TTLArg != 0 || s.TTLUnit != time.Second || s.Keys != 1 {
-		t.Errorf("spec = %+v", s)
+	e := r.BySha([]byte(script.Sha1([]byte(text))))
+	if e == nil {
+		t.Fatalf("the declared text's sha1 is unknown")
 	}
-	if g, _ := s.Classify(resp.IntValue(1), 1); !g {
-		t.Errorf("1 not granted")
+	cl := e.Lookup(1, args("30", "tok"))
+	if cl == nil {
+		t.Fatalf("no classification for a call of the declared script")
 	}
-	if _, ref := s.Classify(resp.IntValue(0), 1); !ref {
-		t.Errorf("0 not refused")
+	want := "acquire keys=1 args=any token=2 ttl=1s; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0"
+	if got := cl.Spec(); got != want {
+		t.Errorf("declared acquire = %s\nwant %s", got, want)
 	}
-	// A sha-registered script is recognised only byte for byte: its sha
-	// must match what Lookup computes, so no text can be tested here
-	// beyond the registry's own entry.
-	if r.BySha([]byte(strings.Repeat("ab", 20))) != nil {
-		t.Errorf("a sha-only script appeared without its text being seen")
+	if ttl, ok := cl.TTL(args("30", "tok")); !ok || ttl != 30*time.Second {
+		t.Errorf("TTL = %v, %v; want 30s", ttl, ok)
+	}
+	e = r.BySha([]byte(strings.Repeat("ab", 20)))
+	if e == nil || e.Lookup(1, args("tok")).Spec() != "release keys=1 args=any token=1; missing: -1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0" {
+		t.Errorf("declared release by sha1 = %v", e)
+	}
+	e = r.BySha([]byte(strings.Repeat("CD", 20)))
+	if got := e.Lookup(1, args("tok")).Spec(); got != `ttl keys=1 args=any token=1; missing: -ERROR; own: ttl; own-no-ttl: ttl; other: -ERROR; other-no-ttl: -ERROR` {
+		t.Errorf("declared ttl query = %s", got)
 	}
 }

@@ -1,0 +1,610 @@
+package script
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Role is what a lock script does, as the proxy votes on it.
+type Role uint8
+
+// The roles. Each has a reference script of the proxy's own (see
+// reference.go) that the backends run in place of the client's text.
+const (
+	RoleUnknown         Role = iota
+	RoleAcquire              // take every key if all are free (SET NX semantics)
+	RoleRelease              // delete each key that holds the caller's token
+	RoleExtend               // re-arm, or lengthen, the TTL of keys that all hold the caller's token
+	RoleExtendOrAcquire      // extend the key if it holds the token, take it if free
+	RoleTTL                  // report the remaining TTL of the caller's lock (read only)
+	RoleOwner                // report whether the caller holds the lock (read only)
+	RoleValue                // report the value held (read only)
+	RoleInspect              // report the value held and its TTL (read only)
+	numRoles
+)
+
+var roleNames = [numRoles]string{"unknown", "acquire", "release", "extend", "extend-or-acquire", "ttl", "owner", "value", "inspect"}
+
+func (r Role) String() string {
+	if r < numRoles {
+		return roleNames[r]
+	}
+	return "unknown"
+}
+
+// Query reports whether the role only reads.
+func (r Role) Query() bool { return r >= RoleTTL && r < numRoles }
+
+// Roles lists every role but RoleUnknown.
+func Roles() []Role {
+	out := make([]Role, 0, numRoles-1)
+	for r := RoleAcquire; r < numRoles; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ParseRole reads a role name as written in the configuration.
+func ParseRole(s string) (Role, error) {
+	for r := RoleAcquire; r < numRoles; r++ {
+		if roleNames[r] == s {
+			return r, nil
+		}
+	}
+	return RoleUnknown, fmt.Errorf("script: unknown role %q (%s)", s, strings.Join(roleNames[1:], ", "))
+}
+
+// Case is the state a script's keys are in, as far as a role's outcome and
+// reply depend on it. With several keys it is the state of the key that
+// decided the outcome (the focus key, see Situation).
+type Case uint8
+
+// The cases.
+const (
+	CaseMissing     Case = iota // the key does not exist (or has expired)
+	CaseOwn                     // it holds the caller's token, with a TTL (at least the minimum, if the script has one)
+	CaseOwnNoTTL                // it holds the caller's token and has no TTL
+	CaseOwnLowTTL               // it holds the caller's token with less TTL than the script's minimum
+	CaseOther                   // it holds another value, with a TTL
+	CaseOtherNoTTL              // it holds another value and has no TTL
+	CaseOtherLowTTL             // it holds another value with less TTL than the script's minimum
+	CasePartial                 // (several keys, release) some keys hold the token, not all
+	numCases
+)
+
+var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial"}
+
+var caseText = [numCases]string{
+	"missing (not held)", "held by the caller", "held by the caller without a TTL",
+	"held by the caller with too little time left", "held by another owner", "held by another owner without a TTL",
+	"held by another owner with little time left", "held by the caller on some keys only",
+}
+
+func (c Case) String() string {
+	if c < numCases {
+		return caseNames[c]
+	}
+	return "case?"
+}
+
+// ParseCase reads a case name (see Case.String).
+func ParseCase(s string) (Case, error) {
+	for c := Case(0); c < numCases; c++ {
+		if caseNames[c] == s {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("script: unknown case %q (%s)", s, strings.Join(caseNames[:], ", "))
+}
+
+// Layout says where a script finds what a role needs.
+type Layout struct {
+	Keys int // number of keys the classification holds for
+	Args int // number of ARGV it holds for
+
+	// Tokens is the 0-based ARGV index of each key's token (one entry per
+	// key), or nil for a script that compares with no token.
+	Tokens []int
+	// Prefix is how ownership is judged: 0 means the key holds exactly
+	// the token; P > 0 means its first P bytes equal the token's (a
+	// library that appends metadata to the token).
+	Prefix int
+
+	TTLArg   int           // 0-based ARGV index of the TTL, -1 for none
+	TTLUnit  time.Duration // its unit, ms or s
+	TTLConst time.Duration // the TTL when the script writes a constant one (TTLArg -1)
+	Additive bool          // extend: the TTL is added to what is left, not set
+
+	MinArg    int           // 0-based ARGV index of a least TTL left to extend, -1 for none
+	MinUnit   time.Duration // its unit
+	MinOffset int64         // the key has too little time when PTTL < min*unit + offset (ms)
+
+	NoTTLActs bool // extend, extend-or-acquire: a key held without TTL is acted on too
+
+	// Controls are the arguments that are neither token nor TTL and that
+	// change what the script does (a database number, a replace flag, a
+	// token length): the classification holds for these values only.
+	Controls []Control
+}
+
+// Control is an argument value a classification depends on.
+type Control struct {
+	Arg   int // 0-based ARGV index
+	Value string
+}
+
+// Class is what the classifier (or a library fact, or the configuration)
+// says a script is: its role, where its arguments are, and the reply it
+// gives on one Redis in each case.
+type Class struct {
+	Role Role
+	Layout
+	// Replies holds the reply template for each case the role can meet;
+	// nil for cases that cannot arise.
+	Replies [numCases]*Template
+	// Source names where the classification came from: "classified",
+	// a library fact ("redis-py 4.3.4 Lock.release"), or "configured".
+	Source string
+}
+
+// Cases lists the cases a role meets with a layout.
+func (c *Class) Cases() []Case {
+	var out []Case
+	for cs := Case(0); cs < numCases; cs++ {
+		if c.possible(cs) {
+			out = append(out, cs)
+		}
+	}
+	return out
+}
+
+func (c *Class) possible(cs Case) bool {
+	switch cs {
+	case CaseOwn, CaseOwnNoTTL:
+		return c.Tokens != nil
+	case CaseOwnLowTTL:
+		return c.Tokens != nil && c.MinArg >= 0
+	case CaseOtherLowTTL:
+		return c.MinArg >= 0
+	case CasePartial:
+		return c.Role == RoleRelease && c.Keys != 1
+	}
+	return true
+}
+
+// Acts reports whether the role, with this layout, changes the keys (and
+// so wins the backend's vote) in case cs. Read-only roles never act.
+func (c *Class) Acts(cs Case) bool {
+	switch c.Role {
+	case RoleAcquire:
+		return cs == CaseMissing
+	case RoleRelease:
+		return cs == CaseOwn || cs == CaseOwnNoTTL
+	case RoleExtend:
+		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+	case RoleExtendOrAcquire:
+		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+	}
+	return false
+}
+
+// TTL returns the TTL a call asks for, from its arguments: ok is false
+// when the argument is not a positive integer.
+func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
+	if c.TTLArg < 0 {
+		return c.TTLConst, true
+	}
+	if c.TTLArg >= len(argv) {
+		return 0, false
+	}
+	n, ok := parseInt(string(argv[c.TTLArg]))
+	if !ok || n <= 0 || n > int64(1<<62)/int64(c.TTLUnit) {
+		return 0, false
+	}
+	return time.Duration(n) * c.TTLUnit, true
+}
+
+// Threshold returns the least PTTL (ms) a key needs not to be "low", or
+// 0 when the script has no minimum; ok is false for a malformed argument.
+func (c *Class) Threshold(argv [][]byte) (int64, bool) {
+	if c.MinArg < 0 {
+		return 0, true
+	}
+	if c.MinArg >= len(argv) {
+		return 0, false
+	}
+	n, ok := parseInt(string(argv[c.MinArg]))
+	if !ok || n < 0 || n > int64(1<<62)/int64(c.MinUnit/time.Millisecond) {
+		return 0, false
+	}
+	return n*int64(c.MinUnit/time.Millisecond) + c.MinOffset, true
+}
+
+// Matches reports whether a call with these arguments is covered by the
+// classification: same number of keys and arguments, same control values.
+func (c *Class) Matches(numkeys int, argv [][]byte) bool {
+	if (c.Keys != 0 && c.Keys != numkeys) || numkeys < 1 || (c.Args >= 0 && c.Args != len(argv)) {
+		return false
+	}
+	for _, ct := range c.Controls {
+		if string(argv[ct.Arg]) != ct.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// Explain renders the classification for SCRIPT EXPLAIN and logs.
+func (c *Class) Explain() []string {
+	lines := []string{"role: " + c.roleText()}
+	if c.Source != "" {
+		lines = append(lines, "source: "+c.Source)
+	}
+	lines = append(lines, fmt.Sprintf("holds for: %d key(s), %d argument(s)%s", c.Keys, c.Args, c.controlsText()))
+	lines = append(lines, "layout: "+c.layoutText())
+	for _, cs := range c.Cases() {
+		t := c.Replies[cs]
+		if t == nil {
+			continue
+		}
+		effect := "refused"
+		switch {
+		case c.Role.Query():
+			effect = "answered"
+		case c.Acts(cs):
+			effect = "granted"
+		}
+		lines = append(lines, fmt.Sprintf("when %s: %s, replies %s", caseText[cs], effect, t))
+	}
+	return lines
+}
+
+func (c *Class) roleText() string {
+	s := c.Role.String()
+	switch c.Role {
+	case RoleAcquire:
+		if c.Keys > 1 {
+			s += " (all keys or none)"
+		}
+	case RoleRelease:
+		s += " (compare-and-delete)"
+	case RoleExtend:
+		if c.Additive {
+			s += " (compare-and-extend, adding to the TTL left)"
+		} else {
+			s += " (compare-and-extend, replacing the TTL)"
+		}
+	}
+	return s
+}
+
+func (c *Class) controlsText() string {
+	if len(c.Controls) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, ct := range c.Controls {
+		parts = append(parts, fmt.Sprintf("ARGV[%d] = %s", ct.Arg+1, strconv.Quote(ct.Value)))
+	}
+	return " with " + strings.Join(parts, ", ")
+}
+
+func (c *Class) layoutText() string {
+	var parts []string
+	switch {
+	case c.Tokens == nil:
+		parts = append(parts, "no token")
+	case c.uniformToken():
+		parts = append(parts, fmt.Sprintf("token ARGV[%d]", c.Tokens[0]+1))
+	default:
+		var ts []string
+		for k, t := range c.Tokens {
+			ts = append(ts, fmt.Sprintf("KEYS[%d]:ARGV[%d]", k+1, t+1))
+		}
+		parts = append(parts, "tokens "+strings.Join(ts, " "))
+	}
+	if c.Prefix > 0 {
+		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
+	}
+	if c.writes() {
+		switch {
+		case c.TTLArg >= 0:
+			parts = append(parts, fmt.Sprintf("TTL ARGV[%d] in %s", c.TTLArg+1, unitName(c.TTLUnit)))
+		default:
+			parts = append(parts, fmt.Sprintf("constant TTL %d ms", c.TTLConst.Milliseconds()))
+		}
+	}
+	if c.MinArg >= 0 {
+		op := "<"
+		if c.MinOffset == 1 {
+			op = "<="
+		}
+		parts = append(parts, fmt.Sprintf("too late when PTTL %s ARGV[%d] (%s)", op, c.MinArg+1, unitName(c.MinUnit)))
+	}
+	if c.Role == RoleExtend || c.Role == RoleExtendOrAcquire {
+		if c.NoTTLActs {
+			parts = append(parts, "acts on a key without TTL")
+		} else {
+			parts = append(parts, "leaves a key without TTL alone")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *Class) uniformToken() bool {
+	for _, t := range c.Tokens {
+		if t != c.Tokens[0] {
+			return false
+		}
+	}
+	return len(c.Tokens) > 0
+}
+
+func (c *Class) writes() bool {
+	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire
+}
+
+func unitName(d time.Duration) string {
+	if d == time.Second {
+		return "seconds"
+	}
+	return "ms"
+}
+
+// Equal reports whether two classifications say the same (their Source
+// aside).
+func (c *Class) Equal(d *Class) bool {
+	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.Prefix != d.Prefix ||
+		c.TTLArg != d.TTLArg || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
+		(c.Tokens == nil) != (d.Tokens == nil) || len(c.Tokens) != len(d.Tokens) || len(c.Controls) != len(d.Controls) {
+		return false
+	}
+	if c.TTLArg >= 0 && c.TTLUnit != d.TTLUnit || c.TTLArg < 0 && c.TTLConst != d.TTLConst ||
+		c.MinArg >= 0 && c.MinUnit != d.MinUnit {
+		return false
+	}
+	if (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) && c.NoTTLActs != d.NoTTLActs {
+		return false
+	}
+	for i := range c.Tokens {
+		if c.Tokens[i] != d.Tokens[i] {
+			return false
+		}
+	}
+	for i := range c.Controls {
+		if c.Controls[i] != d.Controls[i] {
+			return false
+		}
+	}
+	for cs := range c.Replies {
+		if (c.Replies[cs] == nil) != (d.Replies[cs] == nil) || c.Replies[cs] != nil && c.Replies[cs].String() != d.Replies[cs].String() {
+			return false
+		}
+	}
+	return true
+}
+
+// Diff describes how d differs from c, for test failures.
+func (c *Class) Diff(d *Class) string {
+	a, b := c.Explain(), d.Explain()
+	var out []string
+	for i := 0; i < max(len(a), len(b)); i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y && !strings.HasPrefix(x, "source:") {
+			out = append(out, fmt.Sprintf("  %q\n  %q", x, y))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Spec renders the classification in its one-line form, which ParseSpec
+// reads back (library facts are written in it):
+//
+//	release keys=1 args=1 token=1; missing: 0; own: 1; other: 0
+//
+// Words after the role: keys=N|any, args=N|any, token=I or tokens=I,J,...
+// (1-based ARGV positions, one per key), prefix=P, ttl=I(ms|s) or
+// ttl=const:MS, additive, min=I(ms|s) (min=I(ms|s)+1 when PTTL equal to
+// the minimum is still too little), nottl-acts, control=I:"value". Then
+// each case with its reply template.
+func (c *Class) Spec() string {
+	var b strings.Builder
+	b.WriteString(c.Role.String())
+	count := func(n int) string {
+		if n < 0 || (n == 0 && c.Keys == 0) {
+			return "any"
+		}
+		return strconv.Itoa(n)
+	}
+	fmt.Fprintf(&b, " keys=%s args=%s", count(c.Keys), count(c.Args))
+	if c.uniformToken() {
+		fmt.Fprintf(&b, " token=%d", c.Tokens[0]+1)
+	} else if c.Tokens != nil {
+		var ts []string
+		for _, t := range c.Tokens {
+			ts = append(ts, strconv.Itoa(t+1))
+		}
+		b.WriteString(" tokens=" + strings.Join(ts, ","))
+	}
+	if c.Prefix > 0 {
+		fmt.Fprintf(&b, " prefix=%d", c.Prefix)
+	}
+	if c.writes() {
+		if c.TTLArg >= 0 {
+			fmt.Fprintf(&b, " ttl=%d%s", c.TTLArg+1, unitWord(c.TTLUnit))
+		} else {
+			fmt.Fprintf(&b, " ttl=const:%d", c.TTLConst.Milliseconds())
+		}
+	}
+	if c.Additive {
+		b.WriteString(" additive")
+	}
+	if c.MinArg >= 0 {
+		fmt.Fprintf(&b, " min=%d%s", c.MinArg+1, unitWord(c.MinUnit))
+		if c.MinOffset != 0 {
+			fmt.Fprintf(&b, "+%d", c.MinOffset)
+		}
+	}
+	if c.NoTTLActs && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
+		b.WriteString(" nottl-acts")
+	}
+	for _, ct := range c.Controls {
+		fmt.Fprintf(&b, " control=%d:%s", ct.Arg+1, strconv.Quote(ct.Value))
+	}
+	for _, cs := range c.Cases() {
+		if t := c.Replies[cs]; t != nil {
+			fmt.Fprintf(&b, "; %s: %s", cs, t)
+		}
+	}
+	return b.String()
+}
+
+func unitWord(d time.Duration) string {
+	if d == time.Second {
+		return "s"
+	}
+	return "ms"
+}
+
+// ParseSpec reads a classification written by Spec.
+func ParseSpec(s string) (*Class, error) {
+	parts := splitOutsideQuotes(s, ';')
+	words := strings.Fields(parts[0])
+	if len(words) == 0 {
+		return nil, fmt.Errorf("script: empty spec")
+	}
+	role, err := ParseRole(words[0])
+	if err != nil {
+		return nil, err
+	}
+	c := &Class{Role: role, Layout: Layout{Keys: 1, Args: -1, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
+	argUnit := func(v string) (int, time.Duration, int64, error) {
+		off := int64(0)
+		if i := strings.IndexByte(v, '+'); i >= 0 {
+			o, err := strconv.ParseInt(v[i+1:], 10, 64)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			v, off = v[:i], o
+		}
+		unit := time.Millisecond
+		switch {
+		case strings.HasSuffix(v, "ms"):
+			v = v[:len(v)-2]
+		case strings.HasSuffix(v, "s"):
+			v, unit = v[:len(v)-1], time.Second
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, 0, 0, fmt.Errorf("bad position %q", v)
+		}
+		return n - 1, unit, off, nil
+	}
+	for _, w := range words[1:] {
+		k, v, _ := strings.Cut(w, "=")
+		var err error
+		switch k {
+		case "keys", "args":
+			n := -1
+			if v != "any" {
+				n, err = strconv.Atoi(v)
+			}
+			if k == "keys" {
+				c.Keys = max(n, 0)
+			} else {
+				c.Args = n
+			}
+		case "token", "tokens":
+			c.Tokens = []int{}
+			for _, t := range strings.Split(v, ",") {
+				var n int
+				n, err = strconv.Atoi(t)
+				if err == nil && n < 1 {
+					err = fmt.Errorf("bad position %d", n)
+				}
+				c.Tokens = append(c.Tokens, n-1)
+			}
+		case "prefix":
+			c.Prefix, err = strconv.Atoi(v)
+		case "ttl":
+			if ms, ok := strings.CutPrefix(v, "const:"); ok {
+				var n int64
+				n, err = strconv.ParseInt(ms, 10, 64)
+				c.TTLConst = time.Duration(n) * time.Millisecond
+			} else {
+				c.TTLArg, c.TTLUnit, _, err = argUnit(v)
+			}
+		case "additive":
+			c.Additive = true
+		case "min":
+			c.MinArg, c.MinUnit, c.MinOffset, err = argUnit(v)
+		case "nottl-acts":
+			c.NoTTLActs = true
+		case "control":
+			i, q, _ := strings.Cut(v, ":")
+			var n int
+			n, err = strconv.Atoi(i)
+			var val string
+			if err == nil {
+				val, err = strconv.Unquote(q)
+			}
+			c.Controls = append(c.Controls, Control{Arg: n - 1, Value: val})
+		default:
+			err = fmt.Errorf("unknown word")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("script: spec %q: %s: %v", s, w, err)
+		}
+	}
+	if c.Tokens != nil && len(c.Tokens) == 1 && c.Keys > 1 {
+		c.Tokens = uniformInts(c.Keys, c.Tokens[0])
+	}
+	for _, p := range parts[1:] {
+		name, tmpl, ok := strings.Cut(p, ":")
+		if !ok {
+			return nil, fmt.Errorf("script: spec %q: want case: template, got %q", s, p)
+		}
+		cs, err := ParseCase(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		t, err := ParseTemplate(strings.TrimSpace(tmpl))
+		if err != nil {
+			return nil, err
+		}
+		c.Replies[cs] = t
+	}
+	for _, cs := range c.Cases() {
+		if c.Replies[cs] == nil {
+			return nil, fmt.Errorf("script: spec %q: no reply for case %s", s, cs)
+		}
+	}
+	return c, nil
+}
+
+// splitOutsideQuotes splits s at sep where sep is not inside a quoted
+// string.
+func splitOutsideQuotes(s string, sep byte) []string {
+	var out []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case quoted && s[i] == '\\':
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case !quoted && s[i] == sep:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,215 @@
+package script
+
+import (
+	"strconv"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// The reference scripts: the proxy's own Lua for each role, which the
+// backends run in place of a classified script's text. Each reads every
+// key's state into a case code (the Case values), acts as the role does
+// (semantics.go says the same in Go), and answers with what the proxy
+// needs to vote and to fill the client's reply template:
+//
+//   - compact (one key, a template that needs no TTL or value): one
+//     integer, acted + 2 * case;
+//   - detailed: {acted, then per key: case, PTTL before, value or nil,
+//     PTTL after}.
+//
+// ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
+// token), [3] least PTTL in ms that is not "too little" (0: no minimum),
+// [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
+// key without TTL), [6] longest TTL in ms an added TTL may reach, then one
+// token per key (none for a query without token).
+
+const refPrelude = `local detail = ARGV[1] == '1'
+local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local additive, nottl = flags % 2 == 1, flags % 4 >= 2
+local cs, pts, vs = {}, {}, {}
+for i = 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  local pt = redis.call('pttl', KEYS[i])
+  local t = ARGV[6 + i]
+  local c = 0
+  if v then
+    c = 4
+    if t and ((p == 0 and v == t) or (p > 0 and string.sub(v, 1, p) == string.sub(t, 1, p))) then c = 1 end
+    if pt == -1 then c = c + 1 elseif pt < low then c = c + 2 end
+  end
+  cs[i], pts[i], vs[i] = c, pt, v
+end
+local function reply(acted)
+  if not detail then return acted + 2 * cs[1] end
+  local out = {acted}
+  for i = 1, #KEYS do
+    out[#out + 1] = cs[i]
+    out[#out + 1] = pts[i]
+    out[#out + 1] = vs[i]
+    out[#out + 1] = redis.call('pttl', KEYS[i])
+  end
+  return out
+end
+`
+
+// Reference scripts by role.
+var (
+	refAcquire = resp.NewScript([]byte("-- redlock-proxy acquire: every key is free, then take them all\n" + refPrelude + `for i = 1, #KEYS do
+  if cs[i] ~= 0 then return reply(0) end
+end
+for i = 1, #KEYS do
+  redis.call('set', KEYS[i], ARGV[6 + i], 'PX', ttl)
+end
+return reply(1)`))
+
+	refRelease = resp.NewScript([]byte("-- redlock-proxy release: delete each key that holds its token\n" + refPrelude + `local all = 1
+for i = 1, #KEYS do
+  if cs[i] == 1 or cs[i] == 2 then redis.call('del', KEYS[i]) else all = 0 end
+end
+return reply(all)`))
+
+	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all\n" + refPrelude + `for i = 1, #KEYS do
+  local c = cs[i]
+  if not (c == 1 or (c == 2 and nottl and not additive)) then return reply(0) end
+  if additive and pts[i] + ttl > cap then return reply(0) end
+end
+for i = 1, #KEYS do
+  if additive then
+    redis.call('pexpire', KEYS[i], pts[i] + ttl)
+  else
+    redis.call('pexpire', KEYS[i], ttl)
+  end
+end
+return reply(1)`))
+
+	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it if it holds the token\n" + refPrelude + `local c = cs[1]
+if c == 0 or c == 1 or (c == 2 and nottl) then
+  redis.call('set', KEYS[1], ARGV[7], 'PX', ttl)
+  return reply(1)
+end
+return reply(0)`))
+
+	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
+)
+
+// Reference returns the script the backends run for the class's role.
+func (c *Class) Reference() *resp.Script {
+	switch c.Role {
+	case RoleAcquire:
+		return refAcquire
+	case RoleRelease:
+		return refRelease
+	case RoleExtend:
+		return refExtend
+	case RoleExtendOrAcquire:
+		return refExtendOrAcquire
+	}
+	return refQuery
+}
+
+// Detailed reports whether the backends must answer in detail: several
+// keys, or a reply template that shows a TTL or a value.
+func (c *Class) Detailed(numkeys int) bool {
+	if numkeys > 1 {
+		return true
+	}
+	for _, t := range c.Replies {
+		if t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcValue) {
+			return true
+		}
+	}
+	return false
+}
+
+// uses reports whether the template has a hole of one of the sources.
+func (t *Template) uses(srcs ...Source) bool {
+	if t == nil {
+		return false
+	}
+	if t.Kind != resp.KindArray {
+		for _, s := range srcs {
+			if t.Src == s && s != SrcConst {
+				return true
+			}
+		}
+	}
+	for _, e := range t.Elems {
+		if e.uses(srcs...) {
+			return true
+		}
+	}
+	return false
+}
+
+// CallArgs are the parts of a reference call the proxy decides: the TTL
+// (acquire and extend roles), the least PTTL (from the call's minimum
+// argument), and the longest TTL an added TTL may reach (max_ttl).
+type CallArgs struct {
+	TTLms, LowMs, CapMs int64
+	Detailed            bool
+}
+
+// AppendReference encodes EVALSHA of the class's reference script for a
+// call with these keys and arguments.
+func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []byte {
+	ntok := 0
+	if c.Tokens != nil {
+		ntok = len(keys)
+	}
+	dst = resp.AppendArrayHeader(dst, 3+len(keys)+6+ntok)
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, c.Reference().Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	detail := int64(0)
+	if a.Detailed {
+		detail = 1
+	}
+	flags := int64(0)
+	if c.Additive {
+		flags |= 1
+	}
+	if c.NoTTLActs {
+		flags |= 2
+	}
+	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, a.CapMs} {
+		dst = resp.AppendBulkInt(dst, n)
+	}
+	for k := 0; k < ntok; k++ {
+		t := c.Tokens[min(k, len(c.Tokens)-1)]
+		dst = resp.AppendBulk(dst, argv[t])
+	}
+	return dst
+}
+
+// referenceArgs is AppendReference's ARGV as strings (tests, oracle).
+func (c *Class) referenceArgs(keys, argv []string, a CallArgs) []string {
+	b := c.AppendReference(nil, strArgs(keys), strArgs(argv), a)
+	// Decode what AppendReference wrote: skip EVALSHA, sha, numkeys, keys.
+	var out []string
+	i := 0
+	for n := 0; i < len(b); n++ {
+		switch b[i] {
+		case '*':
+			for b[i] != '\n' {
+				i++
+			}
+			i++
+			n--
+		case '$':
+			j := i + 1
+			for b[j] != '\r' {
+				j++
+			}
+			l, _ := strconv.Atoi(string(b[i+1 : j]))
+			s := string(b[j+2 : j+2+l])
+			i = j + 2 + l + 2
+			if n >= 3+len(keys) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

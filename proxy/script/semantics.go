@@ -1,0 +1,228 @@
+package script
+
+// The meaning of each role on one Redis, in Go: what the classifier checks
+// a script against, and what the reference scripts (reference.go) do on
+// the backends. The two are checked against each other on a real Redis
+// by the tests.
+
+// token returns key k's token for a call, or "" when the class has none.
+func (c *Class) token(argv []string, k int) string {
+	if c.Tokens == nil || len(c.Tokens) == 0 {
+		return ""
+	}
+	t := c.Tokens[min(k, len(c.Tokens)-1)]
+	if t >= len(argv) {
+		return ""
+	}
+	return argv[t]
+}
+
+// owns reports whether a key holding v belongs to the caller with token tok.
+func (c *Class) owns(v, tok string) bool {
+	if c.Tokens == nil {
+		return false
+	}
+	if c.Prefix == 0 {
+		return v == tok
+	}
+	return prefix(v, c.Prefix) == prefix(tok, c.Prefix)
+}
+
+// prefix is Lua's string.sub(s, 1, n).
+func prefix(s string, n int) string {
+	if n < len(s) {
+		return s[:n]
+	}
+	return s
+}
+
+// keyCase classifies one key; thr is the least PTTL that is not low
+// (when the class has a minimum).
+func (c *Class) keyCase(st *State, key, tok string, thr int64) Case {
+	it, ok := st.lookup(key)
+	if !ok {
+		return CaseMissing
+	}
+	own := c.owns(it.Value, tok)
+	p := st.pttl(key)
+	switch {
+	case p == -1 && own:
+		return CaseOwnNoTTL
+	case p == -1:
+		return CaseOtherNoTTL
+	case c.MinArg >= 0 && p < thr && own:
+		return CaseOwnLowTTL
+	case c.MinArg >= 0 && p < thr:
+		return CaseOtherLowTTL
+	case own:
+		return CaseOwn
+	}
+	return CaseOther
+}
+
+func strArgs(a []string) [][]byte {
+	out := make([][]byte, len(a))
+	for i, s := range a {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func (c *Class) threshold(argv []string) int64 {
+	thr, _ := c.Threshold(strArgs(argv))
+	return thr
+}
+
+// situate returns the situation of a call on one state: its case, focus
+// key and what the templates read. after is the state once the call ran.
+func (c *Class) situate(before, after *State, keys, argv []string) *Situation {
+	thr := c.threshold(argv)
+	cases := make([]Case, len(keys))
+	count := 0
+	for k, key := range keys {
+		cases[k] = c.keyCase(before, key, c.token(argv, k), thr)
+		if cases[k] == CaseOwn || cases[k] == CaseOwnNoTTL || cases[k] == CaseOwnLowTTL {
+			count++
+		}
+	}
+	cs, focus := c.Combine(cases)
+	s := &Situation{Case: cs, Focus: focus, Count: count, NKeys: len(keys), Keys: strArgs(keys), Argv: strArgs(argv)}
+	if len(keys) > 0 {
+		key := keys[focus]
+		s.PTTL = before.pttl(key)
+		if it, ok := before.lookup(key); ok {
+			s.Value, s.HasValue = []byte(it.Value), true
+		}
+		s.PTTLAfter = after.pttl(key)
+	}
+	return s
+}
+
+// Combine reduces the keys' cases to the call's case and its focus key:
+// the key that decided the outcome (the first key that stops an acquire
+// or an extend, the first key a release could not delete).
+func (c *Class) Combine(cases []Case) (Case, int) {
+	if len(cases) <= 1 {
+		if len(cases) == 0 {
+			return CaseMissing, 0
+		}
+		return cases[0], 0
+	}
+	switch c.Role {
+	case RoleAcquire:
+		for k, cs := range cases {
+			if cs != CaseMissing {
+				return cs, k
+			}
+		}
+		return CaseMissing, 0
+	case RoleExtend:
+		for k, cs := range cases {
+			if !c.Acts(cs) {
+				return cs, k
+			}
+		}
+		return cases[0], 0
+	case RoleRelease:
+		own := 0
+		first := -1
+		for k, cs := range cases {
+			if c.Acts(cs) {
+				own++
+			} else if first < 0 {
+				first = k
+			}
+		}
+		switch {
+		case own == len(cases):
+			return cases[0], 0
+		case own == 0:
+			return cases[0], 0
+		}
+		return CasePartial, first
+	}
+	return cases[0], 0
+}
+
+// simulate runs the role on a copy of st: the state one Redis would be in
+// after the call, and whether the role acted.
+func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
+	out := st.clone()
+	ttl, ok := c.TTL(strArgs(argv))
+	if c.writes() && !ok {
+		return out, false
+	}
+	ms := ttl.Milliseconds()
+	thr := c.threshold(argv)
+	cases := make([]Case, len(keys))
+	for k, key := range keys {
+		cases[k] = c.keyCase(out, key, c.token(argv, k), thr)
+	}
+	cs, _ := c.Combine(cases)
+	switch c.Role {
+	case RoleAcquire:
+		if cs != CaseMissing {
+			return out, false
+		}
+		for k, key := range keys {
+			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+		}
+		return out, true
+	case RoleExtend:
+		if !c.Acts(cs) {
+			return out, false
+		}
+		for _, key := range keys {
+			it, _ := out.lookup(key)
+			if c.Additive {
+				if it.At == 0 {
+					return st.clone(), false
+				}
+				it.At += ms
+			} else {
+				it.At = out.Now + ms
+			}
+			out.Keys[key] = it
+		}
+		return out, true
+	case RoleExtendOrAcquire:
+		if !c.Acts(cs) {
+			return out, false
+		}
+		for k, key := range keys {
+			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+		}
+		return out, true
+	case RoleRelease:
+		all := true
+		for k, key := range keys {
+			if c.Acts(cases[k]) {
+				delete(out.Keys, key)
+			} else {
+				all = false
+			}
+		}
+		return out, all && len(keys) > 0
+	}
+	return out, false
+}
+
+// TokensOf returns each key's token for a call.
+func (c *Class) TokensOf(argv [][]byte, numkeys int) [][]byte {
+	out := make([][]byte, numkeys)
+	for k := range out {
+		out[k] = argv[c.Tokens[min(k, len(c.Tokens)-1)]]
+	}
+	return out
+}
+
+// NeedsArgs reports whether a reply template shows the call's keys or
+// arguments.
+func (c *Class) NeedsArgs() bool {
+	for _, t := range c.Replies {
+		if t.NeedsArgs() {
+			return true
+		}
+	}
+	return false
+}

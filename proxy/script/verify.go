@@ -1,0 +1,345 @@
+package script
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The battery: every case a role can meet, with several TTLs, values and
+// argument variants, each run checked against the role's meaning and its
+// reply recorded to learn the reply templates.
+
+// tokenAlts replace the token in argument variants: other lengths, odd
+// bytes, a long one.
+var tokenAlts = []string{"t", "tok\x00\xff\r\n \"odd\"", strings.Repeat("long-token-", 30)}
+
+// argVariant is a call's arguments with one thing changed.
+type argVariant struct {
+	keys []string
+	argv []string
+	full bool // probe every state, not the reduced set
+}
+
+func (c *classifier) variants(cl *Class) []argVariant {
+	out := []argVariant{{keys: c.keys, argv: c.argv, full: true}}
+	with := func(idx int, v string) []string {
+		a := slices.Clone(c.argv)
+		a[idx] = v
+		return a
+	}
+	if cl.Tokens != nil {
+		for i, alt := range append(slices.Clone(tokenAlts), c.argv[cl.Tokens[0]]+"-2") {
+			a := slices.Clone(c.argv)
+			for k, t := range cl.Tokens {
+				a[t] = alt
+				if !cl.uniformToken() {
+					a[t] = alt + "-" + strconv.Itoa(k)
+				}
+			}
+			out = append(out, argVariant{keys: c.keys, argv: a, full: i < 2})
+		}
+	}
+	if cl.TTLArg >= 0 {
+		alts := []string{"1234", "59999"}
+		if cl.TTLUnit == time.Second {
+			alts = []string{"2", "59"}
+		}
+		for _, v := range alts {
+			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, v)})
+		}
+	}
+	if cl.MinArg >= 0 {
+		alts := []string{"500", "7000"}
+		if cl.MinUnit == time.Second {
+			alts = []string{"1", "7"}
+		}
+		for _, v := range alts {
+			out = append(out, argVariant{keys: c.keys, argv: with(cl.MinArg, v)})
+		}
+	}
+	other := make([]string, len(c.keys))
+	for k := range other {
+		other[k] = fmt.Sprintf("{probe}:lock:%d", k+1)
+	}
+	out = append(out, argVariant{keys: other, argv: c.argv})
+	return out
+}
+
+// states lists the probe states of a variant.
+func (c *classifier) states(cl *Class, v argVariant) [][]keySpec {
+	n := len(v.keys)
+	thr := cl.threshold(v.argv)
+	ok := []int64{ttlLong1, ttlLong2, ttlShort}
+	var low []int64
+	if cl.MinArg >= 0 {
+		ok = []int64{thr, thr + ttlLong1, thr + 9_345}
+		for _, t := range []int64{thr - 1, thr / 2, 1} {
+			if t >= 1 && t < thr && !slices.Contains(low, t) {
+				low = append(low, t)
+			}
+		}
+	}
+	if !v.full {
+		ok = ok[:1]
+		if len(low) > 1 {
+			low = low[:1]
+		}
+	}
+	ttls := append(append(slices.Clone(ok), 0), low...)
+
+	// Values per key: the token (and a value owned by prefix), others.
+	ownVals := func(k int) []string {
+		if cl.Tokens == nil {
+			return nil
+		}
+		tok := cl.token(v.argv, k)
+		vals := []string{tok}
+		if cl.Prefix > 0 && v.full {
+			vals = append(vals, prefix(tok, cl.Prefix)+"\x7fmeta")
+		}
+		return vals
+	}
+	otherVals := func(k int) []string {
+		vals := []string{"other-holder-7f3a"}
+		if !v.full {
+			return vals
+		}
+		vals = append(vals, "\x00")
+		if cl.Tokens != nil {
+			tok := cl.token(v.argv, k)
+			if cl.Prefix > 0 {
+				vals = append(vals, flip(prefix(tok, cl.Prefix), cl.Prefix-1))
+			} else {
+				vals = append(vals, tok+"x")
+				if tok != "" {
+					vals = append(vals, flip(tok, len(tok)-1))
+				}
+			}
+		} else {
+			for _, a := range v.argv {
+				if !slices.Contains(vals, a) {
+					vals = append(vals, a)
+				}
+			}
+		}
+		return vals
+	}
+	perKey := func(f func(k int) keySpec) []keySpec {
+		s := make([]keySpec, n)
+		for k := range s {
+			s[k] = f(k)
+		}
+		return s
+	}
+	var out [][]keySpec
+	out = append(out, uniform(n, keySpec{}))
+	if v.full {
+		out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: cl.token(v.argv, k) + "old", ttl: -1000} }))
+	}
+	if cl.Tokens != nil {
+		for j := range ownVals(0) {
+			for _, t := range ttls {
+				out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[j], ttl: t} }))
+			}
+		}
+	}
+	for j := range otherVals(0) {
+		for i, t := range ttls {
+			// The first other value with every TTL; the second also
+			// without TTL (so that every case sees two values); the
+			// rest with one TTL.
+			if j > 0 && i > 0 && !(j == 1 && t == 0) {
+				continue
+			}
+			out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: otherVals(k)[j], ttl: t} }))
+		}
+	}
+	if n > 1 {
+		kind := func(own bool, ttl int64) func(k int) keySpec {
+			return func(k int) keySpec {
+				if own {
+					return keySpec{held: true, value: cl.token(v.argv, k), ttl: ttl}
+				}
+				return keySpec{held: true, value: "other-holder-7f3a", ttl: ttl}
+			}
+		}
+		kinds := []func(k int) keySpec{func(int) keySpec { return keySpec{} }, kind(false, ok[0])}
+		if cl.Tokens != nil {
+			kinds = append(kinds, kind(true, ok[0]))
+		}
+		if v.full {
+			kinds = append(kinds, kind(false, 0))
+			if cl.Tokens != nil {
+				kinds = append(kinds, kind(true, 0))
+			}
+		}
+		positions := []int{0, n - 1}
+		if n > 2 {
+			positions = append(positions, n/2)
+		}
+		for bi, b := range kinds {
+			for oi, o := range kinds {
+				if bi == oi {
+					continue
+				}
+				for _, pos := range positions {
+					out = append(out, perKey(func(k int) keySpec {
+						if k == pos {
+							return o(k)
+						}
+						return b(k)
+					}))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// verify runs the battery: every run must leave the keys as the role
+// would, and the replies of each case must follow one template.
+func (c *classifier) verify(cl *Class) *refusal {
+	samples := map[Case][]sample{}
+	for _, v := range c.variants(cl) {
+		for _, specs := range c.states(cl, v) {
+			desc := describe(v.keys, v.argv, c.argv, specs, c.keys)
+			s, ref := c.check(cl, v.keys, v.argv, specs, desc)
+			if ref != nil {
+				return ref
+			}
+			samples[s.sit.Case] = append(samples[s.sit.Case], s)
+		}
+	}
+	for _, cs := range cl.Cases() {
+		ss := samples[cs]
+		if len(ss) == 0 {
+			return refuse(refuseOther, "could not be probed %s", caseText[cs])
+		}
+		t, a, b := learn(ss)
+		if t == nil {
+			if a == b {
+				return refuse(refuseOther, "%s its reply %s has no template", a.probe, a.reply)
+			}
+			return refuse(refuseOther, "replies %s %s but %s %s, which no reply template explains", a.reply, a.probe, b.reply, b.probe)
+		}
+		cl.Replies[cs] = t
+	}
+	if cl.Role.Query() {
+		cl.Role = queryRole(cl)
+	}
+	return nil
+}
+
+// check runs one probe and compares its effect with the role's.
+func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc string) (sample, *refusal) {
+	st := c.state(keys, specs)
+	res, ref := c.run(keys, argv, st)
+	if ref != nil {
+		return sample{}, withProbe(ref, desc)
+	}
+	want, _ := cl.simulate(st, keys, argv)
+	if !sameKeys(keys, res.state, want) {
+		got := effect(keys, argv, st, res.state)
+		sit := cl.situate(st, want, keys, argv)
+		if sameKeys(keys, st, want) {
+			return sample{}, refuse(refuseOther, "%s it %s; %s must leave a key %s alone", desc, got, roleArticle(cl), caseText[sit.Case])
+		}
+		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), effect(keys, argv, st, want))
+	}
+	return sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc}, nil
+}
+
+func roleArticle(cl *Class) string {
+	r := cl.Role.String()
+	if cl.Role.Query() {
+		r = "query"
+	}
+	a := "a "
+	if strings.IndexByte("aeiou", r[0]) >= 0 {
+		a = "an "
+	}
+	return a + r
+}
+
+// queryRole names a read-only script by what its replies show.
+func queryRole(cl *Class) Role {
+	uses := func(t *Template, srcs ...Source) bool {
+		found := false
+		var walk func(*Template)
+		walk = func(t *Template) {
+			if t == nil {
+				return
+			}
+			if slices.Contains(srcs, t.Src) && t.Kind != 0 {
+				found = true
+			}
+			for _, e := range t.Elems {
+				walk(e)
+			}
+		}
+		walk(t)
+		return found
+	}
+	ttl := false
+	value := false
+	for _, t := range cl.Replies {
+		ttl = ttl || uses(t, SrcPTTL, SrcTTL)
+		value = value || uses(t, SrcValue)
+	}
+	switch {
+	case cl.Tokens != nil && uses(cl.Replies[CaseOwn], SrcPTTL, SrcTTL):
+		return RoleTTL
+	case cl.Tokens != nil:
+		return RoleOwner
+	case ttl:
+		return RoleInspect
+	}
+	return RoleValue
+}
+
+// controls varies every argument the layout does not use: one whose
+// change changes the behaviour is a control, whose value the
+// classification then holds for; one that changes nothing is ignored.
+func (c *classifier) controls(cl *Class) *refusal {
+	used := map[int]bool{cl.TTLArg: true, cl.MinArg: true}
+	for _, t := range cl.Tokens {
+		used[t] = true
+	}
+	base := argVariant{keys: c.keys, argv: c.argv}
+	states := c.states(cl, base)
+	for j, orig := range c.argv {
+		if used[j] {
+			continue
+		}
+		control := false
+		for _, alt := range []string{"0", "1", "7", "", orig + "x"} {
+			if alt == orig || control {
+				continue
+			}
+			argv := slices.Clone(c.argv)
+			argv[j] = alt
+			for _, specs := range states {
+				s, ref := c.check(cl, c.keys, argv, specs, "")
+				if ref != nil {
+					if ref.kind == refuseBudget {
+						return ref
+					}
+					control = true
+					break
+				}
+				t := cl.Replies[s.sit.Case]
+				if t == nil || !t.Fill(s.sit).Equal(s.reply) {
+					control = true
+					break
+				}
+			}
+		}
+		if control {
+			cl.Controls = append(cl.Controls, Control{Arg: j, Value: orig})
+		}
+	}
+	return nil
+}

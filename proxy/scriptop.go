@@ -1,0 +1,555 @@
+package proxy
+
+import (
+	"slices"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Lock scripts as quorum operations. A script is classified once per
+// shape of call (script.Registry); the backends then run the proxy's own
+// reference script for its role, never the client's text, and the client
+// gets the reply its script would have given on one Redis holding the
+// majority's state.
+
+// scriptCall is what an opScript needs besides the op.
+type scriptCall struct {
+	class    *script.Class
+	nkeys    int
+	detailed bool     // backends answer in detail (see script.Class.Detailed)
+	lowMs    int64    // least PTTL that is not "too little", or 0
+	keys     [][]byte // copies, kept only when a reply template shows them
+	argv     [][]byte
+}
+
+// undoPerKeyScript undoes an acquire whose keys have different tokens:
+// each key is deleted if it still holds its own.
+var undoPerKeyScript = resp.NewScript([]byte(`local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[i] then n = n + redis.call('del', k) end
+end
+return n`))
+
+// appendUndoPerKey encodes EVALSHA of undoPerKeyScript.
+func appendUndoPerKey(dst []byte, keys, tokens [][]byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 3+2*len(keys))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, undoPerKeyScript.Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, t := range tokens {
+		dst = resp.AppendBulk(dst, t)
+	}
+	return dst
+}
+
+func cmdEval(c *client, args [][]byte) {
+	if len(args[1]) > c.s.cfg.Limits.MaxBulk {
+		c.replyErr("ERR redlock-proxy: script too long")
+		return
+	}
+	runScript(c, c.s.cfg.Scripts.Load(args[1], true), args)
+}
+
+func cmdEvalSha(c *client, args [][]byte) {
+	e := c.s.cfg.Scripts.BySha(args[1])
+	if e == nil {
+		c.replyErr(msgNoScript)
+		return
+	}
+	runScript(c, e, args)
+}
+
+// msgRefused is the error a refused script gets.
+func msgRefused(ref *script.Refusal) string {
+	return "ERR redlock-proxy: " + ref.Error() + " (SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows the classification; " +
+		"a script can be declared under 'scripts:' in the configuration)"
+}
+
+// runScript runs a script's call: args is EVAL or EVALSHA with its
+// numkeys, keys and arguments.
+func runScript(c *client, e *script.Entry, args [][]byte) {
+	numkeys, ok := resp.ParseInt(args[2])
+	switch {
+	case !ok:
+		c.replyErr(msgNotInteger)
+		return
+	case numkeys < 0:
+		c.replyErr(msgNumkeysNegative)
+		return
+	case numkeys > int64(len(args)-3):
+		c.replyErr(msgNumkeysTooBig)
+		return
+	}
+	keys := args[3 : 3+numkeys]
+	argv := args[3+numkeys:]
+	cl := e.Lookup(len(keys), argv)
+	if cl == nil {
+		if e.Body == nil {
+			// Known by a library fact for other arguments: the client
+			// sends the text on NOSCRIPT, and it is classified then.
+			c.replyErr(msgNoScript)
+			return
+		}
+		var ref *script.Refusal
+		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
+		if ref != nil {
+			if e.FirstRefusal() {
+				c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
+			}
+			if c.s.cfg.VoteUnknownScripts && !ref.NoTTL {
+				startVote(c, e, args)
+				return
+			}
+			c.replyErr(msgRefused(ref))
+			return
+		}
+	}
+	startClassOp(c, cl.Role.String(), cl, keys, argv)
+}
+
+// startVote runs a script the classifier refused on every backend, under
+// the vote policy: the client's own text, and the reply a majority gave.
+func startVote(c *client, e *script.Entry, args [][]byte) {
+	c.reserve(1)
+	o := c.s.eng.newOp("vote", opVote, c.done)
+	sc := e.Script()
+	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
+	c.startOp(o, c.cmd, sc)
+}
+
+// startClassOp runs a call of a classified script as its role: the
+// reference script on every backend.
+func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+	var a script.CallArgs
+	var ttl time.Duration
+	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
+		var ok bool
+		ttl, ok = cl.TTL(argv)
+		if !ok {
+			c.replyErr(msgNotInteger)
+			return
+		}
+		if ttl > c.s.cfg.MaxTTL {
+			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+		a.TTLms = ttl.Milliseconds()
+	}
+	low, ok := cl.Threshold(argv)
+	if !ok {
+		c.replyErr(msgNotInteger)
+		return
+	}
+	a.LowMs = low
+	a.CapMs = c.s.cfg.MaxTTL.Milliseconds()
+	a.Detailed = cl.Detailed(len(keys))
+
+	c.reserve(1)
+	o := c.s.eng.newOp(name, opScript, c.done)
+	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low}
+	o.ttl = ttl
+	if cl.NeedsArgs() {
+		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
+	}
+	if cl.Role == script.RoleAcquire {
+		// A failed acquire is undone wherever it was not refused. (A
+		// failed extend or extend-or-acquire never is: it would delete
+		// the caller's lock that is still valid.)
+		tokens := cl.TokensOf(argv, len(keys))
+		if sameAll(tokens) {
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, tokens[0])
+		} else {
+			o.undoCmd = appendUndoPerKey(o.undoBuf[:0], keys, tokens)
+			o.undoSc = undoPerKeyScript
+		}
+	}
+	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
+	c.startOp(o, c.cmd, cl.Reference())
+}
+
+func sameAll(b [][]byte) bool {
+	for _, x := range b[1:] {
+		if string(x) != string(b[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneArgs(a [][]byte) [][]byte {
+	out := make([][]byte, len(a))
+	for i, x := range a {
+		out[i] = append([]byte(nil), x...)
+	}
+	return out
+}
+
+// appendEvalSha encodes EVALSHA sha followed by numkeys, keys and args.
+func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
+	b = resp.AppendArrayHeader(b, 2+len(rest))
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, sha)
+	for _, a := range rest {
+		b = resp.AppendBulk(b, a)
+	}
+	return b
+}
+
+// scriptVote reads one backend's answer to a reference script: acted
+// (granted) or not (refused); any other answer is unknown. A query's
+// answer is always an answer.
+func (o *op) scriptVote(v resp.Value) quorum.Vote {
+	acted, ok := o.acted(v)
+	switch {
+	case !ok:
+		return quorum.Unknown
+	case acted || o.sc.class.Role.Query():
+		return quorum.Granted
+	}
+	return quorum.Refused
+}
+
+// acted reads the acted flag of a well-formed reference reply.
+func (o *op) acted(v resp.Value) (bool, bool) {
+	if !o.sc.detailed {
+		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int < 16
+	}
+	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
+		return false, false
+	}
+	for k := 0; k < o.sc.nkeys; k++ {
+		e := v.Elems[1+4*k:]
+		if e[0].Kind != resp.KindInt || e[1].Kind != resp.KindInt || e[3].Kind != resp.KindInt ||
+			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int > int64(script.CaseOtherLowTTL) {
+			return false, false
+		}
+	}
+	return v.Elems[0].Kind == resp.KindInt && v.Elems[0].Int == 1, v.Elems[0].Kind == resp.KindInt
+}
+
+// scriptValidityBound: acquire and extend roles need validity left.
+func (o *op) scriptValidityBound() bool {
+	switch o.sc.class.Role {
+	case script.RoleAcquire, script.RoleExtend, script.RoleExtendOrAcquire:
+		return o.ttl > 0
+	}
+	return false
+}
+
+// decideQueryLocked answers a read-only script once every backend has
+// answered, from the majority's state.
+func (o *op) decideQueryLocked() bool {
+	if !o.tally.Done() {
+		return false
+	}
+	o.result = o.scriptReplyLocked(true)
+	return true
+}
+
+// keyObs is what one backend said of one key.
+type keyObs struct {
+	cs       script.Case
+	pttl     int64
+	value    []byte
+	hasValue bool
+	after    int64
+}
+
+// obs reads backend i's state of key k; ok is false when the backend's
+// answer does not count.
+func (o *op) obs(i, k int) (keyObs, bool) {
+	vote, counted := o.tally.Vote(i)
+	if !counted || vote == quorum.Pending || vote == quorum.Unknown {
+		return keyObs{}, false
+	}
+	v := o.replies[i]
+	if !o.sc.detailed {
+		return keyObs{cs: script.Case(v.Int >> 1)}, true
+	}
+	e := v.Elems[1+4*k:]
+	return keyObs{cs: script.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
+}
+
+// holder is a case without its TTL detail: missing, own or other.
+func holder(c script.Case) script.Case {
+	switch c {
+	case script.CaseOwn, script.CaseOwnNoTTL, script.CaseOwnLowTTL:
+		return script.CaseOwn
+	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
+		return script.CaseOther
+	}
+	return script.CaseMissing
+}
+
+// ttlRank orders a key's TTL cases from most time left to least.
+func ttlRank(c script.Case) int {
+	switch c {
+	case script.CaseOwnNoTTL, script.CaseOtherNoTTL:
+		return 0
+	case script.CaseOwnLowTTL, script.CaseOtherLowTTL:
+		return 2
+	}
+	return 1
+}
+
+// majorityKey is the state a majority of counted backends agree key k is
+// in: who holds it (and, answered in detail, the same value), its TTL case
+// from the majority-th most time left, and that PTTL before and after.
+func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
+	m := quorum.Majority(o.e.n)
+	for i := range o.replies {
+		a, ok := o.obs(i, k)
+		if !ok {
+			continue
+		}
+		h := holder(a.cs)
+		var ranks [3]int
+		var pttls, afters []int64
+		count := 0
+		for j := range o.replies {
+			b, ok := o.obs(j, k)
+			if !ok || holder(b.cs) != h || (h == script.CaseOther && o.sc.detailed && string(b.value) != string(a.value)) {
+				continue
+			}
+			count++
+			ranks[ttlRank(b.cs)]++
+			if o.sc.detailed {
+				pttls = append(pttls, b.pttl)
+				afters = append(afters, b.after)
+			}
+		}
+		if count < m {
+			continue
+		}
+		out := a
+		switch {
+		case h == script.CaseMissing:
+			out.cs = script.CaseMissing
+		case ranks[0] >= m:
+			out.cs = h + 1 // no TTL
+		case ranks[0]+ranks[1] >= m:
+			out.cs = h
+		default:
+			out.cs = h + 2 // too little left
+		}
+		if o.sc.detailed {
+			out.pttl = o.validityLeft(kthLargest(pttls, m), elapsed)
+			out.after = o.validityLeft(kthLargest(afters, m), elapsed)
+		}
+		return out, true
+	}
+	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+}
+
+// kthLargest returns the k-th largest PTTL, a missing TTL (-1) counting
+// as the largest.
+func kthLargest(ps []int64, k int) int64 {
+	slices.SortFunc(ps, func(a, b int64) int {
+		switch {
+		case a == b:
+			return 0
+		case a == -1 || (b != -1 && a > b):
+			return -1
+		}
+		return 1
+	})
+	return ps[k-1]
+}
+
+// remaining turns a majority's PTTL into what a client may rely on.
+func (o *op) validityLeft(p int64, elapsed time.Duration) int64 {
+	if p < 0 {
+		return p
+	}
+	return o.e.timing.RemainingValidity(time.Duration(p)*time.Millisecond, elapsed).Milliseconds()
+}
+
+// scriptReplyLocked is the reply the client's script would have given on
+// one Redis holding the majority's state, consistent with the decision.
+func (o *op) scriptReplyLocked(success bool) resp.Value {
+	cl := o.sc.class
+	elapsed := time.Since(o.t1)
+	sit := script.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv}
+	var focus keyObs
+	if o.sc.nkeys == 1 {
+		focus, _ = o.majorityKey(0, elapsed)
+		sit.Case = focus.cs
+		if holder(focus.cs) == script.CaseOwn {
+			sit.Count = 1
+		}
+	} else {
+		states := make([]keyObs, o.sc.nkeys)
+		cases := make([]script.Case, o.sc.nkeys)
+		for k := range states {
+			states[k], _ = o.majorityKey(k, elapsed)
+			cases[k] = states[k].cs
+			if holder(cases[k]) == script.CaseOwn {
+				sit.Count++
+			}
+		}
+		sit.Case, sit.Focus = cl.Combine(cases)
+		focus = states[sit.Focus]
+	}
+	if !cl.Role.Query() && cl.Acts(sit.Case) != success {
+		// The majority's state says otherwise than the vote (a split, a
+		// lock granted too late): take the case most backends that voted
+		// the decision's way were in.
+		sit.Case, sit.Focus, focus = o.fallbackCase(success)
+	}
+	sit.PTTL, sit.PTTLAfter = focus.pttl, focus.after
+	sit.Value, sit.HasValue = focus.value, focus.hasValue
+	t := cl.Replies[sit.Case]
+	if t == nil {
+		return resp.ErrorValue("ERR redlock-proxy: no reply known for this script in case " + sit.Case.String())
+	}
+	return t.Fill(&sit)
+}
+
+// fallbackCase picks the case, among those whose outcome matches the
+// decision, that the most counted backends were in; with none, the role's
+// usual case for that outcome.
+func (o *op) fallbackCase(success bool) (script.Case, int, keyObs) {
+	cl := o.sc.class
+	var counts [8]int
+	var focus [8]int
+	var first [8]keyObs
+	cases := make([]script.Case, o.sc.nkeys)
+	for i := range o.replies {
+		ok := true
+		for k := range cases {
+			a, aok := o.obs(i, k)
+			ok = ok && aok
+			cases[k] = a.cs
+		}
+		if !ok {
+			continue
+		}
+		cs, f := cl.Combine(cases)
+		if cl.Acts(cs) != success || int(cs) >= len(counts) {
+			continue
+		}
+		if counts[cs] == 0 {
+			focus[cs] = f
+			first[cs], _ = o.obs(i, f)
+			first[cs].pttl = o.validityLeft(first[cs].pttl, time.Since(o.t1))
+			first[cs].after = o.validityLeft(first[cs].after, time.Since(o.t1))
+		}
+		counts[cs]++
+	}
+	best := -1
+	for cs := range counts {
+		if counts[cs] > 0 && (best < 0 || counts[cs] > counts[best]) {
+			best = cs
+		}
+	}
+	if best >= 0 {
+		return script.Case(best), focus[best], first[best]
+	}
+	cs := script.CaseMissing
+	switch {
+	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
+		cs = script.CaseOwn
+	case !success && (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire):
+		cs = script.CaseOther
+	}
+	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}
+}
+
+func cmdScript(c *client, args [][]byte) {
+	sub := args[1]
+	reg := c.s.cfg.Scripts
+	switch {
+	case is(sub, "load") && len(args) == 3:
+		e := reg.Load(args[2], false)
+		if !c.s.cfg.VoteUnknownScripts {
+			if ref := reg.Check(e); ref != nil {
+				c.replyErr(msgRefused(ref))
+				return
+			}
+		}
+		reg.Keep(e)
+		c.reply(resp.BulkValue([]byte(e.Sha)))
+	case is(sub, "exists") && len(args) >= 3:
+		v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, 0, len(args)-2)}
+		for _, sha := range args[2:] {
+			n := int64(0)
+			if reg.BySha(sha) != nil {
+				n = 1
+			}
+			v.Elems = append(v.Elems, resp.IntValue(n))
+		}
+		c.reply(v)
+	case is(sub, "explain") && len(args) >= 3:
+		c.reply(explain(c, args[2], args[3:]))
+	case is(sub, "flush") && len(args) <= 3:
+		c.replyRaw([]byte("+OK\r\n")) // the proxy's cache holds what it classified; the backends only run its own scripts
+	case is(sub, "kill") && len(args) == 2:
+		c.replyErr("NOTBUSY No scripts in execution right now.")
+	case is(sub, "help"):
+		c.reply(helpReply("SCRIPT", "EXISTS <sha1> [<sha1> ...]", "EXPLAIN <sha1|script> [numkeys key ... arg ...]",
+			"    Show how the proxy classified the script, or why it refused it.", "FLUSH [ASYNC|SYNC]", "KILL", "LOAD <script>"))
+	case is(sub, "load") || is(sub, "exists") || is(sub, "flush") || is(sub, "kill") || is(sub, "explain"):
+		c.replyErr(msgWrongArgs("script|" + string(toLower(sub))))
+	default:
+		c.replyErr(msgUnknownSubcommand(string(sub), "SCRIPT"))
+	}
+}
+
+// explain answers SCRIPT EXPLAIN: the classification of a script (by
+// sha1 or text), for the call given or for every call shape seen.
+func explain(c *client, target []byte, call [][]byte) resp.Value {
+	reg := c.s.cfg.Scripts
+	e := reg.BySha(target)
+	if e == nil {
+		e = reg.Load(target, false)
+	}
+	var lines []string
+	add := func(s ...string) { lines = append(lines, s...) }
+	add("script " + e.Sha)
+	if len(call) > 0 {
+		numkeys, ok := resp.ParseInt(call[0])
+		if !ok || numkeys < 0 || numkeys > int64(len(call)-1) {
+			return resp.ErrorValue("ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys")
+		}
+		keys, argv := call[1:1+numkeys], call[1+numkeys:]
+		cl := e.Lookup(len(keys), argv)
+		var ref *script.Refusal
+		if cl == nil {
+			cl, ref = reg.Classify(e, keys, argv)
+		}
+		if ref != nil {
+			add("refused: " + ref.Reason)
+		} else {
+			add(cl.Explain()...)
+		}
+	} else {
+		classes, refusals := e.Known()
+		if ref := reg.Check(e); ref != nil && e.Body != nil {
+			refusals = append(refusals, ref)
+		}
+		for i, cl := range classes {
+			if i > 0 || len(lines) > 1 {
+				add("--")
+			}
+			add(cl.Explain()...)
+		}
+		for _, r := range refusals {
+			add("refused: " + r.Reason)
+		}
+		if len(classes) == 0 && len(refusals) == 0 {
+			add("not classified yet: the classification depends on the number of keys and the arguments;",
+				"give them: SCRIPT EXPLAIN <sha1|script> numkeys key [key ...] [arg ...]")
+		}
+	}
+	v := resp.Value{Kind: resp.KindArray}
+	for _, l := range lines {
+		v.Elems = append(v.Elems, resp.BulkValue([]byte(l)))
+	}
+	return v
+}
