@@ -67,8 +67,8 @@ func cmdEvalSha(c *client, args [][]byte) {
 
 // msgRefused is the error a refused script gets.
 func msgRefused(ref *script.Refusal) string {
-	return "ERR redlock-proxy: " + ref.Error() + " (SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows the classification; " +
-		"a script can be declared under 'scripts:' in the configuration)"
+	return "ERR redlock-proxy: unknown " + ref.Error() + " (SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it was read; " +
+		"declare it under 'scripts:' in the configuration, or set unknown_scripts: vote)"
 }
 
 // runScript runs a script's call: args is EVAL or EVALSHA with its

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,12 @@ type ScriptConfig struct {
 	Success   string            `yaml:"success"`    // reply where the role acts
 	Failure   string            `yaml:"failure"`    // reply elsewhere
 	Replies   map[string]string `yaml:"replies"`    // replies of single cases
+	// Granted and Refused were patterns for reading the backends' replies
+	// to the script's own text. The backends now run the proxy's reference
+	// script, whose replies the proxy reads itself: they are checked and
+	// otherwise not used.
+	Granted []string `yaml:"granted"`
+	Refused []string `yaml:"refused"`
 }
 
 func unit(s string) (time.Duration, error) {
@@ -140,6 +147,13 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 	if err != nil {
 		return nil, invalid(key+".reply_unit", "%v", err)
 	}
+	for field, pats := range map[string][]string{"granted": sc.Granted, "refused": sc.Refused} {
+		for i, p := range pats {
+			if !oldPattern(p) {
+				return nil, invalid(fmt.Sprintf("%s.%s[%d]", key, field, i), "want ok, nil, int:N, int:nkeys, int:>0, int:>=N, error:PREFIX or status:TEXT, got %q", p)
+			}
+		}
+	}
 	success, failure := defaultReplies(role, replyUnit)
 	for field, p := range map[string]*string{"success": &success, "failure": &failure} {
 		v := sc.Success
@@ -183,6 +197,23 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		c.Replies[cs] = t
 	}
 	return c, nil
+}
+
+// oldPattern checks a granted/refused pattern.
+func oldPattern(p string) bool {
+	kind, arg, _ := strings.Cut(p, ":")
+	switch strings.ToLower(kind) {
+	case "ok", "nil", "error", "status":
+		return true
+	case "int":
+		arg = strings.TrimPrefix(strings.TrimPrefix(arg, ">="), ">")
+		if arg == "nkeys" || arg == "0" && strings.HasPrefix(p, "int:>0") {
+			return true
+		}
+		_, err := strconv.ParseInt(arg, 10, 64)
+		return err == nil
+	}
+	return false
 }
 
 // defaultReplies are the replies most scripts of a role use: OK or nil for

@@ -28,6 +28,8 @@ func TestScriptConfigRefusals(t *testing.T) {
 		{ScriptConfig{Text: text, Role: "acquire", TTLArg: ip(0)}, "scripts[0].ttl_arg"},
 		{ScriptConfig{Text: text, Role: "extend", TTLUnit: "h"}, "scripts[0].ttl_unit"},
 		{ScriptConfig{Text: text, Role: "ttl", ReplyUnit: "min"}, "scripts[0].reply_unit"},
+		{ScriptConfig{Text: text, Role: "release", Granted: []string{"int:x"}}, "scripts[0].granted[0]"},
+		{ScriptConfig{Text: text, Role: "release", Refused: []string{"int:0", "maybe"}}, "scripts[0].refused[1]"},
 		{ScriptConfig{Text: text, Role: "release", Success: "yes"}, "scripts[0].success"},
 		{ScriptConfig{Text: text, Role: "release", Failure: "int:"}, "scripts[0].failure"},
 		{ScriptConfig{Text: text, Role: "release", Replies: map[string]string{"gone": "0"}}, "scripts[0].replies"},
