@@ -487,7 +487,13 @@ func (c *classifier) refine(cl *Class) *refusal {
 		}
 		return specs
 	}
-	// Ownership: a value that starts with the token but is longer.
+	// Ownership: a value that starts with the token but is longer. (A
+	// script that acts on any other value is left to the battery, which
+	// names the probe.)
+	other, ref := c.acted(own(ttlLong1, func(int, string) string { return "other-holder-7f3a" }), c.argv)
+	if ref != nil || other {
+		return ref
+	}
 	longer, ref := c.acted(own(ttlLong1, func(_ int, t string) string { return t + "\x01meta" }), c.argv)
 	if ref != nil {
 		return ref

@@ -452,11 +452,10 @@ func candidates(s sample) []*Template {
 		for j := range s.sit.Argv {
 			out = append(out, &Template{Kind: resp.KindBulk, Src: SrcArg, Arg: j})
 		}
-		out = append(out, &Template{Kind: resp.KindBulk, Src: SrcFocusKey})
 		for j := range s.sit.Keys {
 			out = append(out, &Template{Kind: resp.KindBulk, Src: SrcKey, Arg: j})
 		}
-		return out
+		return append(out, &Template{Kind: resp.KindBulk, Src: SrcFocusKey})
 	case resp.KindSimple, resp.KindError:
 		return []*Template{{Kind: v.Kind, Str: string(v.Str)}}
 	}

@@ -1,0 +1,253 @@
+// Package libscripts gives tests the lock scripts of client libraries with
+// a typical call of each: the exact text of the libraries installed on the
+// test machine, taken at test time (the Go module cache, the npm packages
+// of integration/node, Debian's python3-redis), and scripts written for
+// this project in the style of libraries whose runtime is not installed
+// (same behaviour, other text), each standing for a library fact.
+//
+// It promises that every script it returns is the library's own text
+// (whose SHA1 the caller can check against a fact) or marked as a style
+// script; a library that cannot be read is an error, never skipped.
+package libscripts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Script is a lock script with a call of it.
+type Script struct {
+	Library string
+	Name    string
+	Text    string
+	Keys    []string
+	Argv    []string
+	// Fact is the SHA1 of the library's text this script is (or, for a
+	// style script, stands for).
+	Fact  string
+	Style bool
+}
+
+// token22 is a token of redislock's default length.
+const token22 = "Aq3xY7vQpL2mZr8sT1uWcE"
+
+// call builds keys and argv from "k1 k2 -- a b".
+func call(s string) ([]string, []string) {
+	ks, as, _ := strings.Cut(s, "--")
+	return strings.Fields(ks), strings.Fields(as)
+}
+
+// goScripts lists the script variables of the Go libraries: module, file,
+// variable, call, fact.
+var goScripts = []struct{ module, file, name, call, fact string }{
+	{"github.com/go-redsync/redsync/v4", "scripts.go", "deleteScript", "lock:a -- tok-1", "e950836ed1e694540c503ef9972b8de518044d3b"},
+	{"github.com/go-redsync/redsync/v4", "scripts.go", "touchScript", "lock:a -- tok-1 8000", "d75bb8b5bd13532ddedd17762e772346e39b321e"},
+	{"github.com/go-redsync/redsync/v4", "scripts.go", "touchWithSetNXScript", "lock:a -- tok-1 8000", "b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79"},
+	{"github.com/bsm/redislock", "redislock.go", "luaObtain", "lock:a -- " + token22 + " 22 10000", "80a1b5f2cfccec3b7119ba7721d2127682b691a7"},
+	{"github.com/bsm/redislock", "redislock.go", "luaPTTL", "lock:a -- " + token22, "6484da7d58920897fdc22b7f9afd1a3d47524ea8"},
+	{"github.com/bsm/redislock", "redislock.go", "luaRefresh", "lock:a -- " + token22 + " 10000", "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf"},
+	{"github.com/bsm/redislock", "redislock.go", "luaRelease", "lock:a -- " + token22, "cf0e94b2e9ffc7e04395cf88f7583fc309985910"},
+}
+
+// Go returns the scripts of redsync and bsm/redislock from the module
+// cache (go list -m -json gives each module's directory), run from dir,
+// a directory inside this module.
+func Go(dir string) ([]Script, error) {
+	var out []Script
+	dirs := map[string]string{}
+	for _, g := range goScripts {
+		mdir, ok := dirs[g.module]
+		if !ok {
+			cmd := exec.Command("go", "list", "-m", "-json", g.module)
+			cmd.Dir = dir
+			b, err := cmd.Output()
+			if err != nil {
+				return nil, fmt.Errorf("libscripts: go list -m %s: %w", g.module, err)
+			}
+			var m struct{ Dir, Version string }
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, fmt.Errorf("libscripts: go list -m %s: %w", g.module, err)
+			}
+			if m.Dir == "" {
+				return nil, fmt.Errorf("libscripts: module %s is not in the module cache (go mod download)", g.module)
+			}
+			mdir, dirs[g.module] = m.Dir, m.Dir
+		}
+		text, err := goStringVar(filepath.Join(mdir, g.file), g.name)
+		if err != nil {
+			return nil, err
+		}
+		keys, argv := call(g.call)
+		out = append(out, Script{Library: g.module, Name: g.name, Text: text, Keys: keys, Argv: argv, Fact: g.fact})
+	}
+	return out, nil
+}
+
+// goStringVar finds `var name = pkg.NewScript(..., "text", ...)` in a Go
+// file.
+func goStringVar(file, name string) (string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		return "", fmt.Errorf("libscripts: %w", err)
+	}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok {
+			continue
+		}
+		for _, s := range g.Specs {
+			v, ok := s.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			for i, n := range v.Names {
+				if n.Name != name || i >= len(v.Values) {
+					continue
+				}
+				c, ok := v.Values[i].(*ast.CallExpr)
+				if !ok {
+					continue
+				}
+				// The script is the first string argument (redsync passes
+				// its sha1 after it).
+				for _, a := range c.Args {
+					if lit, ok := a.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						return strconv.Unquote(lit.Value)
+					}
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("libscripts: no script %s in %s", name, file)
+}
+
+// nodeDump prints the scripts of the npm packages as JSON.
+const nodeDump = `const out = {};
+const R4 = require("redlock"); const r4 = new R4([{}]);
+for (const k of ["lockScript", "extendScript", "unlockScript"]) out["redlock@4.2.0 " + k] = r4[k];
+const R5 = require("redlock5").default; const r5 = new R5([{}]);
+for (const k of ["acquireScript", "extendScript", "releaseScript"]) out["redlock@5.0.0-beta.2 " + k] = r5.scripts[k].value;
+require("@sesamecare-oss/redlock/build/scripts").ensureCommands({ defineCommand: (n, o) => { out["@sesamecare-oss/redlock@1.4.0 " + n] = o.lua; } });
+console.log(JSON.stringify(out));`
+
+var nodeScripts = []struct{ name, call, fact string }{
+	{"redlock@4.2.0 lockScript", "a b c -- tok-1 5000", "e5a322e2634ef59a516e8ea150cb085afafee684"},
+	{"redlock@4.2.0 extendScript", "a b c -- tok-1 5000", "ce46f80993d5dac20dd066eb301a4e37994bdbed"},
+	{"redlock@4.2.0 unlockScript", "a b c -- tok-1", "0f0f23b9048b36752b5be114f357ba083449f908"},
+	{"redlock@5.0.0-beta.2 acquireScript", "a b c -- tok-1 5000", "96da70f7716f27d278a5218544df37fd8b0a5e4c"},
+	{"redlock@5.0.0-beta.2 extendScript", "a b c -- tok-1 5000", "aed6f382e410db8ba7926d4e5e9aab410bf2a78a"},
+	{"redlock@5.0.0-beta.2 releaseScript", "a b c -- tok-1", "e4612211c9f8f51c257e26e056b0a654b3187242"},
+	{"@sesamecare-oss/redlock@1.4.0 acquireLock", "a b c -- 0 tok-1 5000", "1b77b94aa78451d55dfa97e18819bfbfc596cb5b"},
+	{"@sesamecare-oss/redlock@1.4.0 extendLock", "a b c -- 0 tok-1 5000", "820e9778d2b6733e9ed771e4be90ae73a95a6f3b"},
+	{"@sesamecare-oss/redlock@1.4.0 releaseLock", "a b c -- 0 tok-1", "df51f6837dcfe303d334e6abea9aeae192bab216"},
+}
+
+// Node returns the scripts of node-redlock 4 and 5 and
+// @sesamecare-oss/redlock from the npm packages in nodeDir (run `npm ci`
+// there first), read by Node.js itself.
+func Node(nodeDir string) ([]Script, error) {
+	cmd := exec.Command("node", "-e", nodeDump)
+	cmd.Dir = nodeDir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libscripts: reading the npm packages' scripts in %s (npm ci there first): %w: %s", nodeDir, err, stderr.String())
+	}
+	texts := map[string]string{}
+	if err := json.Unmarshal(b, &texts); err != nil {
+		return nil, fmt.Errorf("libscripts: node output: %w", err)
+	}
+	var out []Script
+	for _, n := range nodeScripts {
+		text, ok := texts[n.name]
+		if !ok || text == "" {
+			return nil, fmt.Errorf("libscripts: node printed no %s", n.name)
+		}
+		lib, name, _ := strings.Cut(n.name, " ")
+		keys, argv := call(n.call)
+		out = append(out, Script{Library: lib, Name: name, Text: text, Keys: keys, Argv: argv, Fact: n.fact})
+	}
+	return out, nil
+}
+
+// Python is Debian's interpreter, whose python3-redis the tests read
+// (another python3 may come first on PATH).
+const Python = "/usr/bin/python3"
+
+// RedisPy returns redis-py's Lock scripts from the installed python3-redis.
+func RedisPy() ([]Script, error) {
+	cmd := exec.Command(Python, "-c", `import json, redis, redis.lock as l
+print(json.dumps({"version": redis.__version__, "release": l.Lock.LUA_RELEASE_SCRIPT, "extend": l.Lock.LUA_EXTEND_SCRIPT, "reacquire": l.Lock.LUA_REACQUIRE_SCRIPT}))`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libscripts: %s cannot import redis.lock (apt-get install python3-redis): %w: %s", Python, err, stderr.String())
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("libscripts: python output: %w", err)
+	}
+	lib := "redis-py " + m["version"]
+	mk := func(name, text, c, fact string) Script {
+		keys, argv := call(c)
+		return Script{Library: lib, Name: name, Text: text, Keys: keys, Argv: argv, Fact: fact}
+	}
+	return []Script{
+		mk("Lock.LUA_RELEASE_SCRIPT", m["release"], "lock:a -- tok-1", "c3f8721cbb97f72bc19e972846bd7aaf91901658"),
+		mk("Lock.LUA_EXTEND_SCRIPT (adding)", m["extend"], "lock:a -- tok-1 5000 0", "a4e8783852e6b949f9ef3a97212805108459a890"),
+		mk("Lock.LUA_EXTEND_SCRIPT (replacing)", m["extend"], "lock:a -- tok-1 5000 1", "a4e8783852e6b949f9ef3a97212805108459a890"),
+		mk("Lock.LUA_REACQUIRE_SCRIPT", m["reacquire"], "lock:a -- tok-1 5000", "1cac51482acf5858da00f6d685d68f886cd6b6b2"),
+	}, nil
+}
+
+// ModuleRoot finds the directory of this module's go.mod from dir upward.
+func ModuleRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("libscripts: no go.mod above %s", dir)
+		}
+	}
+}
+
+// Installed returns every installed library's scripts, from a directory
+// inside this module.
+func Installed(dir string) ([]Script, error) {
+	root, err := ModuleRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Script
+	g, err := Go(root)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, g...)
+	n, err := Node(filepath.Join(root, "integration", "node"))
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, n...)
+	p, err := RedisPy()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, p...), nil
+}
