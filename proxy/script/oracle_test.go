@@ -1,0 +1,339 @@
+package script
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// The oracle: a real redis-server. A classified script and its role's
+// reference script are run on the same states of a real Redis, and must
+// leave the same keys and give the reply the classification promises.
+
+type redisConn struct {
+	t  *testing.T
+	c  net.Conn
+	rd *resp.Reader
+}
+
+func startRedis(t *testing.T) *redisConn {
+	t.Helper()
+	s, err := redisproc.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &redisConn{t: t, c: c, rd: resp.NewReader(bufio.NewReader(c), resp.ReaderLimits{})}
+}
+
+func (r *redisConn) do(args ...string) resp.Value {
+	r.t.Helper()
+	b := resp.AppendArrayHeader(nil, len(args))
+	for _, a := range args {
+		b = resp.AppendBulkString(b, a)
+	}
+	r.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.c.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+	v, err := r.rd.Read()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return v
+}
+
+// setState puts a probe state on Redis (an expired key is left out).
+func (r *redisConn) setState(keys []string, specs []keySpec) {
+	r.do("FLUSHALL")
+	for k, s := range specs {
+		switch {
+		case !s.held || s.ttl < 0:
+		case s.ttl == 0:
+			r.do("SET", keys[k], s.value)
+		default:
+			r.do("SET", keys[k], s.value, "PX", strconv.FormatInt(s.ttl, 10))
+		}
+	}
+}
+
+// keyState is a key on Redis: value and PTTL.
+type keyState struct {
+	exists bool
+	value  string
+	pttl   int64
+}
+
+func (r *redisConn) state(keys []string) []keyState {
+	out := make([]keyState, len(keys))
+	for i, k := range keys {
+		v := r.do("GET", k)
+		out[i] = keyState{exists: v.Kind == resp.KindBulk, value: string(v.Str), pttl: r.do("PTTL", k).Int}
+	}
+	return out
+}
+
+// tolerance is how far two PTTLs read a moment apart may differ.
+const tolerance = 60
+
+func sameState(a, b []keyState) bool {
+	for i := range a {
+		if a[i].exists != b[i].exists || a[i].value != b[i].value {
+			return false
+		}
+		if (a[i].pttl < 0 || b[i].pttl < 0) && a[i].pttl != b[i].pttl {
+			return false
+		}
+		if d := a[i].pttl - b[i].pttl; d > tolerance || d < -tolerance {
+			return false
+		}
+	}
+	return true
+}
+
+// approxReply compares a reply with the one a template promised, letting
+// TTL holes differ by the time between the two runs.
+func approxReply(t *Template, want, got resp.Value) bool {
+	if t.Kind == resp.KindArray {
+		if got.Kind != resp.KindArray || len(got.Elems) != len(t.Elems) || len(want.Elems) != len(t.Elems) {
+			return false
+		}
+		for i, e := range t.Elems {
+			if !approxReply(e, want.Elems[i], got.Elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if want.Kind == resp.KindInt && got.Kind == resp.KindInt {
+		d := want.Int - got.Int
+		switch t.Src {
+		case SrcPTTL, SrcPTTLAfter:
+			return d <= tolerance && d >= -tolerance
+		case SrcTTL, SrcTTLAfter:
+			return d <= 1 && d >= -1
+		}
+	}
+	return want.Equal(got)
+}
+
+// situationOnOne reads a detailed reference reply from one Redis.
+func situationOnOne(cl *Class, keys, argv []string, v resp.Value) (*Situation, bool, error) {
+	n := len(keys)
+	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*n {
+		return nil, false, fmt.Errorf("reference reply %v", v)
+	}
+	cases := make([]Case, n)
+	count := 0
+	for k := range cases {
+		cases[k] = Case(v.Elems[1+4*k].Int)
+		if cases[k] == CaseOwn || cases[k] == CaseOwnNoTTL || cases[k] == CaseOwnLowTTL {
+			count++
+		}
+	}
+	cs, focus := cl.Combine(cases)
+	e := v.Elems[1+4*focus:]
+	return &Situation{Case: cs, Focus: focus, PTTL: e[1].Int, PTTLAfter: e[3].Int, Value: e[2].Str, HasValue: e[2].Kind == resp.KindBulk,
+		Count: count, NKeys: n, Keys: strArgs(keys), Argv: strArgs(argv)}, v.Elems[0].Int == 1, nil
+}
+
+// oracle runs text (classified as cl) and cl's reference on a state of
+// Redis; it returns a description of any difference.
+func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []keySpec) string {
+	eval := func(body string, args []string) resp.Value {
+		a := append([]string{"EVAL", body, strconv.Itoa(len(keys))}, keys...)
+		return r.do(append(a, args...)...)
+	}
+	r.setState(keys, specs)
+	got := eval(text, argv)
+	after1 := r.state(keys)
+
+	r.setState(keys, specs)
+	ttl, _ := cl.TTL(strArgs(argv))
+	ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(argv), CapMs: 1 << 40, Detailed: true}
+	ref := eval(string(cl.Reference().Body), cl.referenceArgs(keys, argv, ca))
+	after2 := r.state(keys)
+	desc := describe(keys, argv, argv, specs, nil)
+	sit, _, err := situationOnOne(cl, keys, argv, ref)
+	if err != nil {
+		return desc + ": " + err.Error()
+	}
+	tmpl := cl.Replies[sit.Case]
+	if tmpl == nil {
+		return fmt.Sprintf("%s: case %s has no template", desc, sit.Case)
+	}
+	want := tmpl.Fill(sit)
+	if !sameState(after1, after2) {
+		return fmt.Sprintf("%s: the script left %+v, the reference %+v", desc, after1, after2)
+	}
+	if !approxReply(tmpl, want, got) {
+		return fmt.Sprintf("%s (case %s): the script replied %v, the classification promises %v", desc, sit.Case, got, want)
+	}
+	return ""
+}
+
+// randomSpecs draws a state for the keys of a call of cl.
+func randomSpecs(rng *rand.Rand, cl *Class, keys, argv []string) []keySpec {
+	thr := cl.threshold(argv)
+	specs := make([]keySpec, len(keys))
+	for k := range specs {
+		var ttl int64
+		switch rng.Intn(4) {
+		case 0:
+			ttl = 0
+		case 1:
+			ttl = 41_734
+		case 2:
+			ttl = 300 + rng.Int63n(59_000)
+		default:
+			ttl = 5_000 + rng.Int63n(2_000)
+		}
+		if thr > 0 && ttl > 0 && ttl > thr-200 && ttl < thr+200 {
+			ttl = thr + 500 // far from the threshold: the runs are moments apart
+		}
+		tok := cl.token(argv, k)
+		switch rng.Intn(6) {
+		case 0, 1:
+			specs[k] = keySpec{}
+		case 2, 3:
+			specs[k] = keySpec{held: true, value: tok, ttl: ttl}
+		case 4:
+			specs[k] = keySpec{held: true, value: "someone-else", ttl: ttl}
+		default:
+			specs[k] = keySpec{held: true, value: tok + "-x", ttl: ttl}
+		}
+	}
+	return specs
+}
+
+// randomArgs varies a call's token and TTL arguments.
+func randomArgs(rng *rand.Rand, cl *Class, argv []string) []string {
+	a := slices.Clone(argv)
+	if cl.Tokens != nil && rng.Intn(3) == 0 {
+		alt := []string{"t", "another-token", "tok\x00\xff"}[rng.Intn(3)]
+		for _, t := range cl.Tokens {
+			a[t] = alt
+		}
+	}
+	if cl.TTLArg >= 0 && rng.Intn(3) == 0 {
+		n := 1 + rng.Int63n(59)
+		if cl.TTLUnit == time.Millisecond {
+			n = 1000 + rng.Int63n(58_000)
+		}
+		a[cl.TTLArg] = strconv.FormatInt(n, 10)
+	}
+	return a
+}
+
+// checkOracle compares a classified script with its reference on many
+// random states of Redis.
+func checkOracle(t *testing.T, r *redisConn, rng *rand.Rand, text string, cl *Class, keys, argv []string, states int) {
+	t.Helper()
+	for i := 0; i < states; i++ {
+		a := randomArgs(rng, cl, argv)
+		if diff := r.oracle(text, cl, keys, a, randomSpecs(rng, cl, keys, a)); diff != "" {
+			t.Fatalf("%s\nclassified as %s\n%s", text, cl.Spec(), diff)
+		}
+	}
+}
+
+// The reference scripts, run on Redis, do what the roles mean
+// (semantics.go): the same keys afterwards, the same case per key.
+func TestReferenceScriptsOnRedisDoWhatTheRolesMean(t *testing.T) {
+	r := startRedis(t)
+	rng := rand.New(rand.NewSource(1))
+	var classes []*Class
+	for _, f := range Facts() {
+		classes = append(classes, instance(f.Class, 1), instance(f.Class, 3))
+	}
+	for _, cl := range classes {
+		if cl.Keys != 1 && cl.Role == RoleExtendOrAcquire {
+			continue
+		}
+		keys := []string{"a", "b", "c"}[:cl.Keys]
+		argv := make([]string, max(cl.Args, 0))
+		for i := range argv {
+			argv[i] = "tok-" + strconv.Itoa(i)
+		}
+		if cl.TTLArg >= 0 {
+			argv[cl.TTLArg] = "30000"
+		}
+		if cl.MinArg >= 0 {
+			argv[cl.MinArg] = "1500"
+		}
+		for _, ct := range cl.Controls {
+			argv[ct.Arg] = ct.Value
+		}
+		for i := 0; i < 40; i++ {
+			a := randomArgs(rng, cl, argv)
+			specs := randomSpecs(rng, cl, keys, a)
+			st := (&classifier{}).state(keys, specs)
+			want, acted := cl.simulate(st, keys, a)
+			r.setState(keys, specs)
+			ttl, _ := cl.TTL(strArgs(a))
+			ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(a), CapMs: 1 << 40, Detailed: true}
+			a2 := append(append([]string{"EVAL", string(cl.Reference().Body), strconv.Itoa(len(keys))}, keys...), cl.referenceArgs(keys, a, ca)...)
+			v := r.do(a2...)
+			sit, refActed, err := situationOnOne(cl, keys, a, v)
+			if err != nil {
+				t.Fatalf("%s: %v", cl.Spec(), err)
+			}
+			got := r.state(keys)
+			wantState := make([]keyState, len(keys))
+			for k, key := range keys {
+				it, ok := want.lookup(key)
+				wantState[k] = keyState{exists: ok, value: it.Value, pttl: want.pttl(key)}
+			}
+			desc := describe(keys, a, a, specs, nil)
+			if cl.Role.Query() {
+				acted = true // a query's reference always answers
+			}
+			if !sameState(got, wantState) || refActed != acted {
+				t.Fatalf("%s\n%s: reference left %+v (acted %v); the role means %+v (acted %v)", cl.Spec(), desc, got, refActed, wantState, acted)
+			}
+			wantSit := cl.situate(st, want, keys, a)
+			if sit.Case != wantSit.Case || sit.Focus != wantSit.Focus {
+				t.Fatalf("%s\n%s: reference says case %s (key %d), the role's meaning %s (key %d)", cl.Spec(), desc, sit.Case, sit.Focus, wantSit.Case, wantSit.Focus)
+			}
+			// The compact answer says the same.
+			if len(keys) == 1 {
+				r.setState(keys, specs)
+				ca.Detailed = false
+				a2 = append(append([]string{"EVAL", string(cl.Reference().Body), "1"}, keys...), cl.referenceArgs(keys, a, ca)...)
+				if c := r.do(a2...); c.Kind != resp.KindInt || Case(c.Int>>1) != sit.Case || (c.Int&1 == 1) != acted {
+					t.Fatalf("%s\n%s: compact reference reply %v; want case %s acted %v", cl.Spec(), desc, c, sit.Case, acted)
+				}
+			}
+		}
+	}
+}
+
+// Every installed library's script, every style script and every fresh
+// script gives, on Redis, the effects and replies of its classification.
+func TestClassifiedScriptsMatchTheirReferenceOnRedis(t *testing.T) {
+	r := startRedis(t)
+	rng := rand.New(rand.NewSource(2))
+	scripts, err := libscripts.Installed(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts = append(scripts, libscripts.Styles()...)
+	for _, s := range scripts {
+		cl := mustClassify(t, s.Text, s.Keys, s.Argv)
+		checkOracle(t, r, rng, s.Text, cl, s.Keys, s.Argv, 40)
+	}
+}

@@ -1,0 +1,227 @@
+package script
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// runText runs a script once on st (nil: no keys) with KEYS {"k"}.
+func runText(t *testing.T, text string, argv []string, st *State) result {
+	t.Helper()
+	p, ref := Compile([]byte(text))
+	if ref != nil {
+		t.Fatalf("Compile(%q): %v", text, ref)
+	}
+	if st == nil {
+		st = &State{Now: now, Keys: map[string]Item{}}
+	}
+	return p.run([]string{"k"}, argv, st, maxSteps)
+}
+
+// Lua values become the replies Redis 7 sends.
+func TestLuaToRESP(t *testing.T) {
+	for _, c := range []struct {
+		lua  string
+		want string
+	}{
+		{"return 7", ":7"},
+		{"return 3.99", ":3"},
+		{"return -3.99", ":-3"},
+		{"return 2^63", ":-9223372036854775808"},
+		{"return 0/0", ":-9223372036854775808"},
+		{"return 'x'", `"x"`},
+		{"return true", ":1"},
+		{"return false", "(nil)"},
+		{"return nil", "(nil)"},
+		{"return", "(nil)"},
+		{"return {1, 'a', true, false, 2}", `[:1 "a" :1 (nil) :2]`},
+		{"return {1, nil, 3}", "[:1]"},
+		{"return {}", "[]"},
+		{"return {{1}, {}}", "[[:1] []]"},
+		{"return {ok = 'DONE'}", "+DONE"},
+		{"return {err = 'BAD thing'}", "-BAD thing"},
+		{"return {err = 'a\\r\\nb'}", "-a  b"},
+		{"return {err = 1, 5}", "[:5]"},
+		{"return redis.status_reply('OK')", "+OK"},
+		{"return redis.error_reply('ERROR')", "-ERR ERROR"},
+		{"return redis.error_reply('MYCODE went wrong')", "-MYCODE went wrong"},
+		{"return redis.error_reply('-WRONG thing')", "-WRONG thing"},
+		{"return redis.call('set', KEYS[1], 'v', 'PX', 10)", "+OK"},
+		{"return redis.call('get', KEYS[1])", "(nil)"},
+		{"return {redis.call('get', KEYS[1])}", "[(nil)]"},
+		{"return redis.call('pttl', KEYS[1])", ":-2"},
+		{"return redis.sha1hex('')", `"da39a3ee5e6b4b0d3255bfef95601890afd80709"`},
+		{"return type(redis.call('set', KEYS[1], 'v', 'PX', 10))", `"table"`},
+		{"return string.format('%d-%s', 42, 'x')", `"42-x"`},
+		{"local t = {} for i = 1, 3 do t[#t + 1] = i * 2 end return t", "[:2 :4 :6]"},
+		{"return tonumber(ARGV[1]) + 1", ":8"},
+		{"return ARGV[1] + 1", ":8"},
+	} {
+		res := runText(t, c.lua, []string{"7"}, nil)
+		if res.ref != nil {
+			t.Errorf("%s: refused: %s", c.lua, res.ref.reason)
+			continue
+		}
+		if got := res.reply.String(); got != c.want {
+			t.Errorf("%s = %s; want %s", c.lua, got, c.want)
+		}
+	}
+}
+
+// Numbers given to redis.call are formatted as Redis formats them.
+func TestRedisCallNumberArguments(t *testing.T) {
+	res := runText(t, "redis.call('set', KEYS[1], 0.1, 'PX', 2000.0) return redis.call('get', KEYS[1])", nil, nil)
+	if res.ref != nil || string(res.reply.Str) != "0.10000000000000001" {
+		t.Fatalf("got %v, %v", res.reply, res.ref)
+	}
+	if it := res.state.Keys["k"]; it.At != now+2000 {
+		t.Fatalf("PX 2000.0 set expiry %d", it.At-now)
+	}
+}
+
+// The model answers the allowed commands as Redis 7.0 does.
+func TestModelCommands(t *testing.T) {
+	st := &State{Now: now, Keys: map[string]Item{"k": {Value: "hello", At: now + 1500}}}
+	for _, c := range []struct{ lua, want string }{
+		{"return redis.call('pttl', KEYS[1])", ":1500"},
+		{"return redis.call('ttl', KEYS[1])", ":2"},
+		{"return redis.call('strlen', KEYS[1])", ":5"},
+		{"return redis.call('getrange', KEYS[1], 1, -2)", `"ell"`},
+		{"return redis.call('getrange', KEYS[1], -100, 100)", `"hello"`},
+		{"return redis.call('exists', KEYS[1], KEYS[1])", ":2"},
+		{"return redis.call('set', KEYS[1], 'x', 'NX', 'PX', 5)", "(nil)"},
+		{"return redis.call('set', KEYS[1], 'x', 'XX', 'GET', 'PX', 5)", `"hello"`},
+		{"redis.call('set', KEYS[1], 'x', 'KEEPTTL') return redis.call('pttl', KEYS[1])", ":1500"},
+		{"return redis.call('pexpire', KEYS[1], 100, 'GT')", ":0"},
+		{"return redis.call('pexpire', KEYS[1], 100, 'LT')", ":1"},
+		{"redis.call('pexpire', KEYS[1], 0) return redis.call('exists', KEYS[1])", ":0"},
+		{"redis.call('expire', KEYS[1], 3) return redis.call('pttl', KEYS[1])", ":3000"},
+		{"return redis.call('del', KEYS[1])", ":1"},
+		{"return redis.call('unlink', KEYS[1])", ":1"},
+		{"return redis.call('select', 0)", "+OK"},
+		{"redis.call('set', KEYS[1], 'x', 'PXAT', " + itoa(now+10) + ") return redis.call('pttl', KEYS[1])", ":10"},
+	} {
+		res := runText(t, c.lua, nil, st)
+		if res.ref != nil {
+			t.Errorf("%s: refused: %s", c.lua, res.ref.reason)
+			continue
+		}
+		if got := res.reply.String(); got != c.want {
+			t.Errorf("%s = %s; want %s", c.lua, got, c.want)
+		}
+	}
+	// An expired key does not exist; one expiring now still does (Redis
+	// expires a key when now > its time).
+	for at, want := range map[int64]string{now - 1: ":0", now: ":1"} {
+		st := &State{Now: now, Keys: map[string]Item{"k": {Value: "v", At: at}}}
+		if got := runText(t, "return redis.call('exists', KEYS[1])", nil, st).reply.String(); got != want {
+			t.Errorf("EXISTS of a key expiring at now%+d = %s; want %s", at-now, got, want)
+		}
+	}
+}
+
+// What the sandbox refuses, with the reason naming it.
+func TestSandboxRefusals(t *testing.T) {
+	long := strings.Repeat("x", 600<<10)
+	for _, c := range []struct {
+		lua  string
+		argv []string
+		want string
+		kind refusalKind
+	}{
+		{"return redis.call('incr', KEYS[1])", nil, `calls "INCR"`, refuseCommand},
+		{"return redis.call('TIME')", nil, "calls TIME", refuseCommand},
+		{"return redis.call('randomkey')", nil, "calls RANDOMKEY", refuseCommand},
+		{"return redis.pcall('hset', KEYS[1], 'a', 'b')", nil, `calls "HSET"`, refuseCommand},
+		{"return math.random(10)", nil, "math.random", refuseCommand},
+		{"return os.time()", nil, "os.time", refuseCommand},
+		{"return os.clock()", nil, "os.clock", refuseCommand},
+		{"return redis.call('get', 'elsewhere')", nil, "not in KEYS", refuseOther},
+		{"return redis.call('del', KEYS[1], 'x')", nil, "not in KEYS", refuseOther},
+		{"return redis.call('set', KEYS[1], 'v')", nil, "without an expiry", refuseNoTTL},
+		{"return redis.call('set', KEYS[1], 'v', 'KEEPTTL')", nil, "without an expiry", refuseNoTTL},
+		{"return redis.call('select', 1)", nil, "database 1", refuseOther},
+		{"return redis.call('pexpire', KEYS[1], 'soon')", nil, "not an integer", refuseOther},
+		{"return redis.call('get')", nil, "wrong number of arguments", refuseOther},
+		{"return redis.call('get', KEYS[1], nil)", nil, "passes a nil", refuseOther},
+		{"return redis.call('get', {})", nil, "passes a table", refuseOther},
+		{"return redis.call()", nil, "no command", refuseOther},
+		{"x = 1 return x", nil, "readonly table", refuseOther},
+		{"return undefined_global", nil, "nonexistent global variable 'undefined_global'", refuseOther},
+		{"return string.find('a', 'a')", nil, "string.find", refuseOther},
+		{"return string.gsub('a', 'a', 'b')", nil, "string.gsub", refuseOther},
+		{"return loadstring('return 1')", nil, "nonexistent global variable 'loadstring'", refuseOther},
+		{"return redis.setresp(3)", nil, "RESP3", refuseOther},
+		{"return {double = 1.5}", nil, "RESP3 double", refuseOther},
+		{"error('boom')", nil, "raises an error", refuseOther},
+		{"goto x ::x::", nil, "goto", refuseOther},
+		{"return (", nil, "does not compile", refuseOther},
+		// Bounds.
+		{"while true do end", nil, "more than 100000 Lua instructions", refuseBudget},
+		{"local function f() return f() + 1 end return f()", nil, "stack overflow", refuseOther},
+		{"while true do pcall(function() while true do end end) end", nil, "Lua instructions", refuseBudget},
+		{"return string.rep('x', 2^30)", nil, "longer than", refuseBudget},
+		{"return unpack({}, 1, 1e8)", nil, "unpacks more than", refuseBudget},
+		{"return string.byte(ARGV[1], 1, -1)", []string{long}, "unpacks more than", refuseBudget},
+		{"return string.format('%999d', 1)", nil, "string.format", refuseOther},
+		{"local s = ARGV[1] .. ARGV[1] return #s", []string{long}, "longer than", refuseBudget},
+		{"local s = ARGV[1] for i = 1, 40 do s = s .. s end return #s", []string{"x"}, "inside a loop", refuseOther},
+		{"local function f(s) return s .. s end return f('x')", nil, "inside a loop or a function", refuseOther},
+		{"local t = {} t[1] = t return t", nil, "nested deeper", refuseOther},
+		{"return " + strings.Repeat("{", 300) + strings.Repeat("}", 300), nil, "nests deeper", refuseOther},
+		{"return 'a'" + strings.Repeat("..'a'", 9), nil, "more than 8 strings", refuseOther},
+	} {
+		p, ref := compile([]byte(c.lua))
+		var res result
+		if ref == nil {
+			res = p.run([]string{"k"}, c.argv, &State{Now: now, Keys: map[string]Item{}}, maxSteps)
+			ref = res.ref
+		}
+		name := c.lua
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		if ref == nil {
+			t.Errorf("%s: ran, replied %v", name, res.reply)
+			continue
+		}
+		if !strings.Contains(ref.reason, c.want) || ref.kind != c.kind {
+			t.Errorf("%s: refused (%d) %q; want (%d) %q", name, ref.kind, ref.reason, c.kind, c.want)
+		}
+	}
+}
+
+// A run cannot see what an earlier run of the same interpreter did.
+func TestRunsAreIsolated(t *testing.T) {
+	r := newRunner()
+	defer r.close()
+	p, _ := compile([]byte(`if string.sub == nil then return 'saw a change' end
+string.sub = nil
+getmetatable('').__index.len = nil
+rawset(_G, 'leak', 1)
+redis.call = nil
+return 'changed'`))
+	q, _ := compile([]byte(`if rawget(_G, 'leak') or string.len == nil or redis.call == nil or ('x'):len() ~= 1 then return 'leaked' end return 'clean'`))
+	st := &State{Now: now, Keys: map[string]Item{}}
+	for i := 0; i < 2; i++ {
+		if res := p.runOn(r, []string{"k"}, nil, st, maxSteps); res.ref != nil || string(res.reply.Str) != "changed" {
+			t.Fatalf("run %d: %v %v", i, res.reply, res.ref)
+		}
+		if res := q.runOn(r, []string{"k"}, nil, st, maxSteps); res.ref != nil || string(res.reply.Str) != "clean" {
+			t.Fatalf("after run %d: %v %v", i, res.reply, res.ref)
+		}
+	}
+}
+
+// A run works on a copy: the probe state it was given is unchanged.
+func TestRunLeavesItsStateAlone(t *testing.T) {
+	st := &State{Now: now, Keys: map[string]Item{"k": {Value: "v", At: now + 10}}}
+	res := runText(t, "return redis.call('del', KEYS[1])", nil, st)
+	if res.reply.Int != 1 || len(res.state.Keys) != 0 || len(st.Keys) != 1 {
+		t.Fatalf("reply %v, after %v, before %v", res.reply, res.state.Keys, st.Keys)
+	}
+}
+
+func itoa(n int64) string { return resp.IntValue(n).String()[1:] }
