@@ -208,8 +208,8 @@ func splitCall(s string) ([]string, []string) {
 func TestRefusalsNameTheProbe(t *testing.T) {
 	for _, c := range []struct {
 		name, text, call string
-		want           []string
-		noTTL          bool
+		want             []string
+		noTTL            bool
 	}{
 		{"release that deletes another owner's lock", `if redis.call('get', KEYS[1]) then return redis.call('del', KEYS[1]) end return 0`, "k -- tok",
 			[]string{"holding another value", "deleted KEYS[1]", "must leave a key held by another owner alone"}, false},

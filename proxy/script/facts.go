@@ -14,7 +14,6 @@ type Fact struct {
 	Class   *Class // Spec parsed (by Facts)
 }
 
-
 // Reply conventions shared by many libraries.
 const (
 	release10    = "release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
