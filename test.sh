@@ -53,7 +53,7 @@ echo "== go test -race (unit and integration)"
 go test -race -count=1 -timeout 10m ./...
 
 echo "== fuzz (${FUZZTIME} each)"
-for target in ./internal/resp:FuzzReader ./proxy/script:FuzzNormalize ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do
+for target in ./internal/resp:FuzzReader ./proxy/script:FuzzClassify ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do
   pkg=${target%%:*}; fn=${target##*:}
   go test -run=NONE -fuzz="^${fn}\$" -fuzztime="$FUZZTIME" "$pkg"
 done

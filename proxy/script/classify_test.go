@@ -195,6 +195,9 @@ return n`, "a b c -- t1",
 			if got.Spec() != c.want {
 				t.Fatalf("classified as\n  %s\nwant\n  %s", got.Spec(), c.want)
 			}
+			if back, err := ParseSpec(got.Spec()); err != nil || back.Spec() != c.want {
+				t.Fatalf("spec parses back as %v, %v", back, err)
+			}
 		})
 	}
 }

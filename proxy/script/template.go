@@ -250,7 +250,8 @@ func (p *tparser) space() {
 	}
 }
 
-// text reads a quoted string or a plain run up to ',' or ']'.
+// text reads a quoted string, or a plain run up to a ',' or ']' outside
+// brackets (ARGV[2] is one word).
 func (p *tparser) text() (string, error) {
 	if p.i < len(p.s) && p.s[p.i] == '"' {
 		rest := p.s[p.i:]
@@ -261,9 +262,18 @@ func (p *tparser) text() (string, error) {
 		p.i += len(q)
 		return strconv.Unquote(q)
 	}
-	j := p.i
-	for p.i < len(p.s) && p.s[p.i] != ',' && p.s[p.i] != ']' {
-		p.i++
+	j, depth := p.i, 0
+	for ; p.i < len(p.s); p.i++ {
+		c := p.s[p.i]
+		if c == ',' && depth == 0 || c == ']' && depth == 0 {
+			break
+		}
+		switch c {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		}
 	}
 	return strings.TrimSpace(p.s[j:p.i]), nil
 }

@@ -1,0 +1,87 @@
+package script
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
+)
+
+// FuzzClassify: for any text and arguments, compiling and classifying
+// never panics and stays within the sandbox's budget; a classification
+// prints and parses back to itself, and the script, run in the sandbox on
+// further states and arguments drawn from the probes' own vocabulary,
+// never does other than its role says or replies other than its templates.
+func FuzzClassify(f *testing.F) {
+	for _, s := range libscripts.Styles() {
+		a := append(s.Argv, "", "", "")
+		f.Add(s.Text, uint8(3*len(s.Argv)), a[0], a[1], a[2], int64(1))
+	}
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 20; i++ {
+		f.Add(randomScript(rng), uint8(1), "tok-a", "30000", "", int64(i))
+	}
+	f.Add(libscripts.BatchAcquire, uint8(3), "a", "b", "9000", int64(2))
+	for _, s := range []string{"", "return", "return {", "while true do end", "return redis.call('incr', KEYS[1])",
+		"local t = {} t[1] = t return t", "return string.rep('x', 1e9)", "return ARGV[1] .. ARGV[2]"} {
+		f.Add(s, uint8(2), "x", "1", "2", int64(0))
+	}
+
+	f.Fuzz(func(t *testing.T, text string, nk uint8, a1, a2, a3 string, seed int64) {
+		keys := []string{"k:1", "k:2", "k:3"}[:1+int(nk%3)]
+		argv := []string{a1, a2, a3}[:int(nk/3%4)%4]
+		if len(argv) > 3 {
+			argv = argv[:3]
+		}
+		p, ref := Compile([]byte(text))
+		if ref != nil {
+			return
+		}
+		cl, ref := Classify(p, keys, argv)
+		if ref != nil {
+			if ref.Reason == "" {
+				t.Fatalf("a refusal without a reason")
+			}
+			return
+		}
+		back, err := ParseSpec(cl.Spec())
+		if err != nil || back.Spec() != cl.Spec() {
+			t.Fatalf("spec %q parses back as %v, %v", cl.Spec(), back, err)
+		}
+		c := &classifier{p: p, keys: keys, argv: argv, left: classifyBudget}
+		defer func() {
+			if c.r != nil {
+				c.r.close()
+			}
+		}()
+		rng := rand.New(rand.NewSource(seed))
+		for i := 0; i < 12; i++ {
+			a := slices.Clone(argv)
+			if cl.Tokens != nil && rng.Intn(2) == 0 {
+				alt := tokenAlts[rng.Intn(len(tokenAlts))]
+				for _, t := range cl.Tokens {
+					a[t] = alt
+				}
+			}
+			v := argVariant{keys: keys, argv: a, full: true}
+			states := c.states(cl, v)
+			// Mix the battery's per-key states across keys.
+			specs := make([]keySpec, len(keys))
+			for k := range specs {
+				specs[k] = states[rng.Intn(len(states))][k]
+			}
+			s, ref := c.check(cl, keys, a, specs, describe(keys, a, argv, specs, nil))
+			if ref != nil {
+				if ref.kind == refuseBudget {
+					return
+				}
+				t.Fatalf("%s\nclassified as %s, but %s", text, cl.Spec(), ref.reason)
+			}
+			tm := cl.Replies[s.sit.Case]
+			if tm == nil || !tm.Fill(s.sit).Equal(s.reply) {
+				t.Fatalf("%s\nclassified as %s, but %s it replied %v (case %s)", text, cl.Spec(), s.probe, s.reply, s.sit.Case)
+			}
+		}
+	})
+}
