@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 // fakeBackends answers at once, as healthy Redis masters would, so the
@@ -24,6 +25,8 @@ func (f fakeBackends) N() int { return f.n }
 func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
 	v := resp.IntValue(1)
 	switch {
+	case script.IsReference(sc):
+		v = referenceHeld(cmd)
 	case bytes.Contains(cmd, []byte("SET")):
 		v = resp.OK
 	case bytes.Contains(cmd, []byte("GET")):
@@ -41,6 +44,27 @@ func (f fakeBackends) Undo(node int, now []byte, nowScript *resp.Script, later [
 }
 
 func (f fakeBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
+
+// referenceHeld answers a reference script as a backend where every key
+// holds the caller's token with 1000 ms left, and the role acted.
+func referenceHeld(cmd []byte) resp.Value {
+	rd := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{})
+	c, err := rd.Read()
+	if err != nil || len(c.Elems) < 9 {
+		return resp.ErrorValue("ERR bad reference call")
+	}
+	nkeys, _ := resp.ParseInt(c.Elems[2].Str)
+	argv := c.Elems[3+nkeys:]
+	if string(argv[0].Str) == "0" {
+		return resp.IntValue(1 + 2*int64(script.CaseOwn))
+	}
+	out := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.IntValue(1)}}
+	for k := int64(0); k < nkeys; k++ {
+		tok := argv[len(argv)-int(nkeys)+int(k)].Str
+		out.Elems = append(out.Elems, resp.IntValue(int64(script.CaseOwn)), resp.IntValue(1000), resp.BulkValue(tok), resp.IntValue(1000))
+	}
+	return out
+}
 
 // fakeConn feeds a client input in small chunks and collects its output.
 type fakeConn struct {

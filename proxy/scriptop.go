@@ -506,6 +506,12 @@ func cmdScript(c *client, args [][]byte) {
 func explain(c *client, target []byte, call [][]byte) resp.Value {
 	reg := c.s.cfg.Scripts
 	e := reg.BySha(target)
+	if e == nil && isSha1(target) {
+		return resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
+			resp.BulkValue([]byte("script " + string(toLower(target)))),
+			resp.BulkValue([]byte("not known here: send its text by EVAL or SCRIPT LOAD (or give the text to SCRIPT EXPLAIN)")),
+		}}
+	}
 	if e == nil {
 		e = reg.Load(target, false)
 	}
@@ -552,4 +558,16 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		v.Elems = append(v.Elems, resp.BulkValue([]byte(l)))
 	}
 	return v
+}
+
+func isSha1(b []byte) bool {
+	if len(b) != 40 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }

@@ -213,3 +213,12 @@ func (c *Class) referenceArgs(keys, argv []string, a CallArgs) []string {
 	}
 	return out
 }
+
+// IsReference reports whether sc is one of the reference scripts.
+func IsReference(sc *resp.Script) bool {
+	switch sc {
+	case refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery:
+		return true
+	}
+	return false
+}

@@ -840,3 +840,19 @@ func smallSpec(s string) bool {
 	}
 	return len(s) <= 8
 }
+
+// Eval runs a script once in the sandbox against a model state and
+// returns its reply and the state after it (a copy): a model Redis for
+// tests that need backends without a network. Everything the sandbox
+// refuses is an error.
+func Eval(body []byte, keys, argv []string, st *State) (resp.Value, *State, error) {
+	p, ref := compile(body)
+	if ref != nil {
+		return resp.Value{}, st, errors.New(ref.reason)
+	}
+	res := p.run(keys, argv, st, maxSteps)
+	if res.ref != nil {
+		return resp.Value{}, st, errors.New(res.ref.reason)
+	}
+	return res.reply, res.state, nil
+}
