@@ -9,8 +9,12 @@
 //     validity (TTL minus elapsed minus drift) is still positive; otherwise
 //     it replies nil and compare-and-deletes the token on every backend that
 //     did not refuse, after the SET on that backend's connection;
-//   - a release or extend script succeeds only when a majority did it; the
-//     client sees the reply its library expects from one Redis;
+//   - a lock script is classified by what it does (package script) and
+//     runs as its role: the proxy's own script for the role on every
+//     backend, never the client's text; it succeeds only when a majority
+//     did it (with validity left, for acquire and extend); a failed
+//     acquire is undone, a failed extend never; the client sees the reply
+//     its script gives on one Redis in the majority's state;
 //   - GET, PTTL, TTL and DEL answer from the majority state;
 //   - malformed input gets Redis's own error wording and closes only that
 //     connection; replies to pipelined commands come back in order;

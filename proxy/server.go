@@ -26,10 +26,11 @@ type Config struct {
 	MaxClients     int              // connected clients (default 10000)
 	IdleTimeout    time.Duration    // close a client idle this long (default 0: never)
 	WriteTimeout   time.Duration    // give up on a client that does not read its replies (default 10s)
-	Scripts        *script.Registry // recognised lock scripts (default: the built-ins)
-	// VoteUnknownScripts runs scripts the registry does not know on every
-	// backend and replies what a majority answer (default: refuse them).
-	// Safe only for scripts that keep their state in the keys they are given.
+	Scripts        *script.Registry // lock scripts: classifications, library facts, declarations (default: the facts)
+	// VoteUnknownScripts runs scripts the classifier refuses (except those
+	// seen writing without an expiry) on every backend and replies what a
+	// majority answer (default: refuse them). Safe only for scripts that
+	// keep their state in the keys they are given.
 	VoteUnknownScripts bool
 	Logger             *slog.Logger
 	Observer           Observer

@@ -38,7 +38,6 @@ type Entry struct {
 	classes atomic.Pointer[[]*Class] // classifications, copy-on-write
 
 	mu       sync.Mutex
-	prog     *Program
 	progRef  *Refusal
 	refusals map[string]*Refusal // by call shape and argument values
 	refused  *Refusal            // set when maxRefusalsPerScript was reached
@@ -213,14 +212,23 @@ func (r *Registry) BySha(sha []byte) *Entry {
 	return r.bySha[string(buf[:])]
 }
 
-// program compiles the entry's text once.
+// program compiles the entry's text. The compiled program is not kept
+// (it is needed only while classifying, and is several times the text's
+// size); a text that does not compile is remembered as refused.
 func (e *Entry) program() (*Program, *Refusal) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.prog == nil && e.progRef == nil {
-		e.prog, e.progRef = Compile(e.Body)
+	ref := e.progRef
+	e.mu.Unlock()
+	if ref != nil {
+		return nil, ref
 	}
-	return e.prog, e.progRef
+	p, ref := Compile(e.Body)
+	if ref != nil {
+		e.mu.Lock()
+		e.progRef = ref
+		e.mu.Unlock()
+	}
+	return p, ref
 }
 
 // Check compiles the script and runs it once on a typical call, to refuse
