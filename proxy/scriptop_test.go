@@ -33,7 +33,7 @@ func newModelBackends(n int) *modelBackends {
 	return m
 }
 
-func (m *modelBackends) N() int                   { return len(m.states) }
+func (m *modelBackends) N() int                  { return len(m.states) }
 func (m *modelBackends) Status() []BackendStatus { return make([]BackendStatus, len(m.states)) }
 
 func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
@@ -131,7 +131,6 @@ func evalArgs(text string, keys []string, argv ...string) []string {
 	a := append([]string{"EVAL", text, itoa(int64(len(keys)))}, keys...)
 	return append(a, argv...)
 }
-
 
 func modelServer(n int) (*Server, *modelBackends) {
 	m := newModelBackends(n)
