@@ -218,7 +218,7 @@ func (o *op) scriptVote(v resp.Value) quorum.Vote {
 // acted reads the acted flag of a well-formed reference reply.
 func (o *op) acted(v resp.Value) (bool, bool) {
 	if !o.sc.detailed {
-		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int < 16
+		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 <= int64(script.CaseOtherLowTTL)
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
 		return false, false
