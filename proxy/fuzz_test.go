@@ -49,13 +49,15 @@ func (f fakeBackends) Status() []BackendStatus { return make([]BackendStatus, f.
 // holds the caller's token with 1000 ms left, and the role acted. It reads
 // the command in place, without allocating (the benchmarks use it).
 func referenceHeld(cmd []byte) resp.Value {
-	nkeys, _ := resp.ParseInt(cmdArg(cmd, 2))
-	if string(cmdArg(cmd, 3+int(nkeys))) == "0" {
+	nk, _ := resp.ParseInt(cmdArg(cmd, 2)) // lock keys and their companions
+	argv := 3 + int(nk)
+	if string(cmdArg(cmd, argv)) == "0" {
 		return resp.IntValue(1 + 2*int64(script.CaseOwn))
 	}
+	nkeys, _ := resp.ParseInt(cmdArg(cmd, argv+6))
 	out := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.IntValue(1)}}
 	for k := int64(0); k < nkeys; k++ {
-		tok := cmdArg(cmd, 3+int(nkeys)+6+int(k))
+		tok := cmdArg(cmd, argv+8+int(k))
 		out.Elems = append(out.Elems, resp.IntValue(int64(script.CaseOwn)), resp.IntValue(1000), resp.BulkValue(tok), resp.IntValue(1000))
 	}
 	return out

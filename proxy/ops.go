@@ -348,6 +348,9 @@ func (o *op) final(now time.Time) resp.Value {
 // ttlReply is a TTL read's remaining validity as of now, in the reply's
 // unit, rounded down: never more than remains.
 func (o *op) ttlReply(now time.Time) resp.Value {
+	if o.kind == opScript {
+		return o.scriptReplyAt(o.sc.success, now)
+	}
 	if o.remaining == quorum.NoExpiry {
 		return resp.IntValue(-1)
 	}

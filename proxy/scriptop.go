@@ -23,6 +23,8 @@ type scriptCall struct {
 	lowMs    int64    // least PTTL that is not "too little", or 0
 	keys     [][]byte // copies, kept only when a reply template shows them
 	argv     [][]byte
+	success  bool        // the decision, for a reply filled again as it leaves
+	caseAt   script.Case // the case the reply was filled in
 }
 
 // undoPerKeyScript undoes an acquire whose keys have different tokens:
@@ -86,6 +88,10 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 		c.replyErr(msgNumkeysTooBig)
 		return
 	}
+	if reservedKey(args, 3, 2+int(numkeys), 1) {
+		c.replyErr(msgReservedKey)
+		return
+	}
 	keys := args[3 : 3+numkeys]
 	argv := args[3+numkeys:]
 	cl := e.Lookup(len(keys), argv)
@@ -141,6 +147,14 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		}
 		a.TTLms = ttl.Milliseconds()
 	}
+	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
+		for k := range keys {
+			if tok := cl.TokensOf(argv, len(keys))[k]; len(tok) > c.s.cfg.Limits.MaxToken {
+				c.replyErr(msgTokenTooLong(len(tok), c.s.cfg.Limits.MaxToken))
+				return
+			}
+		}
+	}
 	low, ok := cl.Threshold(argv)
 	if !ok {
 		c.replyErr(msgNotInteger)
@@ -149,6 +163,8 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.LowMs = low
 	a.CapMs = c.s.cfg.MaxTTL.Milliseconds()
 	a.Detailed = cl.Detailed(len(keys))
+	a.MaxValue = c.s.cfg.Limits.MaxToken
+	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
 
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opScript, c.done)
@@ -250,6 +266,18 @@ func (o *op) decideQueryLocked() bool {
 	}
 	o.result = o.scriptReplyLocked(true)
 	return true
+}
+
+// scriptReplyLocked is the reply to the client at the decision; a reply
+// that shows a TTL is filled again when it leaves (ttlReply), so that it
+// never reports more than remains.
+func (o *op) scriptReplyLocked(success bool) resp.Value {
+	o.sc.success = success
+	v := o.scriptReplyAt(success, time.Now())
+	if t := o.sc.class.Replies[o.sc.caseAt]; t != nil && t.Timed() {
+		o.timed = true
+	}
+	return v
 }
 
 // keyObs is what one backend said of one key.
@@ -370,12 +398,12 @@ func (o *op) validityLeft(p int64, elapsed time.Duration) int64 {
 	return o.e.timing.RemainingValidity(time.Duration(p)*time.Millisecond, elapsed).Milliseconds()
 }
 
-// scriptReplyLocked is the reply the client's script would have given on
-// one Redis holding the majority's state, consistent with the decision.
-func (o *op) scriptReplyLocked(success bool) resp.Value {
+// scriptReplyAt is the reply the client's script would have given on one
+// Redis holding the majority's state at now, consistent with the decision.
+func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 	cl := o.sc.class
-	elapsed := time.Since(o.t1)
-	sit := script.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv}
+	elapsed := now.Sub(o.t1)
+	sit := script.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv, RoundDown: true}
 	var focus keyObs
 	if o.sc.nkeys == 1 {
 		focus, _ = o.majorityKey(0, elapsed)
@@ -400,8 +428,9 @@ func (o *op) scriptReplyLocked(success bool) resp.Value {
 		// The majority's state says otherwise than the vote (a split, a
 		// lock granted too late): take the case most backends that voted
 		// the decision's way were in.
-		sit.Case, sit.Focus, focus = o.fallbackCase(success)
+		sit.Case, sit.Focus, focus = o.fallbackCase(success, elapsed)
 	}
+	o.sc.caseAt = sit.Case
 	sit.PTTL, sit.PTTLAfter = focus.pttl, focus.after
 	sit.Value, sit.HasValue = focus.value, focus.hasValue
 	t := cl.Replies[sit.Case]
@@ -414,7 +443,7 @@ func (o *op) scriptReplyLocked(success bool) resp.Value {
 // fallbackCase picks the case, among those whose outcome matches the
 // decision, that the most counted backends were in; with none, the role's
 // usual case for that outcome.
-func (o *op) fallbackCase(success bool) (script.Case, int, keyObs) {
+func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int, keyObs) {
 	cl := o.sc.class
 	var counts [8]int
 	var focus [8]int
@@ -437,8 +466,8 @@ func (o *op) fallbackCase(success bool) (script.Case, int, keyObs) {
 		if counts[cs] == 0 {
 			focus[cs] = f
 			first[cs], _ = o.obs(i, f)
-			first[cs].pttl = o.validityLeft(first[cs].pttl, time.Since(o.t1))
-			first[cs].after = o.validityLeft(first[cs].after, time.Since(o.t1))
+			first[cs].pttl = o.validityLeft(first[cs].pttl, elapsed)
+			first[cs].after = o.validityLeft(first[cs].after, elapsed)
 		}
 		counts[cs]++
 	}

@@ -36,6 +36,10 @@ func newModelBackends(n int) *modelBackends {
 func (m *modelBackends) N() int                  { return len(m.states) }
 func (m *modelBackends) Status() []BackendStatus { return make([]BackendStatus, len(m.states)) }
 
+func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int) {
+	m.Send(node, cmd, sc, rcv, tag, time.Time{})
+}
+
 func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
 	m.mu.Lock()
 	if m.down[node] {

@@ -2,6 +2,7 @@ package script
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"math/rand"
 	"net"
@@ -335,5 +336,46 @@ func TestClassifiedScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 	for _, s := range scripts {
 		cl := mustClassify(t, s.Text, s.Keys, s.Argv)
 		checkOracle(t, r, rng, s.Text, cl, s.Keys, s.Argv, 40)
+	}
+}
+
+// With companion keys (the proxy's fencing state beside a lock), an
+// extend re-arms each companion with its lock; nothing else touches them.
+func TestReferenceExtendRearmsCompanions(t *testing.T) {
+	r := startRedis(t)
+	run := func(spec string, argv []string) []keyState {
+		cl := MustSpec(spec)
+		r.do("FLUSHALL")
+		r.do("SET", "k", "tok", "PX", "10000")
+		r.do("SET", "c:k", "state", "PX", "10000")
+		ttl, _ := cl.TTL(strArgs(argv))
+		b := cl.AppendReference(nil, strArgs([]string{"k"}), strArgs(argv), CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Companion: "c:"})
+		rd := resp.NewReader(bufio.NewReader(bytes.NewReader(b)), resp.ReaderLimits{})
+		cmd, _ := rd.Read()
+		args := []string{"EVAL", string(cl.Reference().Body)}
+		for _, e := range cmd.Elems[2:] {
+			args = append(args, string(e.Str))
+		}
+		r.do(args...)
+		return r.state([]string{"k", "c:k"})
+	}
+	extend := "extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
+	if s := run(extend, []string{"tok", "30000"}); s[0].pttl < 29000 || s[1].pttl < 29000 {
+		t.Fatalf("extend: lock and companion %+v; want both re-armed to 30000", s)
+	}
+	adding := `extend keys=1 args=3 token=1 ttl=2ms additive control=3:"0"; missing: 0; own: 1; own-no-ttl: 0; other: 0; other-no-ttl: 0`
+	if s := run(adding, []string{"tok", "5000", "0"}); s[0].pttl < 14000 || s[1].pttl < 14000 || s[1].pttl > 15000 {
+		t.Fatalf("adding extend: %+v; want both at 15000", s)
+	}
+	if s := run(extend, []string{"other", "30000"}); s[0].pttl > 10000 || s[1].pttl > 10000 {
+		t.Fatalf("extend by another token re-armed something: %+v", s)
+	}
+	eoa := "extend-or-acquire keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: 1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
+	if s := run(eoa, []string{"tok", "30000"}); s[0].pttl < 29000 || s[1].pttl < 29000 {
+		t.Fatalf("extend-or-acquire of the caller's lock: %+v; want both re-armed", s)
+	}
+	release := "release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
+	if s := run(release, []string{"tok"}); s[0].exists || !s[1].exists {
+		t.Fatalf("release: %+v; want the lock gone, its companion left to expire", s)
 	}
 }

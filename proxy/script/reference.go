@@ -17,20 +17,26 @@ import (
 //   - detailed: {acted, then per key: case, PTTL before, value or nil,
 //     PTTL after}.
 //
+// KEYS: the n lock keys, then (extend and extend-or-acquire, when the
+// proxy keeps state beside its locks) one companion key per lock key,
+// which lives exactly as long as its lock: an extend re-arms it too.
+//
 // ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
 // token), [3] least PTTL in ms that is not "too little" (0: no minimum),
 // [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
-// key without TTL), [6] longest TTL in ms an added TTL may reach, then one
-// token per key (none for a query without token).
+// key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
+// [8] longest value a detailed answer brings back (a longer one comes back
+// as nil), then one token per key (none for a query without token).
 
 const refPrelude = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
 local additive, nottl = flags % 2 == 1, flags % 4 >= 2
 local cs, pts, vs = {}, {}, {}
-for i = 1, #KEYS do
+for i = 1, n do
   local v = redis.call('get', KEYS[i])
   local pt = redis.call('pttl', KEYS[i])
-  local t = ARGV[6 + i]
+  local t = ARGV[8 + i]
   local c = 0
   if v then
     c = 4
@@ -42,49 +48,55 @@ end
 local function reply(acted)
   if not detail then return acted + 2 * cs[1] end
   local out = {acted}
-  for i = 1, #KEYS do
+  for i = 1, n do
     out[#out + 1] = cs[i]
     out[#out + 1] = pts[i]
-    out[#out + 1] = vs[i]
+    if vs[i] and #vs[i] > maxv then out[#out + 1] = false else out[#out + 1] = vs[i] end
     out[#out + 1] = redis.call('pttl', KEYS[i])
   end
   return out
+end
+-- rearm sets lock key i's TTL, and its companion's.
+local function rearm(i, ms)
+  redis.call('pexpire', KEYS[i], ms)
+  if #KEYS > n then redis.call('pexpire', KEYS[n + i], ms) end
 end
 `
 
 // Reference scripts by role.
 var (
-	refAcquire = resp.NewScript([]byte("-- redlock-proxy acquire: every key is free, then take them all\n" + refPrelude + `for i = 1, #KEYS do
+	refAcquire = resp.NewScript([]byte("-- redlock-proxy acquire: every key is free, then take them all\n" + refPrelude + `for i = 1, n do
   if cs[i] ~= 0 then return reply(0) end
 end
-for i = 1, #KEYS do
-  redis.call('set', KEYS[i], ARGV[6 + i], 'PX', ttl)
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[8 + i], 'PX', ttl)
 end
 return reply(1)`))
 
 	refRelease = resp.NewScript([]byte("-- redlock-proxy release: delete each key that holds its token\n" + refPrelude + `local all = 1
-for i = 1, #KEYS do
+for i = 1, n do
   if cs[i] == 1 or cs[i] == 2 then redis.call('del', KEYS[i]) else all = 0 end
 end
 return reply(all)`))
 
-	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all\n" + refPrelude + `for i = 1, #KEYS do
+	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all\n" + refPrelude + `for i = 1, n do
   local c = cs[i]
   if not (c == 1 or (c == 2 and nottl and not additive)) then return reply(0) end
   if additive and pts[i] + ttl > cap then return reply(0) end
 end
-for i = 1, #KEYS do
-  if additive then
-    redis.call('pexpire', KEYS[i], pts[i] + ttl)
-  else
-    redis.call('pexpire', KEYS[i], ttl)
-  end
+for i = 1, n do
+  if additive then rearm(i, pts[i] + ttl) else rearm(i, ttl) end
 end
 return reply(1)`))
 
 	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it if it holds the token\n" + refPrelude + `local c = cs[1]
-if c == 0 or c == 1 or (c == 2 and nottl) then
-  redis.call('set', KEYS[1], ARGV[7], 'PX', ttl)
+if c == 0 then
+  redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
+  return reply(1)
+end
+if c == 1 or (c == 2 and nottl) then
+  redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
+  if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ttl) end
   return reply(1)
 end
 return reply(0)`))
@@ -147,6 +159,12 @@ func (t *Template) uses(srcs ...Source) bool {
 type CallArgs struct {
 	TTLms, LowMs, CapMs int64
 	Detailed            bool
+	// MaxValue bounds the values a detailed answer brings back (0: the
+	// size of a lock token, 1 KiB).
+	MaxValue int
+	// Companion, when set, names each lock key's companion: Companion
+	// followed by the key. Extends re-arm it with the lock.
+	Companion string
 }
 
 // AppendReference encodes EVALSHA of the class's reference script for a
@@ -156,12 +174,31 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	dst = resp.AppendArrayHeader(dst, 3+len(keys)+6+ntok)
+	companions := a.Companion != "" && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
+	nk := len(keys)
+	if companions {
+		nk *= 2
+	}
+	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok)
 	dst = resp.AppendBulkString(dst, "EVALSHA")
 	dst = resp.AppendBulkString(dst, c.Reference().Sha)
-	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
+	}
+	if companions {
+		for _, k := range keys {
+			dst = append(dst, '$')
+			dst = strconv.AppendInt(dst, int64(len(a.Companion)+len(k)), 10)
+			dst = append(dst, '\r', '\n')
+			dst = append(dst, a.Companion...)
+			dst = append(dst, k...)
+			dst = append(dst, '\r', '\n')
+		}
+	}
+	maxv := int64(a.MaxValue)
+	if maxv <= 0 {
+		maxv = 1 << 10
 	}
 	detail := int64(0)
 	if a.Detailed {
@@ -174,7 +211,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.NoTTLActs {
 		flags |= 2
 	}
-	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, a.CapMs} {
+	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, a.CapMs, int64(len(keys)), maxv} {
 		dst = resp.AppendBulkInt(dst, n)
 	}
 	for k := 0; k < ntok; k++ {

@@ -55,7 +55,15 @@ type Situation struct {
 	NKeys     int
 	Keys      [][]byte // needed only by SrcKey and SrcFocusKey
 	Argv      [][]byte // needed only by SrcArg
+	// RoundDown makes TTLs in seconds round down, as the proxy reports
+	// what remains of a majority's validity (never more than remains),
+	// where one Redis rounds to the nearest second.
+	RoundDown bool
 }
+
+// Timed reports whether the template shows a TTL (which the proxy fills
+// as the reply leaves).
+func (t *Template) Timed() bool { return t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter) }
 
 // NeedsArgs reports whether filling the template reads the call's keys or
 // arguments (which the proxy then keeps).
@@ -110,9 +118,12 @@ func (t *Template) eval(s *Situation) (resp.Value, bool) {
 	return resp.Nil, true
 }
 
-func ttlSeconds(p int64) int64 {
-	if p < 0 {
+func ttlSeconds(p int64, down bool) int64 {
+	switch {
+	case p < 0:
 		return p
+	case down:
+		return p / 1000
 	}
 	return (p + 500) / 1000
 }
@@ -126,11 +137,11 @@ func (t *Template) intOf(s *Situation) (int64, bool) {
 	case SrcPTTL:
 		return s.PTTL, true
 	case SrcTTL:
-		return ttlSeconds(s.PTTL), true
+		return ttlSeconds(s.PTTL, s.RoundDown), true
 	case SrcPTTLAfter:
 		return s.PTTLAfter, true
 	case SrcTTLAfter:
-		return ttlSeconds(s.PTTLAfter), true
+		return ttlSeconds(s.PTTLAfter, s.RoundDown), true
 	case SrcIndex:
 		return int64(s.Focus + 1), true
 	case SrcCount:
