@@ -94,7 +94,7 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 	}
 	keys := args[3 : 3+numkeys]
 	argv := args[3+numkeys:]
-	cl := e.Lookup(len(keys), argv)
+	cl := e.Lookup(keys, argv)
 	if cl == nil {
 		if e.Body == nil {
 			// Known by a library fact for other arguments: the client
@@ -116,6 +116,7 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			return
 		}
 	}
+	keys, argv = cl.Split(keys, argv)
 	startClassOp(c, cl.Role.String(), cl, keys, argv)
 }
 
@@ -553,7 +554,7 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			return resp.ErrorValue("ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys")
 		}
 		keys, argv := call[1:1+numkeys], call[1+numkeys:]
-		cl := e.Lookup(len(keys), argv)
+		cl := e.Lookup(keys, argv)
 		var ref *script.Refusal
 		if cl == nil {
 			cl, ref = reg.Classify(e, keys, argv)

@@ -73,7 +73,7 @@ func TestScriptConfigDeclared(t *testing.T) {
 	if e == nil {
 		t.Fatalf("the declared text's sha1 is unknown")
 	}
-	cl := e.Lookup(1, args("30", "tok"))
+	cl := e.Lookup(args("k"), args("30", "tok"))
 	if cl == nil {
 		t.Fatalf("no classification for a call of the declared script")
 	}
@@ -85,11 +85,11 @@ func TestScriptConfigDeclared(t *testing.T) {
 		t.Errorf("TTL = %v, %v; want 30s", ttl, ok)
 	}
 	e = r.BySha([]byte(strings.Repeat("ab", 20)))
-	if e == nil || e.Lookup(1, args("tok")).Spec() != "release keys=1 args=any token=1; missing: -1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0" {
+	if e == nil || e.Lookup(args("k"), args("tok")).Spec() != "release keys=1 args=any token=1; missing: -1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0" {
 		t.Errorf("declared release by sha1 = %v", e)
 	}
 	e = r.BySha([]byte(strings.Repeat("CD", 20)))
-	if got := e.Lookup(1, args("tok")).Spec(); got != `ttl keys=1 args=any token=1; missing: -ERROR; own: ttl; own-no-ttl: ttl; other: -ERROR; other-no-ttl: -ERROR` {
+	if got := e.Lookup(args("k"), args("tok")).Spec(); got != `ttl keys=1 args=any token=1; missing: -ERROR; own: ttl; own-no-ttl: ttl; other: -ERROR; other-no-ttl: -ERROR` {
 		t.Errorf("declared ttl query = %s", got)
 	}
 }

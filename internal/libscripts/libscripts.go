@@ -137,6 +137,23 @@ for (const k of ["lockScript", "extendScript", "unlockScript"]) out["redlock@4.2
 const R5 = require("redlock5").default; const r5 = new R5([{}]);
 for (const k of ["acquireScript", "extendScript", "releaseScript"]) out["redlock@5.0.0-beta.2 " + k] = r5.scripts[k].value;
 require("@sesamecare-oss/redlock/build/scripts").ensureCommands({ defineCommand: (n, o) => { out["@sesamecare-oss/redlock@1.4.0 " + n] = o.lua; } });
+const fs = require("fs");
+const text = (m) => fs.readFileSync("node_modules/" + m, "utf8");
+const bt = String.fromCharCode(96);
+// Template literals after head: [name before head on the line, text].
+const literals = (src, head) => {
+  const o = [];
+  for (let i = src.indexOf(head + bt); i >= 0; i = src.indexOf(head + bt, i + 1)) {
+    const s = i + head.length + 1;
+    const line = src.slice(src.lastIndexOf("\n", i) + 1, i);
+    o.push([line.trim(), src.slice(s, src.indexOf(bt, s))]);
+  }
+  return o;
+};
+out["redis-semaphore@5.8.0 Mutex release"] = literals(text("redis-semaphore/lib/mutex/release.js"), "createEval)(")[0][1];
+out["redis-semaphore@5.8.0 Mutex refresh"] = literals(text("redis-semaphore/lib/mutex/refresh.js"), "createEval)(")[0][1];
+for (const n of ["parityDel", "parityRelock"]) out["node-redis-warlock@1.0.2 " + n] = text("node-redis-warlock/lib/lua/" + n + ".lua");
+for (const [line, t] of literals(text("@microfleet/ioredis-lock/lib/scripts.js"), "= ")) out["@microfleet/ioredis-lock@6.0.1 " + line.split(" ")[2]] = t;
 console.log(JSON.stringify(out));`
 
 var nodeScripts = []struct{ name, call, fact string }{
@@ -149,11 +166,17 @@ var nodeScripts = []struct{ name, call, fact string }{
 	{"@sesamecare-oss/redlock@1.4.0 acquireLock", "a b c -- 0 tok-1 5000", "1b77b94aa78451d55dfa97e18819bfbfc596cb5b"},
 	{"@sesamecare-oss/redlock@1.4.0 extendLock", "a b c -- 0 tok-1 5000", "820e9778d2b6733e9ed771e4be90ae73a95a6f3b"},
 	{"@sesamecare-oss/redlock@1.4.0 releaseLock", "a b c -- 0 tok-1", "df51f6837dcfe303d334e6abea9aeae192bab216"},
+	{"redis-semaphore@5.8.0 Mutex release", "mutex:jobs -- id-1", "7157921a7cc7cfba979acf6d63f073151df17d12"},
+	{"redis-semaphore@5.8.0 Mutex refresh", "mutex:jobs -- id-1 10000", "594683e49a64ebaf975caf5f8079a1d097c438f1"},
+	{"node-redis-warlock@1.0.2 parityDel", "job:lock -- id-1", "5cc368fb92acd8fee3a986dc8e971d6cf28c3b44"},
+	{"node-redis-warlock@1.0.2 parityRelock", "job:lock 10000 id-1 --", "78d3bb55c589f1b2edf66f3527f5017f8dfcd6bb"},
+	{"@microfleet/ioredis-lock@6.0.1 delifequal", "lock:x -- id-1", "da225123b2af4a41136fdba7ffac1e045e344da1"},
+	{"@microfleet/ioredis-lock@6.0.1 pexpireifequal", "lock:x -- id-1 10000", "bf3108245472c550b02852e1e425128e5eb399c4"},
 }
 
-// Node returns the scripts of node-redlock 4 and 5 and
-// @sesamecare-oss/redlock from the npm packages in nodeDir (run `npm ci`
-// there first), read by Node.js itself.
+// Node returns the scripts of node-redlock 4 and 5, @sesamecare-oss/redlock,
+// redis-semaphore, node-redis-warlock and @microfleet/ioredis-lock from the
+// npm packages in nodeDir (run `npm ci` there first), read by Node.js.
 func Node(nodeDir string) ([]Script, error) {
 	cmd := exec.Command("node", "-e", nodeDump)
 	cmd.Dir = nodeDir

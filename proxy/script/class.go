@@ -101,8 +101,12 @@ func ParseCase(s string) (Case, error) {
 
 // Layout says where a script finds what a role needs.
 type Layout struct {
-	Keys int // number of keys the classification holds for
-	Args int // number of ARGV it holds for
+	Keys int // number of lock keys the classification holds for
+	Args int // number of arguments it holds for (KeyArgs and ARGV)
+	// KeyArgs is how many entries of KEYS after the lock keys are
+	// arguments, not keys (a library that passes its TTL and token in
+	// KEYS). Argument positions count them first, then ARGV.
+	KeyArgs int
 
 	// Tokens is the 0-based ARGV index of each key's token (one entry per
 	// key), or nil for a script that compares with no token.
@@ -222,19 +226,41 @@ func (c *Class) Threshold(argv [][]byte) (int64, bool) {
 	return n*int64(c.MinUnit/time.Millisecond) + c.MinOffset, true
 }
 
-// Matches reports whether a call with these arguments is covered by the
-// classification: same number of keys and arguments, same control values.
-func (c *Class) Matches(numkeys int, argv [][]byte) bool {
-	if (c.Keys != 0 && c.Keys != numkeys) || numkeys < 1 || (c.Args >= 0 && c.Args != len(argv)) {
+// Matches reports whether a call with these KEYS and ARGV is covered by
+// the classification: same number of keys and arguments, same control
+// values. It does not allocate.
+func (c *Class) Matches(keys, argv [][]byte) bool {
+	lock := len(keys) - c.KeyArgs
+	if (c.Keys != 0 && c.Keys != lock) || lock < 1 || (c.Args >= 0 && c.Args != len(argv)+c.KeyArgs) {
 		return false
 	}
 	for _, ct := range c.Controls {
-		if string(argv[ct.Arg]) != ct.Value {
+		a := ct.Arg - c.KeyArgs
+		v := []byte(nil)
+		if a < 0 {
+			v = keys[lock+ct.Arg]
+		} else if a < len(argv) {
+			v = argv[a]
+		}
+		if string(v) != ct.Value {
 			return false
 		}
 	}
 	return true
 }
+
+// Split returns a call's lock keys and its arguments (KeyArgs entries of
+// KEYS, then ARGV), allocating only when the class takes arguments in KEYS.
+func (c *Class) Split(keys, argv [][]byte) (lock, args [][]byte) {
+	if c.KeyArgs == 0 {
+		return keys, argv
+	}
+	n := len(keys) - c.KeyArgs
+	args = make([][]byte, 0, c.KeyArgs+len(argv))
+	return keys[:n], append(append(args, keys[n:]...), argv...)
+}
+
+func (c *Class) names() namer { return namer{lock: c.Keys, extra: c.KeyArgs} }
 
 // Explain renders the classification for SCRIPT EXPLAIN and logs.
 func (c *Class) Explain() []string {
@@ -242,7 +268,11 @@ func (c *Class) Explain() []string {
 	if c.Source != "" {
 		lines = append(lines, "source: "+c.Source)
 	}
-	lines = append(lines, fmt.Sprintf("holds for: %d key(s), %d argument(s)%s", c.Keys, c.Args, c.controlsText()))
+	holds := fmt.Sprintf("holds for: %d key(s), %d argument(s)", c.Keys, c.Args)
+	if c.KeyArgs > 0 {
+		holds = fmt.Sprintf("holds for: %d key(s), then %d argument(s) in KEYS and %d in ARGV", c.Keys, c.KeyArgs, c.Args-c.KeyArgs)
+	}
+	lines = append(lines, holds+c.controlsText())
 	lines = append(lines, "layout: "+c.layoutText())
 	for _, cs := range c.Cases() {
 		t := c.Replies[cs]
@@ -286,7 +316,7 @@ func (c *Class) controlsText() string {
 	}
 	var parts []string
 	for _, ct := range c.Controls {
-		parts = append(parts, fmt.Sprintf("ARGV[%d] = %s", ct.Arg+1, strconv.Quote(ct.Value)))
+		parts = append(parts, fmt.Sprintf("%s = %s", c.names().arg(ct.Arg), strconv.Quote(ct.Value)))
 	}
 	return " with " + strings.Join(parts, ", ")
 }
@@ -297,11 +327,11 @@ func (c *Class) layoutText() string {
 	case c.Tokens == nil:
 		parts = append(parts, "no token")
 	case c.uniformToken():
-		parts = append(parts, fmt.Sprintf("token ARGV[%d]", c.Tokens[0]+1))
+		parts = append(parts, "token "+c.names().arg(c.Tokens[0]))
 	default:
 		var ts []string
 		for k, t := range c.Tokens {
-			ts = append(ts, fmt.Sprintf("KEYS[%d]:ARGV[%d]", k+1, t+1))
+			ts = append(ts, fmt.Sprintf("KEYS[%d]:%s", k+1, c.names().arg(t)))
 		}
 		parts = append(parts, "tokens "+strings.Join(ts, " "))
 	}
@@ -311,7 +341,7 @@ func (c *Class) layoutText() string {
 	if c.writes() {
 		switch {
 		case c.TTLArg >= 0:
-			parts = append(parts, fmt.Sprintf("TTL ARGV[%d] in %s", c.TTLArg+1, unitName(c.TTLUnit)))
+			parts = append(parts, fmt.Sprintf("TTL %s in %s", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
 		default:
 			parts = append(parts, fmt.Sprintf("constant TTL %d ms", c.TTLConst.Milliseconds()))
 		}
@@ -321,7 +351,7 @@ func (c *Class) layoutText() string {
 		if c.MinOffset == 1 {
 			op = "<="
 		}
-		parts = append(parts, fmt.Sprintf("too late when PTTL %s ARGV[%d] (%s)", op, c.MinArg+1, unitName(c.MinUnit)))
+		parts = append(parts, fmt.Sprintf("too late when PTTL %s %s (%s)", op, c.names().arg(c.MinArg), unitName(c.MinUnit)))
 	}
 	if c.Role == RoleExtend || c.Role == RoleExtendOrAcquire {
 		if c.NoTTLActs {
@@ -356,7 +386,7 @@ func unitName(d time.Duration) string {
 // Equal reports whether two classifications say the same (their Source
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.Prefix != d.Prefix ||
+	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.KeyArgs != d.KeyArgs || c.Prefix != d.Prefix ||
 		c.TTLArg != d.TTLArg || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
 		(c.Tokens == nil) != (d.Tokens == nil) || len(c.Tokens) != len(d.Tokens) || len(c.Controls) != len(d.Controls) {
 		return false
@@ -425,6 +455,9 @@ func (c *Class) Spec() string {
 		return strconv.Itoa(n)
 	}
 	fmt.Fprintf(&b, " keys=%s args=%s", count(c.Keys), count(c.Args))
+	if c.KeyArgs > 0 {
+		fmt.Fprintf(&b, " keyargs=%d", c.KeyArgs)
+	}
 	if c.uniformToken() {
 		fmt.Fprintf(&b, " token=%d", c.Tokens[0]+1)
 	} else if c.Tokens != nil {
@@ -534,6 +567,8 @@ func ParseSpec(s string) (*Class, error) {
 			}
 		case "prefix":
 			c.Prefix, err = strconv.Atoi(v)
+		case "keyargs":
+			c.KeyArgs, err = strconv.Atoi(v)
 		case "ttl":
 			if ms, ok := strings.CutPrefix(v, "const:"); ok {
 				var n int64

@@ -42,11 +42,13 @@ const (
 )
 
 type classifier struct {
-	p    *Program
-	keys []string
-	argv []string
-	left int
-	r    *runner
+	p     *Program
+	keys  []string // the lock keys
+	argv  []string // the arguments: KEYS after the lock keys, then ARGV
+	extra int      // how many arguments come from KEYS
+	names namer
+	left  int
+	r     *runner
 }
 
 // Classify says what a script does for a call with these keys and
@@ -58,12 +60,60 @@ func Classify(p *Program, keys, argv []string) (*Class, *Refusal) {
 			c.r.close()
 		}
 	}()
-	cl, ref := c.classify()
+	cl, ref := c.lockKeys()
+	if ref == nil {
+		cl, ref = c.classify()
+	}
 	if ref != nil {
 		return nil, &Refusal{Sha: p.Sha, Reason: ref.reason, NoTTL: ref.kind == refuseNoTTL}
 	}
+	cl.KeyArgs = c.extra
 	cl.Source = "classified"
 	return cl, nil
+}
+
+// lockKeys finds which KEYS the script uses as keys: some libraries pass
+// arguments (a TTL, a token) in KEYS after the lock key. When only the
+// first m entries are ever given to a command, the rest are arguments.
+func (c *classifier) lockKeys() (*Class, *refusal) {
+	if len(c.keys) < 2 {
+		return nil, nil
+	}
+	used := map[string]bool{}
+	values := append(append([]string{}, c.keys...), c.argv...)
+	for i := -1; i < len(values); i++ {
+		st := &State{Now: now, Keys: map[string]Item{}}
+		if i >= 0 {
+			for _, k := range c.keys {
+				st.Keys[k] = Item{Value: values[i], At: now + ttlLong1}
+			}
+		}
+		if c.r == nil {
+			c.r = newRunner()
+		}
+		res := c.p.runOn(c.r, c.keys, c.argv, st, min(maxSteps, c.left))
+		c.left -= res.steps
+		if res.ref != nil || c.r.broken {
+			return nil, nil // the classification proper will say why
+		}
+		for k := range res.touched {
+			used[k] = true
+		}
+	}
+	m := 0
+	for i, k := range c.keys {
+		if used[k] {
+			m = i + 1
+		}
+	}
+	if m == 0 || m == len(c.keys) {
+		return nil, nil
+	}
+	c.extra = len(c.keys) - m
+	c.argv = append(append([]string{}, c.keys[m:]...), c.argv...)
+	c.keys = c.keys[:m]
+	c.names = namer{lock: m, extra: c.extra}
+	return nil, nil
 }
 
 func (c *classifier) classify() (*Class, *refusal) {
@@ -80,6 +130,9 @@ func (c *classifier) classify() (*Class, *refusal) {
 			return nil, refuse(refuseOther, "is given the key %s twice", strconv.Quote(short(k)))
 		}
 		seen[k] = true
+	}
+	if c.extra > 0 && len(c.keys) > 1 {
+		return nil, refuse(refuseOther, "takes arguments in KEYS after several lock keys, which the proxy does not read")
 	}
 	cands, ref := c.candidates()
 	if ref != nil {
@@ -148,7 +201,7 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 		}
 		c.r = newRunner()
 	}
-	res := c.p.runOn(c.r, keys, argv, st, min(maxSteps, c.left))
+	res := c.p.runLocked(c.r, append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left))
 	c.left -= res.steps
 	if res.ref != nil {
 		return res, res.ref
@@ -156,8 +209,23 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	return res, nil
 }
 
+// namer names a call's arguments: the first extra ones are KEYS after the
+// lock keys (a script that takes arguments in KEYS), the rest ARGV.
+type namer struct{ lock, extra int }
+
+func (n namer) arg(i int) string {
+	if i < n.extra {
+		return fmt.Sprintf("KEYS[%d]", n.lock+i+1)
+	}
+	return fmt.Sprintf("ARGV[%d]", i-n.extra+1)
+}
+
 // describe renders a probe: the keys' states and any changed argument.
 func describe(keys, argv, orig []string, specs []keySpec, base []string) string {
+	return namer{}.describe(keys, argv, orig, specs, base)
+}
+
+func (nm namer) describe(keys, argv, orig []string, specs []keySpec, base []string) string {
 	var parts []string
 	allSame := len(specs) > 1
 	for _, s := range specs[1:] {
@@ -183,13 +251,13 @@ func describe(keys, argv, orig []string, specs []keySpec, base []string) string 
 			if s.ttl > 0 {
 				t = fmt.Sprintf("PTTL %d ms", s.ttl)
 			}
-			parts = append(parts, fmt.Sprintf("%s holding %s (%s)", who, valueText(s.value, argv), t))
+			parts = append(parts, fmt.Sprintf("%s holding %s (%s)", who, nm.valueText(s.value, argv), t))
 		}
 	}
 	out := "with " + strings.Join(parts, ", ")
 	for i := range argv {
 		if i < len(orig) && argv[i] != orig[i] {
-			out += fmt.Sprintf(" and ARGV[%d] = %s", i+1, strconv.Quote(short(argv[i])))
+			out += fmt.Sprintf(" and %s = %s", nm.arg(i), strconv.Quote(short(argv[i])))
 		}
 	}
 	if base != nil && !slices.Equal(keys, base) {
@@ -198,17 +266,17 @@ func describe(keys, argv, orig []string, specs []keySpec, base []string) string 
 	return out
 }
 
-func valueText(v string, argv []string) string {
+func (nm namer) valueText(v string, argv []string) string {
 	for i, a := range argv {
 		if a == v {
-			return fmt.Sprintf("ARGV[%d]", i+1)
+			return nm.arg(i)
 		}
 	}
 	return "another value " + strconv.Quote(short(v))
 }
 
 // effect describes what a run did to the keys.
-func effect(keys, argv []string, before, after *State) string {
+func (nm namer) effect(keys, argv []string, before, after *State) string {
 	var parts []string
 	for k, key := range keys {
 		b, bok := before.lookup(key)
@@ -218,7 +286,7 @@ func effect(keys, argv []string, before, after *State) string {
 		case bok && !aok:
 			parts = append(parts, "deleted "+name)
 		case aok && (!bok || a.Value != b.Value):
-			parts = append(parts, fmt.Sprintf("set %s to %s with %s", name, valueText(a.Value, argv), pttlText(after, key)))
+			parts = append(parts, fmt.Sprintf("set %s to %s with %s", name, nm.valueText(a.Value, argv), pttlText(after, key)))
 		case aok && a.At != b.At:
 			parts = append(parts, fmt.Sprintf("set %s's %s", name, pttlText(after, key)))
 		}
@@ -293,9 +361,9 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 	st := c.state(c.keys, uniform(n, keySpec{}))
 	res, ref := c.run(c.keys, c.argv, st)
 	if ref != nil {
-		return nil, withProbe(ref, describe(c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
+		return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
 	}
-	seenEffects = append(seenEffects, "with every key missing it "+effect(c.keys, c.argv, st, res.state))
+	seenEffects = append(seenEffects, "with every key missing it "+c.names.effect(c.keys, c.argv, st, res.state))
 	created := 0
 	for _, k := range c.keys {
 		if _, ok := res.state.lookup(k); ok {
@@ -360,9 +428,9 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		st := c.state(c.keys, specs)
 		res, ref := c.run(c.keys, c.argv, st)
 		if ref != nil {
-			return nil, withProbe(ref, describe(c.keys, c.argv, c.argv, specs, nil))
+			return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, specs, nil))
 		}
-		seenEffects = append(seenEffects, describe(c.keys, c.argv, c.argv, specs, nil)+" it "+effect(c.keys, c.argv, st, res.state))
+		seenEffects = append(seenEffects, c.names.describe(c.keys, c.argv, c.argv, specs, nil)+" it "+c.names.effect(c.keys, c.argv, st, res.state))
 		deleted, rearmed := 0, map[int64]int{}
 		for _, key := range c.keys {
 			b, _ := st.lookup(key)
@@ -463,7 +531,7 @@ func (c *classifier) acted(specs []keySpec, argv []string) (bool, *refusal) {
 	st := c.state(c.keys, specs)
 	res, ref := c.run(c.keys, argv, st)
 	if ref != nil {
-		return false, withProbe(ref, describe(c.keys, argv, c.argv, specs, nil))
+		return false, withProbe(ref, c.names.describe(c.keys, argv, c.argv, specs, nil))
 	}
 	return !sameKeys(c.keys, st, res.state), nil
 }

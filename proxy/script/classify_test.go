@@ -52,8 +52,8 @@ func checkAgainstFact(t *testing.T, s libscripts.Script, facts map[string][]Fact
 	got := mustClassify(t, s.Text, s.Keys, s.Argv)
 	var diffs []string
 	for _, f := range fs {
-		want := instance(f.Class, len(s.Keys))
-		if want.Args >= 0 && want.Args != len(s.Argv) {
+		want := instance(f.Class, len(s.Keys)-f.Class.KeyArgs)
+		if want.Args >= 0 && want.Args != len(s.Argv)+want.KeyArgs {
 			continue
 		}
 		if got.Spec() == want.Spec() {
@@ -170,6 +170,11 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return false`, "job:1 -- w-7 20000",
 			`extend-or-acquire keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: "new"; own: "kept"; own-no-ttl: "kept"; other: nil; other-no-ttl: nil`},
+		{"extend taking its TTL and token in KEYS", `local k, ms, me = KEYS[1], KEYS[2], KEYS[3]
+if redis.call('get', k) ~= me then return 0 end
+redis.call('pexpire', k, ms)
+return 1`, "job:1 20000 w-7 --",
+			"extend keys=1 args=2 keyargs=2 token=2 ttl=1ms nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"},
 		{"owner TTL query in seconds", `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
 return redis.call('TTL', KEYS[1])`, "job:1 -- w-7",
 			"ttl keys=1 args=1 token=1; missing: -2; own: ttl; own-no-ttl: -1; other: -2; other-no-ttl: -2"},

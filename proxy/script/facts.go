@@ -92,6 +92,13 @@ var facts = []factRow{
 	{"7157921a7cc7cfba979acf6d63f073151df17d12", "redis-semaphore", "5.8.0", "Mutex release (delIfEqualLua)", release10},
 	{"594683e49a64ebaf975caf5f8079a1d097c438f1", "redis-semaphore", "5.8.0", "Mutex refresh (expireIfEqualLua)", pexpire10},
 
+	{"5cc368fb92acd8fee3a986dc8e971d6cf28c3b44", "node-redis-warlock", "1.0.2", "parityDel", release10},
+	{"78d3bb55c589f1b2edf66f3527f5017f8dfcd6bb", "node-redis-warlock", "1.0.2", "parityRelock (TTL and token in KEYS)",
+		"extend keys=1 args=2 keyargs=2 token=2 ttl=1ms nottl-acts; missing: 0; own: +OK; own-no-ttl: +OK; other: 0; other-no-ttl: 0"},
+
+	{"da225123b2af4a41136fdba7ffac1e045e344da1", "@microfleet/ioredis-lock", "6.0.1", "delifequal", release10},
+	{"bf3108245472c550b02852e1e425128e5eb399c4", "@microfleet/ioredis-lock", "6.0.1", "pexpireifequal", pexpire10},
+
 	{"c000e088bd4aca36ab429d3b7a16fc736f4cb6f1", "redlock-universal", "0.8.5", "ATOMIC_EXTEND_SCRIPT",
 		"extend keys=1 args=3 token=1 ttl=3ms min=2ms; missing: [-1, -2]; own: [1, pttl]; own-no-ttl: [0, -1]; own-low-ttl: [0, pttl]; " +
 			"other: [-1, pttl]; other-no-ttl: [0, -1]; other-low-ttl: [0, pttl]"},

@@ -88,7 +88,7 @@ var allowed = map[string]int{
 // Commands outside the allow-list, keys not passed in KEYS, another
 // database, and any command that Redis would answer with an error refuse
 // the run: a lock script has no business doing them.
-func (s *State) exec(args []string, keys map[string]bool) (resp.Value, *refusal) {
+func (s *State) exec(args []string, keys map[string]bool, touched map[string]bool) (resp.Value, *refusal) {
 	if len(args) == 0 {
 		return resp.Value{}, refuse(refuseOther, "calls redis.call with no command")
 	}
@@ -108,11 +108,13 @@ func (s *State) exec(args []string, keys map[string]bool) (resp.Value, *refusal)
 		if !keys[args[1]] {
 			return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS", strings.ToUpper(name), strconv.Quote(short(args[1])))
 		}
+		touched[args[1]] = true
 	case pos == -1:
 		for _, k := range args[1:] {
 			if !keys[k] {
 				return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS", strings.ToUpper(name), strconv.Quote(short(k)))
 			}
+			touched[k] = true
 		}
 	}
 	fail := func(msg string) (resp.Value, *refusal) {

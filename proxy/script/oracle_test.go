@@ -155,18 +155,19 @@ func situationOnOne(cl *Class, keys, argv []string, v resp.Value) (*Situation, b
 // oracle runs text (classified as cl) and cl's reference on a state of
 // Redis; it returns a description of any difference.
 func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []keySpec) string {
-	eval := func(body string, args []string) resp.Value {
+	eval := func(body string, keys, args []string) resp.Value {
 		a := append([]string{"EVAL", body, strconv.Itoa(len(keys))}, keys...)
 		return r.do(append(a, args...)...)
 	}
 	r.setState(keys, specs)
-	got := eval(text, argv)
+	// The client's script gets its arguments back where it takes them.
+	got := eval(text, append(slices.Clone(keys), argv[:cl.KeyArgs]...), argv[cl.KeyArgs:])
 	after1 := r.state(keys)
 
 	r.setState(keys, specs)
 	ttl, _ := cl.TTL(strArgs(argv))
 	ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(argv), CapMs: 1 << 40, Detailed: true}
-	ref := eval(string(cl.Reference().Body), cl.referenceArgs(keys, argv, ca))
+	ref := eval(string(cl.Reference().Body), keys, cl.referenceArgs(keys, argv, ca))
 	after2 := r.state(keys)
 	desc := describe(keys, argv, argv, specs, nil)
 	sit, _, err := situationOnOne(cl, keys, argv, ref)
@@ -335,7 +336,8 @@ func TestClassifiedScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 	scripts = append(scripts, libscripts.Styles()...)
 	for _, s := range scripts {
 		cl := mustClassify(t, s.Text, s.Keys, s.Argv)
-		checkOracle(t, r, rng, s.Text, cl, s.Keys, s.Argv, 40)
+		keys, argv := cl.Split(strArgs(s.Keys), strArgs(s.Argv))
+		checkOracle(t, r, rng, s.Text, cl, strs(keys), strs(argv), 40)
 	}
 }
 

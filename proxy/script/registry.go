@@ -60,22 +60,22 @@ func (e *Entry) Script() *resp.Script {
 // classifying: a hand-declared one, one the classifier made for the same
 // number of keys, arguments and control values, or (while the text is
 // unknown) a library fact. It does not allocate.
-func (e *Entry) Lookup(numkeys int, argv [][]byte) *Class {
+func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 	for _, c := range e.declared {
-		if c.Matches(numkeys, argv) {
+		if c.Matches(keys, argv) {
 			return c
 		}
 	}
 	if p := e.classes.Load(); p != nil {
 		for _, c := range *p {
-			if c.Matches(numkeys, argv) {
+			if c.Matches(keys, argv) {
 				return c
 			}
 		}
 	}
 	if e.Body == nil {
 		for _, c := range e.facts {
-			if c.Matches(numkeys, argv) {
+			if c.Matches(keys, argv) {
 				return c
 			}
 		}
@@ -260,7 +260,7 @@ func (r *Registry) Check(e *Entry) *Refusal {
 // sight of its shape and control values and caching the result. A refusal
 // is cached for the exact arguments.
 func (r *Registry) Classify(e *Entry, keys, argv [][]byte) (*Class, *Refusal) {
-	if c := e.Lookup(len(keys), argv); c != nil {
+	if c := e.Lookup(keys, argv); c != nil {
 		return c, nil
 	}
 	if e.Body == nil {
@@ -284,7 +284,7 @@ func (r *Registry) Classify(e *Entry, keys, argv [][]byte) (*Class, *Refusal) {
 
 	r.sem <- struct{}{}
 	defer func() { <-r.sem }()
-	if c := e.Lookup(len(keys), argv); c != nil {
+	if c := e.Lookup(keys, argv); c != nil {
 		return c, nil // classified while this call waited
 	}
 	c, ref := Classify(p, strs(keys), strs(argv))

@@ -264,10 +264,11 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 
 // result is what one run did.
 type result struct {
-	reply resp.Value
-	state *State
-	ref   *refusal
-	steps int
+	reply   resp.Value
+	state   *State
+	ref     *refusal
+	steps   int
+	touched map[string]bool // the keys commands were given
 }
 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -484,18 +485,26 @@ func (p *Program) run(keys, argv []string, st *State, steps int) result {
 	return p.runOn(r, keys, argv, st, steps)
 }
 
-// runOn executes the program once with r.
-func (p *Program) runOn(r *runner, keys, argv []string, st *State, steps int) (res result) {
+// runOn executes the program once with r; every entry of KEYS may be used
+// as a key.
+func (p *Program) runOn(r *runner, keys, argv []string, st *State, steps int) result {
+	return p.runLocked(r, keys, len(keys), argv, st, steps)
+}
+
+// runLocked executes the program once with r: KEYS is keys, of which the
+// first lock may be used as keys (the rest are arguments passed in KEYS).
+func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, st *State, steps int) (res result) {
 	res.state = st.clone()
+	res.touched = map[string]bool{}
 	L := r.L
 	L.SetTop(0)
 	m := &meter{L: L, left: steps, scan: p.concat}
-	keySet := make(map[string]bool, len(keys))
-	for _, k := range keys {
+	keySet := make(map[string]bool, lock)
+	for _, k := range keys[:lock] {
 		keySet[k] = true
 	}
 	r.m = m
-	r.sb = &sandbox{m: m, st: res.state, keys: keySet}
+	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched}
 	defer func() {
 		// gopher-lua turns errors inside scripts into errors; this guards
 		// against a panic anywhere else.
@@ -543,9 +552,10 @@ func (p *Program) runOn(r *runner, keys, argv []string, st *State, steps int) (r
 
 // sandbox is one run's view of the model.
 type sandbox struct {
-	m    *meter
-	st   *State
-	keys map[string]bool
+	m       *meter
+	st      *State
+	keys    map[string]bool
+	touched map[string]bool
 }
 
 // call is redis.call (raise) and redis.pcall.
@@ -562,7 +572,7 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 			return sb.m.stop(L, refuse(refuseOther, "passes a %s to redis.call (Redis accepts strings and numbers only)", v.Type()))
 		}
 	}
-	v, ref := sb.st.exec(args, sb.keys)
+	v, ref := sb.st.exec(args, sb.keys, sb.touched)
 	if ref != nil {
 		return sb.m.stop(L, ref)
 	}

@@ -205,7 +205,7 @@ func (c *classifier) verify(cl *Class) *refusal {
 	samples := map[Case][]sample{}
 	for _, v := range c.variants(cl) {
 		for _, specs := range c.states(cl, v) {
-			desc := describe(v.keys, v.argv, c.argv, specs, c.keys)
+			desc := c.names.describe(v.keys, v.argv, c.argv, specs, c.keys)
 			s, ref := c.check(cl, v.keys, v.argv, specs, desc)
 			if ref != nil {
 				return ref
@@ -242,12 +242,12 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 	}
 	want, _ := cl.simulate(st, keys, argv)
 	if !sameKeys(keys, res.state, want) {
-		got := effect(keys, argv, st, res.state)
+		got := c.names.effect(keys, argv, st, res.state)
 		sit := cl.situate(st, want, keys, argv)
 		if sameKeys(keys, st, want) {
 			return sample{}, refuse(refuseOther, "%s it %s; %s must leave a key %s alone", desc, got, roleArticle(cl), caseText[sit.Case])
 		}
-		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), effect(keys, argv, st, want))
+		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
 	}
 	return sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc}, nil
 }
