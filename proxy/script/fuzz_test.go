@@ -49,7 +49,9 @@ func FuzzClassify(f *testing.F) {
 		if err != nil || back.Spec() != cl.Spec() {
 			t.Fatalf("spec %q parses back as %v, %v", cl.Spec(), back, err)
 		}
-		c := &classifier{p: p, keys: keys, argv: argv, left: classifyBudget}
+		lk, la := cl.Split(strArgs(keys), strArgs(argv))
+		keys, argv = strs(lk), strs(la)
+		c := &classifier{p: p, keys: keys, argv: argv, extra: cl.KeyArgs, names: cl.names(), left: classifyBudget}
 		defer func() {
 			if c.r != nil {
 				c.r.close()
