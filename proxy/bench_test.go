@@ -115,7 +115,11 @@ func evalCmd(name string, script []byte, rest ...string) []byte {
 func BenchmarkEvalShaKnownRelease(b *testing.B) {
 	s := New(Config{Logger: discardLogger()}, fakeBackends{n: 5})
 	sha := resp.NewScript([]byte(benchRelease)).Sha
-	runCommands(b, s, evalCmd("SCRIPT", []byte("LOAD"), benchRelease), "$40\r\n"+sha+"\r\n")
+	conn := &fakeConn{in: bytes.NewReader(evalCmd("SCRIPT", []byte("LOAD"), benchRelease))}
+	newClient(s, conn).serve()
+	if conn.out.String() != "$40\r\n"+sha+"\r\n" {
+		b.Fatalf("SCRIPT LOAD: %q", conn.out.String())
+	}
 	runCommands(b, s, evalCmd("EVALSHA", []byte(sha), "1", "lock:orders:42", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"), ":1\r\n")
 }
 

@@ -275,7 +275,7 @@ func (o *op) decideQueryLocked() bool {
 func (o *op) scriptReplyLocked(success bool) resp.Value {
 	o.sc.success = success
 	v := o.scriptReplyAt(success, time.Now())
-	if t := o.sc.class.Replies[o.sc.caseAt]; t != nil && t.Timed() {
+	if o.sc.class.Timed(o.sc.caseAt) {
 		o.timed = true
 	}
 	return v

@@ -196,7 +196,7 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		}
 		c.Replies[cs] = t
 	}
-	return c, nil
+	return c.Finish(), nil
 }
 
 // oldPattern checks a granted/refused pattern.

@@ -151,6 +151,12 @@ type Class struct {
 	// Source names where the classification came from: "classified",
 	// a library fact ("redis-py 4.3.4 Lock.release"), or "configured".
 	Source string
+
+	// Set by Finish.
+	finished  bool
+	detail    bool
+	needsArgs bool
+	timed     [numCases]bool
 }
 
 // Cases lists the cases a role meets with a layout.
@@ -622,7 +628,7 @@ func ParseSpec(s string) (*Class, error) {
 			return nil, fmt.Errorf("script: spec %q: no reply for case %s", s, cs)
 		}
 	}
-	return c, nil
+	return c.Finish(), nil
 }
 
 // splitOutsideQuotes splits s at sep where sep is not inside a quoted

@@ -69,7 +69,7 @@ func Classify(p *Program, keys, argv []string) (*Class, *Refusal) {
 	}
 	cl.KeyArgs = c.extra
 	cl.Source = "classified"
-	return cl, nil
+	return cl.Finish(), nil
 }
 
 // lockKeys finds which KEYS the script uses as keys: some libraries pass

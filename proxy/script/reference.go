@@ -122,15 +122,10 @@ func (c *Class) Reference() *resp.Script {
 // Detailed reports whether the backends must answer in detail: several
 // keys, or a reply template that shows a TTL or a value.
 func (c *Class) Detailed(numkeys int) bool {
-	if numkeys > 1 {
-		return true
+	if !c.finished {
+		c = c.finishedCopy()
 	}
-	for _, t := range c.Replies {
-		if t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcValue) {
-			return true
-		}
-	}
-	return false
+	return numkeys > 1 || c.detail
 }
 
 // uses reports whether the template has a hole of one of the sources.

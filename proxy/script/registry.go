@@ -39,6 +39,8 @@ type Entry struct {
 
 	mu       sync.Mutex
 	progRef  *Refusal
+	checked  bool     // Check ran
+	checkRef *Refusal // and refused
 	refusals map[string]*Refusal // by call shape and argument values
 	refused  *Refusal            // set when maxRefusalsPerScript was reached
 	logged   atomic.Bool
@@ -239,6 +241,21 @@ func (r *Registry) Check(e *Entry) *Refusal {
 	if e.Body == nil {
 		return nil
 	}
+	e.mu.Lock()
+	if e.checked {
+		ref := e.checkRef
+		e.mu.Unlock()
+		return ref
+	}
+	e.mu.Unlock()
+	ref := r.check(e)
+	e.mu.Lock()
+	e.checked, e.checkRef = true, ref
+	e.mu.Unlock()
+	return ref
+}
+
+func (r *Registry) check(e *Entry) *Refusal {
 	p, ref := e.program()
 	if ref != nil {
 		return ref

@@ -219,10 +219,35 @@ func (c *Class) TokensOf(argv [][]byte, numkeys int) [][]byte {
 // NeedsArgs reports whether a reply template shows the call's keys or
 // arguments.
 func (c *Class) NeedsArgs() bool {
-	for _, t := range c.Replies {
-		if t.NeedsArgs() {
-			return true
-		}
+	if !c.finished {
+		c = c.finishedCopy()
 	}
-	return false
+	return c.needsArgs
+}
+
+// Timed reports whether the reply in case cs shows a TTL.
+func (c *Class) Timed(cs Case) bool {
+	if !c.finished {
+		c = c.finishedCopy()
+	}
+	return c.timed[cs]
+}
+
+// Finish computes what the proxy asks of a classification on every call
+// (whether its replies show TTLs, values or arguments), once. A Class must
+// not change after Finish; one not finished is read the slow way.
+func (c *Class) Finish() *Class {
+	c.detail, c.needsArgs = false, false
+	for cs, t := range c.Replies {
+		c.detail = c.detail || t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcValue)
+		c.needsArgs = c.needsArgs || t.NeedsArgs()
+		c.timed[cs] = t != nil && t.Timed()
+	}
+	c.finished = true
+	return c
+}
+
+func (c *Class) finishedCopy() *Class {
+	d := *c
+	return d.Finish()
 }
