@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 var setCmd = []byte("*6\r\n$3\r\nSET\r\n$14\r\nlock:orders:42\r\n$36\r\n3f2504e0-4f89-11d3-9a0c-0305e82c3301\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n")
@@ -110,10 +111,27 @@ func evalCmd(name string, script []byte, rest ...string) []byte {
 	return b
 }
 
+// constBackends answer every command with the same reply, at no cost:
+// what a benchmark of the front end's own work needs.
+type constBackends struct {
+	n int
+	v resp.Value
+}
+
+func (f constBackends) N() int { return f.n }
+func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
+}
+func (f constBackends) Undo(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int) {
+	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
+}
+func (f constBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
+
 // EVALSHA of a release the proxy already knows: a map lookup, then the
-// fan-out to five in-process backends.
+// fan-out to five in-process backends that answer the reference release
+// at once (the key held by the caller, deleted).
 func BenchmarkEvalShaKnownRelease(b *testing.B) {
-	s := New(Config{Logger: discardLogger()}, fakeBackends{n: 5})
+	s := New(Config{Logger: discardLogger()}, constBackends{n: 5, v: resp.IntValue(1 + 2*int64(script.CaseOwn))})
 	sha := resp.NewScript([]byte(benchRelease)).Sha
 	conn := &fakeConn{in: bytes.NewReader(evalCmd("SCRIPT", []byte("LOAD"), benchRelease))}
 	newClient(s, conn).serve()

@@ -274,7 +274,11 @@ func (o *op) decideQueryLocked() bool {
 // never reports more than remains.
 func (o *op) scriptReplyLocked(success bool) resp.Value {
 	o.sc.success = success
-	v := o.scriptReplyAt(success, time.Now())
+	var now time.Time
+	if o.sc.detailed {
+		now = time.Now() // a compact answer shows no TTL: no clock needed
+	}
+	v := o.scriptReplyAt(success, now)
 	if o.sc.class.Timed(o.sc.caseAt) {
 		o.timed = true
 	}
@@ -332,6 +336,9 @@ func ttlRank(c script.Case) int {
 // from the majority-th most time left, and that PTTL before and after.
 func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
 	m := quorum.Majority(o.e.n)
+	if !o.sc.detailed {
+		return o.majorityCompact(m)
+	}
 	for i := range o.replies {
 		a, ok := o.obs(i, k)
 		if !ok {
@@ -372,6 +379,32 @@ func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
 			out.after = o.validityLeft(kthLargest(afters, m), elapsed)
 		}
 		return out, true
+	}
+	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+}
+
+// majorityCompact is majorityKey for compact answers (one key, cases
+// only), in one pass.
+func (o *op) majorityCompact(m int) (keyObs, bool) {
+	var counts [8]int
+	for i := range o.replies {
+		if a, ok := o.obs(i, 0); ok && int(a.cs) < len(counts) {
+			counts[a.cs]++
+		}
+	}
+	if counts[script.CaseMissing] >= m {
+		return keyObs{cs: script.CaseMissing}, true
+	}
+	for _, h := range []script.Case{script.CaseOwn, script.CaseOther} {
+		noTTL, ok, low := counts[h+1], counts[h], counts[h+2]
+		switch {
+		case noTTL >= m:
+			return keyObs{cs: h + 1}, true
+		case noTTL+ok >= m:
+			return keyObs{cs: h}, true
+		case noTTL+ok+low >= m:
+			return keyObs{cs: h + 2}, true
+		}
 	}
 	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
 }

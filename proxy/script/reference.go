@@ -104,6 +104,15 @@ return reply(0)`))
 	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
 )
 
+// evalsha holds "EVALSHA <sha>" encoded, per reference script.
+var evalsha = func() map[*resp.Script][]byte {
+	m := map[*resp.Script][]byte{}
+	for _, sc := range []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery} {
+		m[sc] = resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), sc.Sha)
+	}
+	return m
+}()
+
 // Reference returns the script the backends run for the class's role.
 func (c *Class) Reference() *resp.Script {
 	switch c.Role {
@@ -175,8 +184,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		nk *= 2
 	}
 	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok)
-	dst = resp.AppendBulkString(dst, "EVALSHA")
-	dst = resp.AppendBulkString(dst, c.Reference().Sha)
+	dst = append(dst, evalsha[c.Reference()]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
@@ -195,6 +203,14 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if maxv <= 0 {
 		maxv = 1 << 10
 	}
+	capMs := a.CapMs
+	// Numbers the script will not read go as 0 (one byte, no formatting).
+	if !a.Detailed {
+		maxv = 0
+	}
+	if !c.Additive {
+		capMs = 0
+	}
 	detail := int64(0)
 	if a.Detailed {
 		detail = 1
@@ -206,14 +222,23 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.NoTTLActs {
 		flags |= 2
 	}
-	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, a.CapMs, int64(len(keys)), maxv} {
-		dst = resp.AppendBulkInt(dst, n)
+	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
+		dst = appendInt(dst, n)
 	}
 	for k := 0; k < ntok; k++ {
 		t := c.Tokens[min(k, len(c.Tokens)-1)]
 		dst = resp.AppendBulk(dst, argv[t])
 	}
 	return dst
+}
+
+// appendInt is resp.AppendBulkInt with the single digits (most of a
+// reference call's numbers) written without formatting.
+func appendInt(dst []byte, n int64) []byte {
+	if n >= 0 && n <= 9 {
+		return append(dst, '$', '1', '\r', '\n', byte('0'+n), '\r', '\n')
+	}
+	return resp.AppendBulkInt(dst, n)
 }
 
 // referenceArgs is AppendReference's ARGV as strings (tests, oracle).
