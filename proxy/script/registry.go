@@ -39,8 +39,8 @@ type Entry struct {
 
 	mu       sync.Mutex
 	progRef  *Refusal
-	checked  bool     // Check ran
-	checkRef *Refusal // and refused
+	checked  bool                // Check ran
+	checkRef *Refusal            // and refused
 	refusals map[string]*Refusal // by call shape and argument values
 	refused  *Refusal            // set when maxRefusalsPerScript was reached
 	logged   atomic.Bool
