@@ -76,15 +76,16 @@ var docs = map[string]cmdDoc{
 	"fence": {"lock", "The fencing number of the lock's current grant, agreed by the masters: the same for the same grant through any proxy " +
 		"and after any extend, larger for every later grant; nil when token does not hold the lock. Make the protected write " +
 		"conditional on it.", []docArg{key("key"), str("token")}},
-	"eval": {"lock", "Run a lock script the proxy recognises (the acquire, release, extend and TTL scripts of the supported libraries, " +
-		"or those under scripts: in the configuration) on every backend; other scripts are refused.", []docArg{
+	"eval": {"lock", "Run a lock script: classified by what it does (acquire, release, extend, extend-or-acquire, or a query), " +
+		"it runs as that operation on every backend and replies as it would on one Redis; other scripts are refused with the reason.", []docArg{
 		str("script"), integer("numkeys"), opt(many(key("key"))), opt(many(str("arg"))),
 	}},
-	"evalsha": {"lock", "EVAL by SHA1 of a lock script the proxy recognises.", []docArg{
+	"evalsha": {"lock", "EVAL by SHA1 of a script the proxy has seen, or of a known library's lock script.", []docArg{
 		str("sha1"), integer("numkeys"), opt(many(key("key"))), opt(many(str("arg"))),
 	}},
-	"script": {"lock", "SCRIPT LOAD and SCRIPT EXISTS of the lock scripts the proxy recognises; FLUSH and KILL are accepted.", []docArg{
-		oneof("subcommand", pure("LOAD"), pure("EXISTS"), pure("FLUSH"), pure("KILL"), pure("HELP")), opt(many(str("arg"))),
+	"script": {"lock", "SCRIPT LOAD and SCRIPT EXISTS of lock scripts; SCRIPT EXPLAIN shows how a script was classified, " +
+		"or why it was refused; FLUSH and KILL are accepted.", []docArg{
+		oneof("subcommand", pure("LOAD"), pure("EXISTS"), pure("EXPLAIN"), pure("FLUSH"), pure("KILL"), pure("HELP")), opt(many(str("arg"))),
 	}},
 	"help":   {"connection", "What this server serves: its commands, and what a nil reply may mean.", []docArg{opt(str("command"))}},
 	"ping":   {"connection", "PONG, from the proxy itself.", []docArg{opt(str("message"))}},
