@@ -13,7 +13,8 @@
 //     runs as its role: the proxy's own script for the role on every
 //     backend, never the client's text; it succeeds only when a majority
 //     did it (with validity left, for acquire and extend); a failed
-//     acquire is undone, a failed extend never; the client sees the reply
+//     acquire is undone, a failed extend-or-acquire only where it took a
+//     free key, a failed extend never; the client sees the reply
 //     its script gives on one Redis in the majority's state;
 //   - GET, PTTL, TTL and DEL answer from the majority state;
 //   - malformed input gets Redis's own error wording and closes only that

@@ -185,7 +185,7 @@ func (o *op) Receive(node int, r resp.Result) {
 	o.replies[node] = r.V
 	vote := o.classify(r)
 	o.tally.Record(node, vote, r.Counts)
-	o.undo.Settle(node, fate(vote, r))
+	o.undo.Settle(node, o.undoFate(vote, r))
 	signal := false
 	if !o.decided {
 		signal = o.decideLocked()
@@ -287,7 +287,7 @@ func (o *op) undoLocked() {
 // or a lost connection, of a failed acquisition is undone too.
 func (o *op) Late(node int, r resp.Result) {
 	o.mu.Lock()
-	o.undo.Settle(node, fate(o.classify(r), r))
+	o.undo.Settle(node, o.undoFate(o.classify(r), r))
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
 	o.sendUndo(undo)

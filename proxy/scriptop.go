@@ -174,10 +174,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
-	if cl.Role == script.RoleAcquire {
-		// A failed acquire is undone wherever it was not refused. (A
-		// failed extend or extend-or-acquire never is: it would delete
-		// the caller's lock that is still valid.)
+	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
+		// A failed acquire is undone wherever it was not refused; a failed
+		// extend-or-acquire only where it took a free key (see undoFate). A
+		// failed extend never is: it would delete the caller's lock where
+		// it is still valid.
 		tokens := cl.TokensOf(argv, len(keys))
 		if sameAll(tokens) {
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, tokens[0])
@@ -216,6 +217,31 @@ func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
 		b = resp.AppendBulk(b, a)
 	}
 	return b
+}
+
+// undoFate says whether a failed op may have taken effect on a backend and
+// must be undone there. An extend-or-acquire is undone only where its
+// answer says it took a free key: where it extended the caller's own lock,
+// or where nothing is known, a compare-and-delete could delete a lock that
+// is still valid.
+func (o *op) undoFate(v quorum.Vote, r resp.Result) quorum.Fate {
+	if o.kind != opScript || o.sc.class.Role != script.RoleExtendOrAcquire {
+		return fate(v, r)
+	}
+	switch {
+	case r.Err != nil && r.Later:
+		return quorum.FateOpen // its late reply will tell what it did
+	case v != quorum.Granted || r.Err != nil:
+		return quorum.FateClear
+	}
+	cs := script.Case(r.V.Int >> 1)
+	if o.sc.detailed {
+		cs = script.Case(r.V.Elems[1].Int)
+	}
+	if cs == script.CaseMissing {
+		return quorum.FateHolds
+	}
+	return quorum.FateClear
 }
 
 // scriptVote reads one backend's answer to a reference script: acted

@@ -333,3 +333,24 @@ func TestRefusalLoggedOnceAndVoteRefusesNoTTL(t *testing.T) {
 }
 
 func slogTo(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// A failed extend-or-acquire is undone only where it took a free key:
+// where it extended the caller's own lock, the lock stays.
+func TestScriptExtendOrAcquireFailureUndoesOnlyWhatItTook(t *testing.T) {
+	s, m := modelServer(5)
+	eoa := `local v = redis.call("get", KEYS[1])
+if v == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end
+if v == false then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) and 1 or 0 end
+return 0`
+	m.set([]int{0}, "k", "tok", 5000)
+	m.set([]int{2, 3, 4}, "k", "other", 5000)
+	if v := do(t, s, evalArgs(eoa, []string{"k"}, "tok", "20000")...); v.String() != ":0" {
+		t.Fatalf("extend-or-acquire refused by a majority = %v; want :0", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 1 || nodes[0] != 0 || pttls[0] != 20000 {
+		t.Fatalf("the caller's token is on %v (%v); want on node 0 only, extended (node 1's acquisition undone)", nodes, pttls)
+	}
+	if nodes, _ := m.held("k", "other"); len(nodes) != 3 {
+		t.Fatalf("the other owner's lock is on %v", nodes)
+	}
+}

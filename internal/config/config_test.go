@@ -246,7 +246,7 @@ func allKeysConfig() Config {
 			Text:    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('unlink', KEYS[1]) end return -1",
 			Role:    "release",
 			Failure: "int:-1",
-			Replies: map[string]string{"missing": "-2"},
+			Replies: Replies{Missing: "-2"},
 		}},
 		LogLevel:  "debug",
 		LogFormat: "json",

@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,13 +35,38 @@ type ScriptConfig struct {
 	ReplyUnit string            `yaml:"reply_unit"` // ttl role: unit of the TTL it replies, ms or s (default ms)
 	Success   string            `yaml:"success"`    // reply where the role acts
 	Failure   string            `yaml:"failure"`    // reply elsewhere
-	Replies   map[string]string `yaml:"replies"`    // replies of single cases
+	Replies   Replies           `yaml:"replies"`    // replies of single cases
 	// Granted and Refused were patterns for reading the backends' replies
 	// to the script's own text. The backends now run the proxy's reference
 	// script, whose replies the proxy reads itself: they are checked and
 	// otherwise not used.
 	Granted []string `yaml:"granted"`
 	Refused []string `yaml:"refused"`
+}
+
+// Replies sets the reply of single cases (see script.Case), overriding
+// success and failure there.
+type Replies struct {
+	Missing     string `yaml:"missing"`
+	Own         string `yaml:"own"`
+	OwnNoTTL    string `yaml:"own-no-ttl"`
+	OwnLowTTL   string `yaml:"own-low-ttl"`
+	Other       string `yaml:"other"`
+	OtherNoTTL  string `yaml:"other-no-ttl"`
+	OtherLowTTL string `yaml:"other-low-ttl"`
+	Partial     string `yaml:"partial"`
+}
+
+// byCase lists the replies set, by case name.
+func (r Replies) byCase() [][2]string {
+	var out [][2]string
+	for _, c := range [][2]string{{"missing", r.Missing}, {"own", r.Own}, {"own-no-ttl", r.OwnNoTTL}, {"own-low-ttl", r.OwnLowTTL},
+		{"other", r.Other}, {"other-no-ttl", r.OtherNoTTL}, {"other-low-ttl", r.OtherLowTTL}, {"partial", r.Partial}} {
+		if c[1] != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func unit(s string) (time.Duration, error) {
@@ -180,19 +204,14 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		t, _ := template(r)
 		c.Replies[cs] = t
 	}
-	names := make([]string, 0, len(sc.Replies))
-	for name := range sc.Replies {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		cs, err := script.ParseCase(name)
+	for _, r := range sc.Replies.byCase() {
+		cs, err := script.ParseCase(r[0])
 		if err != nil {
 			return nil, invalid(key+".replies", "%v", err)
 		}
-		t, err := template(sc.Replies[name])
+		t, err := template(r[1])
 		if err != nil {
-			return nil, invalid(key+".replies."+name, "%v", err)
+			return nil, invalid(key+".replies."+r[0], "%v", err)
 		}
 		c.Replies[cs] = t
 	}

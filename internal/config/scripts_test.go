@@ -32,8 +32,7 @@ func TestScriptConfigRefusals(t *testing.T) {
 		{ScriptConfig{Text: text, Role: "release", Refused: []string{"int:0", "maybe"}}, "scripts[0].refused[1]"},
 		{ScriptConfig{Text: text, Role: "release", Success: "yes"}, "scripts[0].success"},
 		{ScriptConfig{Text: text, Role: "release", Failure: "int:"}, "scripts[0].failure"},
-		{ScriptConfig{Text: text, Role: "release", Replies: map[string]string{"gone": "0"}}, "scripts[0].replies"},
-		{ScriptConfig{Text: text, Role: "release", Replies: map[string]string{"missing": "[1,"}}, "scripts[0].replies.missing"},
+		{ScriptConfig{Text: text, Role: "release", Replies: Replies{Missing: "[1,"}}, "scripts[0].replies.missing"},
 		{ScriptConfig{Text: "return 'unterminated", Role: "release"}, "scripts[0].text"},
 	} {
 		c := Default()
@@ -52,7 +51,7 @@ func TestScriptConfigDeclared(t *testing.T) {
 	text := "if redis.call('set', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then return 1 end return 0"
 	c.Scripts = []ScriptConfig{
 		{Name: "my acquire", Text: text, Role: "acquire", TokenArg: ip(2), TTLArg: ip(1), TTLUnit: "s", Success: "int:1", Failure: "int:0"},
-		{Name: "by sha", SHA1: strings.Repeat("AB", 20), Role: "release", Replies: map[string]string{"missing": "-1"}},
+		{Name: "by sha", SHA1: strings.Repeat("AB", 20), Role: "release", Replies: Replies{Missing: "-1"}},
 		{Name: "ttl in seconds", SHA1: strings.Repeat("cd", 20), Role: "ttl", ReplyUnit: "s", Failure: "error:ERROR"},
 	}
 	if _, err := c.Validate(); err != nil {
