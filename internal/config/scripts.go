@@ -24,18 +24,18 @@ import (
 // caller holds the lock), failure in every other case, and replies sets
 // single cases (missing, own, own-no-ttl, other, other-no-ttl, partial).
 type ScriptConfig struct {
-	Name      string            `yaml:"name"`
-	SHA1      string            `yaml:"sha1"`
-	Text      string            `yaml:"text"`
-	Role      string            `yaml:"role"`       // acquire, release, extend, extend-or-acquire, ttl, owner, value, inspect
-	Keys      *int              `yaml:"keys"`       // keys it takes; 0 means any number (default 1)
-	TokenArg  *int              `yaml:"token_arg"`  // 1-based ARGV position of the token (default 1; 0: none, for value and inspect)
-	TTLArg    *int              `yaml:"ttl_arg"`    // 1-based ARGV position of the TTL (default 2 for acquire and extend roles)
-	TTLUnit   string            `yaml:"ttl_unit"`   // ms or s (default ms)
-	ReplyUnit string            `yaml:"reply_unit"` // ttl role: unit of the TTL it replies, ms or s (default ms)
-	Success   string            `yaml:"success"`    // reply where the role acts
-	Failure   string            `yaml:"failure"`    // reply elsewhere
-	Replies   Replies           `yaml:"replies"`    // replies of single cases
+	Name      string  `yaml:"name"`
+	SHA1      string  `yaml:"sha1"`
+	Text      string  `yaml:"text"`
+	Role      string  `yaml:"role"`       // acquire, release, extend, extend-or-acquire, ttl, owner, value, inspect
+	Keys      *int    `yaml:"keys"`       // keys it takes; 0 means any number (default 1)
+	TokenArg  *int    `yaml:"token_arg"`  // 1-based ARGV position of the token (default 1; 0: none, for value and inspect)
+	TTLArg    *int    `yaml:"ttl_arg"`    // 1-based ARGV position of the TTL (default 2 for acquire and extend roles)
+	TTLUnit   string  `yaml:"ttl_unit"`   // ms or s (default ms)
+	ReplyUnit string  `yaml:"reply_unit"` // ttl role: unit of the TTL it replies, ms or s (default ms)
+	Success   string  `yaml:"success"`    // reply where the role acts
+	Failure   string  `yaml:"failure"`    // reply elsewhere
+	Replies   Replies `yaml:"replies"`    // replies of single cases
 	// Granted and Refused were patterns for reading the backends' replies
 	// to the script's own text. The backends now run the proxy's reference
 	// script, whose replies the proxy reads itself: they are checked and
