@@ -350,14 +350,19 @@ func TestClassifiedScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 }
 
 // With companion keys (the proxy's fencing state beside a lock), an
-// extend re-arms each companion with its lock; nothing else touches them.
-func TestReferenceExtendRearmsCompanions(t *testing.T) {
+// extend re-arms each companion with its lock, a release deletes it, and
+// an acquisition of a free key deletes what an earlier grant left.
+func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 	r := startRedis(t)
+	fresh := false
 	run := func(spec string, argv []string) []keyState {
 		cl := MustSpec(spec)
 		r.do("FLUSHALL")
 		r.do("SET", "k", "tok", "PX", "10000")
 		r.do("SET", "c:k", "state", "PX", "10000")
+		if fresh {
+			r.do("DEL", "k")
+		}
 		ttl, _ := cl.TTL(strArgs(argv))
 		b := cl.AppendReference(nil, strArgs([]string{"k"}), strArgs(argv), CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Companion: "c:"})
 		rd := resp.NewReader(bufio.NewReader(bytes.NewReader(b)), resp.ReaderLimits{})
@@ -385,7 +390,21 @@ func TestReferenceExtendRearmsCompanions(t *testing.T) {
 		t.Fatalf("extend-or-acquire of the caller's lock: %+v; want both re-armed", s)
 	}
 	release := "release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
-	if s := run(release, []string{"tok"}); s[0].exists || !s[1].exists {
-		t.Fatalf("release: %+v; want the lock gone, its companion left to expire", s)
+	if s := run(release, []string{"tok"}); s[0].exists || s[1].exists {
+		t.Fatalf("release: %+v; want the lock and its companion gone", s)
+	}
+	if s := run(release, []string{"other"}); !s[0].exists || !s[1].exists {
+		t.Fatalf("release by another token: %+v; want both left", s)
+	}
+	acquire := "acquire keys=1 args=2 token=1 ttl=2ms; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0"
+	if s := run(acquire, []string{"tok", "30000"}); s[0].pttl > 10000 || !s[1].exists {
+		t.Fatalf("refused acquire: %+v; want both left", s)
+	}
+	fresh = true // the lock gone, what its grant left still there
+	if s := run(acquire, []string{"tok", "30000"}); s[0].pttl < 29000 || s[1].exists {
+		t.Fatalf("acquire of a free key: %+v; want the lock taken and the earlier grant's companion gone", s)
+	}
+	if s := run(eoa, []string{"tok", "30000"}); s[0].pttl < 29000 || s[1].exists {
+		t.Fatalf("extend-or-acquire of a free key: %+v; want the lock taken and the companion gone", s)
 	}
 }

@@ -17,9 +17,11 @@ import (
 //   - detailed: {acted, then per key: case, PTTL before, value or nil,
 //     PTTL after}.
 //
-// KEYS: the n lock keys, then (extend and extend-or-acquire, when the
-// proxy keeps state beside its locks) one companion key per lock key,
-// which lives exactly as long as its lock: an extend re-arms it too.
+// KEYS: the n lock keys, then (roles that write, when the proxy keeps
+// state beside its locks) one companion key per lock key, which lives
+// exactly as long as its grant: an extend re-arms it, a release deletes it
+// with the lock, and an acquisition of a free key deletes what an earlier
+// grant left.
 //
 // ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
 // token), [3] least PTTL in ms that is not "too little" (0: no minimum),
@@ -61,6 +63,10 @@ local function rearm(i, ms)
   redis.call('pexpire', KEYS[i], ms)
   if #KEYS > n then redis.call('pexpire', KEYS[n + i], ms) end
 end
+-- forget deletes lock key i's companion.
+local function forget(i)
+  if #KEYS > n then redis.call('del', KEYS[n + i]) end
+end
 `
 
 // Reference scripts by role.
@@ -70,12 +76,18 @@ var (
 end
 for i = 1, n do
   redis.call('set', KEYS[i], ARGV[8 + i], 'PX', ttl)
+  forget(i)
 end
 return reply(1)`))
 
 	refRelease = resp.NewScript([]byte("-- redlock-proxy release: delete each key that holds its token\n" + refPrelude + `local all = 1
 for i = 1, n do
-  if cs[i] == 1 or cs[i] == 2 then redis.call('del', KEYS[i]) else all = 0 end
+  if cs[i] == 1 or cs[i] == 2 then
+    redis.call('del', KEYS[i])
+    forget(i)
+  else
+    all = 0
+  end
 end
 return reply(all)`))
 
@@ -92,6 +104,7 @@ return reply(1)`))
 	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it if it holds the token\n" + refPrelude + `local c = cs[1]
 if c == 0 then
   redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
+  forget(1)
   return reply(1)
 end
 if c == 1 or (c == 2 and nottl) then
@@ -167,7 +180,7 @@ type CallArgs struct {
 	// size of a lock token, 1 KiB).
 	MaxValue int
 	// Companion, when set, names each lock key's companion: Companion
-	// followed by the key. Extends re-arm it with the lock.
+	// followed by the key (see the KEYS above).
 	Companion string
 }
 
@@ -178,7 +191,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	companions := a.Companion != "" && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
+	companions := a.Companion != "" && !c.Role.Query()
 	nk := len(keys)
 	if companions {
 		nk *= 2
