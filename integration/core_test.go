@@ -15,7 +15,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The Redlock page's release script, byte for byte as seed 000 gives it.
+// The release script of the Redlock page on redis.io, byte for byte.
 const seedRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
 
 const oneLineExtend = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`

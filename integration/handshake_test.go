@@ -12,7 +12,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/config"
 )
 
-// What client libraries send while connecting (CLIENTS.md), answered as
+// What client libraries send while connecting, answered as
 // Redis would.
 func TestHandshakes(t *testing.T) {
 	c := newCluster(t, 3)
