@@ -35,6 +35,34 @@ for i, k in ipairs(KEYS) do
 end
 return n`))
 
+// undoPerKeyLaterScript is undoPerKeyScript for a later connection, as
+// undoLaterScript is undoScript's: a key is deleted only if it was set
+// recently enough to be this attempt's (ARGV: one token per key, then the
+// TTL and how recent, in ms), so a retry with the same token that another
+// proxy granted since is spared.
+var undoPerKeyLaterScript = resp.NewScript([]byte(`local n = 0
+local recent = tonumber(ARGV[#KEYS + 1]) - tonumber(ARGV[#KEYS + 2])
+for i, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[i] and redis.call('pttl', k) >= recent then n = n + redis.call('del', k) end
+end
+return n`))
+
+// appendUndoPerKeyLater encodes EVALSHA of undoPerKeyLaterScript.
+func appendUndoPerKeyLater(dst []byte, keys, tokens [][]byte, ttl time.Duration) []byte {
+	dst = resp.AppendArrayHeader(dst, 5+2*len(keys))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, undoPerKeyLaterScript.Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, t := range tokens {
+		dst = resp.AppendBulk(dst, t)
+	}
+	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
+	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
+}
+
 // appendUndoPerKey encodes EVALSHA of undoPerKeyScript.
 func appendUndoPerKey(dst []byte, keys, tokens [][]byte) []byte {
 	dst = resp.AppendArrayHeader(dst, 3+2*len(keys))
@@ -182,9 +210,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		tokens := cl.TokensOf(argv, len(keys))
 		if sameAll(tokens) {
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, tokens[0])
+			o.undoLater = appendUndoLater(nil, keys, tokens[0], ttl)
 		} else {
 			o.undoCmd = appendUndoPerKey(o.undoBuf[:0], keys, tokens)
-			o.undoSc = undoPerKeyScript
+			o.undoLater = appendUndoPerKeyLater(nil, keys, tokens, ttl)
+			o.undoSc, o.laterSc = undoPerKeyScript, undoPerKeyLaterScript
 		}
 	}
 	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
