@@ -50,7 +50,12 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race (unit and integration)"
-go test -race -count=1 -timeout 10m ./...
+go test -race -count=1 -timeout 10m $(go list ./... | grep -v /bench/safety)
+
+# The safety harness judges timing (late grants, liveness): it runs alone,
+# not beside the integration tests on the same cores.
+echo "== go test -race (safety harness)"
+go test -race -count=1 -timeout 10m ./bench/safety
 
 echo "== fuzz (${FUZZTIME} each)"
 for target in ./internal/resp:FuzzReader ./proxy/script:FuzzClassify ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do

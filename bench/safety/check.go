@@ -151,11 +151,17 @@ func CheckRegisters(h *History) (lost, paused int64, examples []string) {
 // arrived late by no more than a hiccup of the whole harness process during
 // its wait (the machine did not run the process, the clients and the
 // proxies in it for that long) is counted apart, as stalled: the delay may
-// be the client's own.
+// be the client's own. So is one late by less than PathAllowance: the proxy
+// judges validity when the reply leaves it, keeping drift_floor in hand for
+// the way to the client, and counts it from when the command reached it.
 func CheckLateGrants(h *History, hiccups []Interval) (late, stalled int, examples []string) {
 	ops := h.Ops()
 	for _, op := range ops {
 		if op.Kind == Release || op.Outcome != OK || op.Return.Before(op.ValidUntil) {
+			continue
+		}
+		if op.Return.Sub(op.ValidUntil) < PathAllowance {
+			stalled++
 			continue
 		}
 		if coveredByHiccup(op.Call, op.Return, op.Return.Sub(op.ValidUntil), hiccups) {
@@ -187,6 +193,11 @@ func CheckLateGrants(h *History, hiccups []Interval) (late, stalled int, example
 	}
 	return late, stalled, examples
 }
+
+// PathAllowance is the proxies' drift_floor: the validity a grant keeps in
+// hand when its reply leaves the proxy, for the way between client and
+// proxy.
+const PathAllowance = 2 * time.Millisecond
 
 // coveredByHiccup reports whether a hiccup overlapping [from, to] lasted
 // at least d.
