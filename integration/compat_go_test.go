@@ -180,6 +180,8 @@ func TestRueidisDefaults(t *testing.T) {
 	if !rueidis.IsRedisNil(err) {
 		t.Fatalf("second SET NX: %v; want nil", err)
 	}
+	c.checkGone(t, "after the refused SET NX", key, "other")
+	c.checkHeld(t, "after the refused SET NX", key, "tok")
 	release := rueidis.NewLuaScript(seedRelease)
 	if n, err := release.Exec(ctx, cl, []string{key}, []string{"other"}).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("release with another token = %d, %v", n, err)

@@ -229,7 +229,7 @@ func TestNoValidityNoLock(t *testing.T) {
 }
 
 func TestDelIsForceUnlock(t *testing.T) {
-	c := newCluster(t, 3)
+	c := newCluster(t, 5)
 	ctx := context.Background()
 	cl := c.client(2)
 	k1, k2 := uniqueKey("del"), uniqueKey("del")
@@ -294,9 +294,10 @@ func TestConnectionCommands(t *testing.T) {
 	}
 }
 
-// redis-cli, as a user would type it.
+// redis-cli, as a user would type it: the session of the README's "Run
+// it", every step checked on the five masters.
 func TestRedisCLISession(t *testing.T) {
-	c := newCluster(t, 3)
+	c := newCluster(t, 5)
 	_, port, _ := net.SplitHostPort(c.app.Addr())
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -312,14 +313,26 @@ func TestRedisCLISession(t *testing.T) {
 	if got := run("SET", "cli-k", "v", "NX", "PX", "30000"); got != "OK" {
 		t.Fatalf("redis-cli SET NX PX = %q", got)
 	}
+	c.checkHeld(t, "after SET NX", "cli-k", "v")
 	if got := run("SET", "cli-k", "w", "NX", "PX", "30000"); got != "" {
 		t.Fatalf("second SET NX = %q; want (nil), printed as nothing", got)
+	}
+	c.checkGone(t, "after the refused SET NX", "cli-k", "w")
+	if got := run("PTTL", "cli-k"); got < "29000" || got > "30000" || len(got) != 5 {
+		t.Fatalf("PTTL = %q; want the validity left, just under 30000", got)
 	}
 	if got := run("GET", "cli-k"); got != "v" {
 		t.Fatalf("GET = %q", got)
 	}
 	if got := run("EVAL", seedRelease, "1", "cli-k", "v"); got != "1" {
 		t.Fatalf("EVAL release = %q", got)
+	}
+	c.checkGone(t, "after the release", "cli-k", "v")
+	if got := run("SET", "cli-k", "w"); !strings.Contains(got, "needs NX") {
+		t.Fatalf("SET without NX = %q; want the proxy's refusal", got)
+	}
+	if got := run("INFO", "proxy"); !strings.Contains(got, "backends:5") || !strings.Contains(got, "majority:3") || !strings.Contains(got, "backends_counting:5") {
+		t.Fatalf("INFO proxy = %q", got)
 	}
 	// Commands piped on stdin, as in scripts.
 	cmd := exec.Command(cli, "-p", port)

@@ -205,7 +205,7 @@ func TestReplayPottery(t *testing.T) {
 }
 
 func TestReplayRedlockPy(t *testing.T) {
-	c := newCluster(t, 3)
+	c := newCluster(t, 5)
 	unlock := style(t, "redlock-py", "unlock_script")
 	cl := c.client(2)
 	key, val := uniqueKey("res"), "b'\\x8f\\x01'-token"

@@ -10,28 +10,21 @@ import (
 	"time"
 )
 
-// readmeDefault is one default a table of README.md states.
+// readmeDefault is one default a table of docs/configuration.md states.
 type readmeDefault struct {
 	key, stated string
 	line        int
 }
 
-// readmeDefaults reads the key/default pairs of README.md's configuration
-// table (in "## Configuration") (| key | default | meaning |) and limits table (| limit | default |
-// key |, in "## Security and limits"). A row may name several keys with as many defaults ("`a`, `b`" |
+// readmeDefaults reads the key/default pairs of docs/configuration.md's
+// tables: the configuration table (| key | default | meaning |) and the
+// limits table (| limit | default | key |). A row may name several keys with as many defaults ("`a`, `b`" |
 // "`x`, `y`"); rows whose default is no value ("see ...") or that have no
 // key ("fixed") state no default.
 func readmeDefaults(t *testing.T, readme string) []readmeDefault {
 	t.Helper()
 	var out []readmeDefault
-	section := ""
 	for i, line := range strings.Split(readme, "\n") {
-		if h, ok := strings.CutPrefix(line, "## "); ok {
-			section = h
-		}
-		if section != "Configuration" && section != "Security and limits" {
-			continue
-		}
 		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|---") {
 			continue
 		}
@@ -60,7 +53,7 @@ func readmeDefaults(t *testing.T, readme string) []readmeDefault {
 			if len(keys) == 1 {
 				defs = []string{strings.Trim(defCell, "`")}
 			} else {
-				t.Errorf("README.md line %d: %d keys and %d defaults: %s", i+1, len(keys), len(defs), line)
+				t.Errorf("docs/configuration.md line %d: %d keys and %d defaults: %s", i+1, len(keys), len(defs), line)
 				continue
 			}
 		}
@@ -80,7 +73,7 @@ func splitCell(cell string) []string {
 	return out
 }
 
-// parseStated reads a default as the README writes it, into the type of
+// parseStated reads a default as the documentation writes it, into the type of
 // the key's field.
 func parseStated(stated string, typ reflect.Type) (any, error) {
 	s := strings.TrimSpace(stated)
@@ -124,10 +117,10 @@ func parseStated(stated string, typ reflect.Type) (any, error) {
 	return nil, fmt.Errorf("no rule to read a default of type %v", typ)
 }
 
-// Each default README.md's tables state is the default the code has, every
-// key they name exists, and every key is documented in README.md.
-func TestReadmeTablesStateTheDefaults(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+// Each default docs/configuration.md's tables state is the default the
+// code has, every key they name exists, and every key is documented there.
+func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,27 +129,27 @@ func TestReadmeTablesStateTheDefaults(t *testing.T) {
 	_, index := structKeys(def.Type())
 	stated := readmeDefaults(t, readme)
 	if len(stated) < 20 {
-		t.Fatalf("only %d defaults read from README.md's tables: the test reads them wrongly", len(stated))
+		t.Fatalf("only %d defaults read from docs/configuration.md's tables: the test reads them wrongly", len(stated))
 	}
 	for _, d := range stated {
 		fi, ok := index[d.key]
 		if !ok {
-			t.Errorf("README.md line %d states a default for %s, which is not a configuration key", d.line, d.key)
+			t.Errorf("docs/configuration.md line %d states a default for %s, which is not a configuration key", d.line, d.key)
 			continue
 		}
 		field := def.Field(fi)
 		got, err := parseStated(d.stated, field.Type())
 		if err != nil {
-			t.Errorf("README.md line %d: default of %s, %q, is not a value: %v", d.line, d.key, d.stated, err)
+			t.Errorf("docs/configuration.md line %d: default of %s, %q, is not a value: %v", d.line, d.key, d.stated, err)
 			continue
 		}
 		if !reflect.DeepEqual(got, field.Interface()) {
-			t.Errorf("README.md line %d says %s defaults to %q; the default is %v", d.line, d.key, d.stated, field.Interface())
+			t.Errorf("docs/configuration.md line %d says %s defaults to %q; the default is %v", d.line, d.key, d.stated, field.Interface())
 		}
 	}
 	for _, key := range yamlKeys(t) {
 		if !strings.Contains(readme, "`"+key+"`") {
-			t.Errorf("README.md does not mention the key `%s`", key)
+			t.Errorf("docs/configuration.md does not mention the key `%s`", key)
 		}
 	}
 }
