@@ -24,28 +24,18 @@ type command struct {
 	fn     func(c *client, args [][]byte)
 }
 
-var commands = map[string]*command{}
+// commands is the command table: every command the proxy serves, by its
+// lower-case name, registered here and nowhere else. (It is filled by init
+// because HELP and COMMAND read it.)
+var commands map[string]*command
 
-func register(cmds ...*command) {
-	for _, c := range cmds {
-		commands[c.name] = c
-	}
-}
+func init() { commands = table(commandList()...) }
 
-func init() {
-	// Connection commands: enough for every client's handshake.
-	register(
-		&command{name: "ping", arity: -1, flags: []string{"fast"}, fn: cmdPing},
-		&command{name: "echo", arity: 2, flags: []string{"fast"}, fn: cmdEcho},
-		&command{name: "quit", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdQuit},
-		&command{name: "select", arity: 2, flags: []string{"fast"}, fn: cmdSelect},
-		&command{name: "client", arity: -2, flags: []string{"fast"}, fn: cmdClient},
-		&command{name: "hello", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdHello},
-		&command{name: "info", arity: -1, flags: []string{"fast"}, fn: cmdInfo},
-		&command{name: "command", arity: -1, flags: []string{"fast"}, fn: cmdCommand},
-	)
-	// Lock commands: fanned out to every backend.
-	register(
+// commandList is every served command, by family.
+func commandList() []*command {
+	return []*command{
+		// Lock commands, fanned out to every backend (lockcmds.go, scriptop.go,
+		// primitives.go, fence.go).
 		&command{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
 		&command{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
 		&command{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
@@ -55,7 +45,41 @@ func init() {
 		&command{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEvalSha},
 		&command{name: "script", arity: -2, flags: []string{"noscript"}, fn: cmdScript},
 		&command{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
-	)
+		// Valkey 9's and Redis 8.4's release primitives, for Redis 7 backends.
+		&command{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelIfEq},
+		&command{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelEx},
+		// Connection commands: enough for every client's handshake (this file
+		// and handshake.go).
+		&command{name: "ping", arity: -1, flags: []string{"fast"}, fn: cmdPing},
+		&command{name: "echo", arity: 2, flags: []string{"fast"}, fn: cmdEcho},
+		&command{name: "quit", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdQuit},
+		&command{name: "select", arity: 2, flags: []string{"fast"}, fn: cmdSelect},
+		&command{name: "client", arity: -2, flags: []string{"fast"}, fn: cmdClient},
+		&command{name: "hello", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdHello},
+		&command{name: "auth", arity: -2, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdAuth},
+		&command{name: "reset", arity: 1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdReset},
+		&command{name: "config", arity: -2, flags: []string{"admin"}, fn: cmdConfig},
+		&command{name: "wait", arity: 3, flags: []string{}, fn: cmdWait},
+		&command{name: "info", arity: -1, flags: []string{"fast"}, fn: cmdInfo},
+		&command{name: "command", arity: -1, flags: []string{"fast"}, fn: cmdCommand},
+		// Pub/sub, so that clients that open a subscription connection connect
+		// (handshake.go); nothing is ever published (help.go).
+		&command{name: "subscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
+		&command{name: "psubscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
+		&command{name: "unsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
+		&command{name: "punsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
+		&command{name: "publish", arity: 3, flags: []string{"pubsub", "fast"}, fn: cmdPublish},
+		// For people at a prompt (help.go).
+		&command{name: "help", arity: -1, flags: []string{"fast"}, fn: cmdHelp},
+	}
+}
+
+func table(cmds ...*command) map[string]*command {
+	m := make(map[string]*command, len(cmds))
+	for _, c := range cmds {
+		m[c.name] = c
+	}
+	return m
 }
 
 // CommandNames lists every name the proxy reports commands under: the
@@ -112,7 +136,7 @@ func (c *client) exec(args [][]byte) {
 		return
 	}
 	if c.subscriptions > 0 && !c.resp3 && !subscribedAllowed(cmd.name) {
-		c.replyErr("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}
 	started, rejected := c.inflight, c.rejected
@@ -154,7 +178,7 @@ func cmdPing(c *client, args [][]byte) {
 	}
 	switch len(args) {
 	case 1:
-		c.replyRaw([]byte("+PONG\r\n"))
+		c.replyRaw(rawPong)
 	case 2:
 		c.reply(resp.BulkValue(args[1]))
 	default:
@@ -165,7 +189,7 @@ func cmdPing(c *client, args [][]byte) {
 func cmdEcho(c *client, args [][]byte) { c.reply(resp.BulkValue(args[1])) }
 
 func cmdQuit(c *client, args [][]byte) {
-	c.replyRaw([]byte("+OK\r\n"))
+	c.replyRaw(rawOK)
 	c.closeAfter = true
 }
 
@@ -179,7 +203,7 @@ func cmdSelect(c *client, args [][]byte) {
 	case n != 0:
 		c.replyErr(msgOnlyDB0)
 	default:
-		c.replyRaw([]byte("+OK\r\n"))
+		c.replyRaw(rawOK)
 	}
 }
 
@@ -198,11 +222,11 @@ func cmdClient(c *client, args [][]byte) {
 	switch {
 	case is(sub, "setname") && len(args) == 3:
 		if !validClientName(args[2]) {
-			c.replyErr("ERR Client names cannot contain spaces, newlines or special characters.")
+			c.replyErr(msgClientName)
 			return
 		}
 		c.name = append(c.name[:0], args[2]...)
-		c.replyRaw([]byte("+OK\r\n"))
+		c.replyRaw(rawOK)
 	case is(sub, "getname") && len(args) == 2:
 		if len(c.name) == 0 {
 			c.reply(resp.Nil)
@@ -218,10 +242,10 @@ func cmdClient(c *client, args [][]byte) {
 		case is(args[2], "lib-ver"):
 			c.libVer = append(c.libVer[:0], args[3]...)
 		default:
-			c.replyErr("ERR Unrecognized option '" + string(args[2]) + "'")
+			c.replyErr(msgUnrecognizedOption(args[2]))
 			return
 		}
-		c.replyRaw([]byte("+OK\r\n"))
+		c.replyRaw(rawOK)
 	case is(sub, "info") && len(args) == 2:
 		c.reply(resp.BulkValue([]byte(c.describe() + "\n")))
 	case (is(sub, "no-evict") || is(sub, "no-touch")) && len(args) == 3:
@@ -229,7 +253,7 @@ func cmdClient(c *client, args [][]byte) {
 			c.replyErr(msgSyntax)
 			return
 		}
-		c.replyRaw([]byte("+OK\r\n"))
+		c.replyRaw(rawOK)
 	case is(sub, "tracking") && len(args) >= 3:
 		// Accepted so that clients with client-side caching on (rueidis's
 		// default) connect; no key is ever tracked, see CACHING.
@@ -242,9 +266,9 @@ func cmdClient(c *client, args [][]byte) {
 			c.replyErr(msgSyntax)
 			return
 		}
-		c.replyRaw([]byte("+OK\r\n"))
+		c.replyRaw(rawOK)
 	case is(sub, "caching") && len(args) == 3:
-		c.replyErr("ERR redlock-proxy: client-side caching is not supported: a cached lock state would go stale; read without caching")
+		c.replyErr(msgNoCaching)
 	case is(sub, "getredir") && len(args) == 2:
 		c.reply(resp.IntValue(-1))
 	case is(sub, "help"):
@@ -298,7 +322,7 @@ func cmdHello(c *client, args [][]byte) {
 	if len(args) >= 2 {
 		v, ok := resp.ParseInt(args[1])
 		if !ok {
-			c.replyErr("ERR Protocol version is not an integer or out of range")
+			c.replyErr(msgProtoVersion)
 			return
 		}
 		if v < 2 || v > 3 {
@@ -320,18 +344,18 @@ func cmdHello(c *client, args [][]byte) {
 			j += 2
 		case is(args[j], "setname") && more >= 1:
 			if !validClientName(args[j+1]) {
-				c.replyErr("ERR Client names cannot contain spaces, newlines or special characters.")
+				c.replyErr(msgClientName)
 				return
 			}
 			setname = args[j+1]
 			j++
 		default:
-			c.replyErr("ERR Syntax error in HELLO option '" + string(args[j]) + "'")
+			c.replyErr(msgHelloOption(args[j]))
 			return
 		}
 	}
 	if !c.authed {
-		c.replyErr("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.replyErr(msgHelloNoAuth)
 		return
 	}
 	if setname != nil {

@@ -15,13 +15,6 @@ import (
 // proxy command), and redis-cli's "help <command>", "help @lock" and its
 // argument hints, which it builds from COMMAND DOCS.
 
-func init() {
-	register(
-		&command{name: "help", arity: -1, flags: []string{"fast"}, fn: cmdHelp},
-		&command{name: "publish", arity: 3, flags: []string{"pubsub", "fast"}, fn: cmdPublish},
-	)
-}
-
 // docArg is one argument of a command, as COMMAND DOCS describes it.
 type docArg struct {
 	name     string
@@ -199,7 +192,7 @@ func cmdHelp(c *client, args [][]byte) {
 		name := strings.ToLower(string(args[1]))
 		d, ok := docs[name]
 		if !ok {
-			c.replyErr("ERR redlock-proxy: '" + string(cString(args[1], 128)) + "' is not served here; HELP lists what is")
+			c.replyErr(msgNotServed(args[1]))
 			return
 		}
 		line("%s", synopsis(name, d))

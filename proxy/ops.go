@@ -497,7 +497,7 @@ func (o *op) decideVoteLocked() bool {
 	if !o.tally.Done() {
 		return false
 	}
-	o.result = resp.ErrorValue("ERR redlock-proxy: no majority of backends gave the same reply to this script")
+	o.result = resp.ErrorValue(msgNoAgreedReply)
 	return true
 }
 

@@ -80,7 +80,7 @@ func appendUndoPerKey(dst []byte, keys, tokens [][]byte) []byte {
 
 func cmdEval(c *client, args [][]byte) {
 	if len(args[1]) > c.s.cfg.Limits.MaxBulk {
-		c.replyErr("ERR redlock-proxy: script too long")
+		c.replyErr(msgScriptTooLong)
 		return
 	}
 	runScript(c, c.s.cfg.Scripts.Load(args[1], true), args)
@@ -525,7 +525,7 @@ func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 	sit.Value, sit.HasValue = focus.value, focus.hasValue
 	t := cl.Replies[sit.Case]
 	if t == nil {
-		return resp.ErrorValue("ERR redlock-proxy: no reply known for this script in case " + sit.Case.String())
+		return resp.ErrorValue(msgNoReplyForCase(sit.Case.String()))
 	}
 	return t.Fill(&sit)
 }
@@ -607,9 +607,9 @@ func cmdScript(c *client, args [][]byte) {
 	case is(sub, "explain") && len(args) >= 3:
 		c.reply(explain(c, args[2], args[3:]))
 	case is(sub, "flush") && len(args) <= 3:
-		c.replyRaw([]byte("+OK\r\n")) // the proxy's cache holds what it classified; the backends only run its own scripts
+		c.replyRaw(rawOK) // the proxy's cache holds what it classified; the backends only run its own scripts
 	case is(sub, "kill") && len(args) == 2:
-		c.replyErr("NOTBUSY No scripts in execution right now.")
+		c.replyErr(msgNotBusy)
 	case is(sub, "help"):
 		c.reply(helpReply("SCRIPT", "EXISTS <sha1> [<sha1> ...]", "EXPLAIN <sha1|script> [numkeys key ... arg ...]",
 			"    Show how the proxy classified the script, or why it refused it.", "FLUSH [ASYNC|SYNC]", "KILL", "LOAD <script>"))
@@ -640,7 +640,7 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 	if len(call) > 0 {
 		numkeys, ok := resp.ParseInt(call[0])
 		if !ok || numkeys < 0 || numkeys > int64(len(call)-1) {
-			return resp.ErrorValue("ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys")
+			return resp.ErrorValue(msgExplainNumkeys)
 		}
 		keys, argv := call[1:1+numkeys], call[1+numkeys:]
 		cl := e.Lookup(keys, argv)

@@ -3,12 +3,14 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Wire error replies, worded as Redis words them where Redis has a reply for
-// the case, and prefixed with "ERR redlock-proxy:" where the refusal is the
-// proxy's own. The protocol text lives here and nowhere else.
+// Wire replies: errors worded as Redis words them where Redis has a reply
+// for the case, and prefixed with "ERR redlock-proxy:" where the refusal is
+// the proxy's own; and the fixed simple-string replies. The protocol text
+// lives here and nowhere else (help.go holds the command documentation).
 const (
 	msgSyntax            = "ERR syntax error"
 	msgNotInteger        = "ERR value is not an integer or out of range"
@@ -104,4 +106,47 @@ func noNewlines(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// Fixed simple-string replies, already encoded.
+var (
+	rawOK    = []byte("+OK\r\n")
+	rawPong  = []byte("+PONG\r\n")
+	rawReset = []byte("+RESET\r\n")
+)
+
+const (
+	msgClientName        = "ERR Client names cannot contain spaces, newlines or special characters."
+	msgNoCaching         = "ERR redlock-proxy: client-side caching is not supported: a cached lock state would go stale; read without caching"
+	msgProtoVersion      = "ERR Protocol version is not an integer or out of range"
+	msgHelloNoAuth       = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+	msgTimeoutNotInteger = "ERR timeout is not an integer or out of range"
+	msgTimeoutNegative   = "ERR timeout is negative"
+	msgNoAgreedReply     = "ERR redlock-proxy: no majority of backends gave the same reply to this script"
+	msgDelexIfEqOnly     = "ERR redlock-proxy: DELEX supports IFEQ (compare-and-delete) only"
+	msgScriptTooLong     = "ERR redlock-proxy: script too long"
+	msgNotBusy           = "NOTBUSY No scripts in execution right now."
+	msgExplainNumkeys    = "ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys"
+)
+
+func msgSubscribedContext(name string) string {
+	return "ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+}
+
+func msgUnrecognizedOption(opt []byte) string { return "ERR Unrecognized option '" + string(opt) + "'" }
+
+func msgHelloOption(opt []byte) string {
+	return "ERR Syntax error in HELLO option '" + string(opt) + "'"
+}
+
+func msgConfigUnsupported(sub []byte) string {
+	return "ERR redlock-proxy: CONFIG " + strings.ToUpper(string(sub)) + " is not supported: the proxy is configured by its flags or YAML file"
+}
+
+func msgNotServed(name []byte) string {
+	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; HELP lists what is"
+}
+
+func msgNoReplyForCase(c string) string {
+	return "ERR redlock-proxy: no reply known for this script in case " + c
 }

@@ -6,27 +6,10 @@ import (
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
-// Commands that client libraries send while connecting, and the newer
-// release primitives of Valkey 9 and Redis 8.4, translated for Redis 7
-// backends.
-
-func init() {
-	register(
-		&command{name: "auth", arity: -2, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdAuth},
-		&command{name: "config", arity: -2, flags: []string{"admin"}, fn: cmdConfig},
-		&command{name: "reset", arity: 1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdReset},
-		&command{name: "wait", arity: 3, flags: []string{}, fn: cmdWait},
-		&command{name: "subscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
-		&command{name: "psubscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
-		&command{name: "unsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
-		&command{name: "punsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
-		&command{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelIfEq},
-		&command{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelEx},
-	)
-}
+// Commands that client libraries send while connecting: answered by the
+// proxy itself, as Redis answers them.
 
 // The proxy has no users of its own unless a password is configured; the
 // default user then accepts any password, as Redis's nopass default user.
@@ -50,7 +33,7 @@ func cmdAuth(c *client, args [][]byte) {
 		return
 	}
 	c.setAuthed(true)
-	c.replyRaw([]byte("+OK\r\n"))
+	c.replyRaw(rawOK)
 }
 
 // configParams are the harmless answers to CONFIG GET that clients read
@@ -95,7 +78,7 @@ func cmdConfig(c *client, args [][]byte) {
 		}
 		c.reply(resp.Value{Kind: resp.KindArray, Elems: kv})
 	case is(sub, "set") || is(sub, "rewrite") || is(sub, "resetstat"):
-		c.replyErr("ERR redlock-proxy: CONFIG " + strings.ToUpper(string(sub)) + " is not supported: the proxy is configured by its flags or YAML file")
+		c.replyErr(msgConfigUnsupported(sub))
 	case is(sub, "help"):
 		c.reply(helpReply("CONFIG", "GET <pattern>"))
 	case is(sub, "get"):
@@ -112,7 +95,7 @@ func cmdReset(c *client, args [][]byte) {
 	c.tracking = false
 	c.subscriptions = 0
 	c.setAuthed(!c.s.passwordSet())
-	c.replyRaw([]byte("+RESET\r\n"))
+	c.replyRaw(rawReset)
 }
 
 // cmdWait: the proxy's backends have no replicas, and every lock command
@@ -124,11 +107,11 @@ func cmdWait(c *client, args [][]byte) {
 	}
 	t, ok := resp.ParseInt(args[2])
 	if !ok {
-		c.replyErr("ERR timeout is not an integer or out of range")
+		c.replyErr(msgTimeoutNotInteger)
 		return
 	}
 	if t < 0 {
-		c.replyErr("ERR timeout is negative")
+		c.replyErr(msgTimeoutNegative)
 		return
 	}
 	c.reply(resp.IntValue(0))
@@ -191,42 +174,4 @@ func subscribedAllowed(name string) bool {
 		return true
 	}
 	return false
-}
-
-// compareDelete is DELIFEQ / DELEX IFEQ as a release: 1 deleted, 0 not.
-var compareDelete = script.MustSpec("release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0")
-
-// setIfEq is SET key value IFEQ value PX ms as an extend: re-arm the TTL
-// of a lock that holds the caller's value (and of its fencing state, as
-// every extend does); OK, or nil.
-var setIfEq = script.MustSpec("extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: nil; own: +OK; own-no-ttl: +OK; other: nil; other-no-ttl: nil")
-
-// startSetIfEq extends a lock as SET key token IFEQ token PX ms: OK when a
-// majority re-armed it with validity left, nil otherwise, as Redis 8.4.
-func startSetIfEq(c *client, req setRequest) {
-	ttl := []byte(strconv.FormatInt(req.ttl.Milliseconds(), 10))
-	startClassOp(c, "set", setIfEq, [][]byte{req.key}, [][]byte{req.value, ttl})
-}
-
-// cmdDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
-// value. It runs as a compare-and-delete on every backend.
-func cmdDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
-
-func startCompareDelete(c *client, name string, key, value []byte) {
-	startClassOp(c, name, compareDelete, [][]byte{key}, [][]byte{value})
-}
-
-// cmdDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a
-// compare-and-delete, without a condition a force DEL.
-func cmdDelEx(c *client, args [][]byte) {
-	switch {
-	case len(args) == 2:
-		cmdDel(c, args)
-	case len(args) == 4 && is(args[2], "ifeq"):
-		startCompareDelete(c, "delex", args[1], args[3])
-	case len(args) == 4 && (is(args[2], "ifne") || is(args[2], "ifdeq") || is(args[2], "ifdne")):
-		c.replyErr("ERR redlock-proxy: DELEX supports IFEQ (compare-and-delete) only")
-	default:
-		c.replyErr(msgSyntax)
-	}
 }
