@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"slices"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -431,8 +430,8 @@ func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
 			out.cs = h + 2 // too little left
 		}
 		if o.sc.detailed {
-			out.pttl = o.validityLeft(kthLargest(pttls, m), elapsed)
-			out.after = o.validityLeft(kthLargest(afters, m), elapsed)
+			out.pttl = o.validityLeft(majorityPTTL(o.e.n, pttls), elapsed)
+			out.after = o.validityLeft(majorityPTTL(o.e.n, afters), elapsed)
 		}
 		return out, true
 	}
@@ -465,19 +464,22 @@ func (o *op) majorityCompact(m int) (keyObs, bool) {
 	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
 }
 
-// kthLargest returns the k-th largest PTTL, a missing TTL (-1) counting
-// as the largest.
-func kthLargest(ps []int64, k int) int64 {
-	slices.SortFunc(ps, func(a, b int64) int {
-		switch {
-		case a == b:
-			return 0
-		case a == -1 || (b != -1 && a > b):
-			return -1
-		}
-		return 1
-	})
-	return ps[k-1]
+// majorityPTTL is how long a majority of the n backends will still hold
+// the key, from the PTTLs (ms, -1 for none) of those that hold it: the one
+// rule, quorum.MajorityTTL, in milliseconds.
+func majorityPTTL(n int, ps []int64) int64 {
+	ds := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		ds[i] = time.Duration(p) * time.Millisecond
+	}
+	r, ok := quorum.MajorityTTL(n, ds)
+	switch {
+	case !ok:
+		return -2
+	case r == quorum.NoExpiry:
+		return -1
+	}
+	return r.Milliseconds()
 }
 
 // remaining turns a majority's PTTL into what a client may rely on.

@@ -28,15 +28,26 @@ func DefaultTiming() Timing {
 // ErrTiming is wrapped by Validate's errors.
 var ErrTiming = errors.New("quorum: invalid timing")
 
-// Validate checks the timing assumptions.
+// TimingError says which setting of a Timing breaks which rule; it wraps
+// ErrTiming.
+type TimingError struct {
+	Setting string // drift_factor, drift_floor or min_validity
+	Rule    string // the rule and the value, e.g. "must not be negative, got -1s"
+}
+
+func (e *TimingError) Error() string { return fmt.Sprintf("%v: %s %s", ErrTiming, e.Setting, e.Rule) }
+
+func (e *TimingError) Unwrap() error { return ErrTiming }
+
+// Validate checks the timing assumptions: the rules live here alone.
 func (t Timing) Validate() error {
 	switch {
 	case t.DriftFactor < 0 || t.DriftFactor >= 1 || t.DriftFactor != t.DriftFactor:
-		return fmt.Errorf("%w: drift_factor must be at least 0 and below 1, got %v", ErrTiming, t.DriftFactor)
+		return &TimingError{"drift_factor", fmt.Sprintf("must be at least 0 and below 1, got %v", t.DriftFactor)}
 	case t.DriftFloor < 0:
-		return fmt.Errorf("%w: drift_floor must not be negative, got %v", ErrTiming, t.DriftFloor)
+		return &TimingError{"drift_floor", fmt.Sprintf("must not be negative, got %v", t.DriftFloor)}
 	case t.MinValidity < 0:
-		return fmt.Errorf("%w: min_validity must not be negative, got %v", ErrTiming, t.MinValidity)
+		return &TimingError{"min_validity", fmt.Sprintf("must not be negative, got %v", t.MinValidity)}
 	}
 	return nil
 }

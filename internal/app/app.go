@@ -112,7 +112,7 @@ func (a *App) start() error {
 			"Pass -backends host:port,host:port,host:port for real Redis masters.",
 			"embedded_backends", backends)
 	}
-	timing := quorum.Timing{DriftFactor: cfg.DriftFactor, DriftFloor: cfg.DriftFloor, MinValidity: cfg.MinValidity}
+	timing := cfg.Timing()
 	hold := cfg.MaxTTL + timing.Drift(cfg.MaxTTL)
 	rule := quorum.RestartRule{Hold: hold, Mode: quorum.RuleStrict}
 	switch cfg.RestartQuarantine {

@@ -186,13 +186,11 @@ func (c *Config) Validate() (warnings []string, err error) {
 	if n < 3 {
 		warnings = append(warnings, fmt.Sprintf("backends: with %d backend(s) no failure is tolerated; Redlock needs at least 3", n))
 	}
+	var te *quorum.TimingError
+	if err := c.Timing().Validate(); errors.As(err, &te) {
+		return nil, invalid(te.Setting, "%s", te.Rule)
+	}
 	switch {
-	case c.DriftFactor != c.DriftFactor || c.DriftFactor < 0 || c.DriftFactor >= 1:
-		return nil, invalid("drift_factor", "must be at least 0 and below 1, got %v", c.DriftFactor)
-	case c.DriftFloor < 0:
-		return nil, invalid("drift_floor", "must not be negative, got %v", c.DriftFloor)
-	case c.MinValidity < 0:
-		return nil, invalid("min_validity", "must not be negative, got %v", c.MinValidity)
 	case c.MaxTTL <= 0:
 		return nil, invalid("max_ttl", "must be positive, got %v", c.MaxTTL)
 	case c.BackendTimeout <= 0:
@@ -440,4 +438,10 @@ func configPath(args []string) (path string) {
 		}
 	}
 	return path
+}
+
+// Timing is the configuration's clock assumptions, as the algorithm takes
+// them.
+func (c *Config) Timing() quorum.Timing {
+	return quorum.Timing{DriftFactor: c.DriftFactor, DriftFloor: c.DriftFloor, MinValidity: c.MinValidity}
 }
