@@ -62,7 +62,7 @@ func (o *Options) defaults() {
 		o.DialTimeout = time.Second
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 50 * time.Millisecond
+		o.Timeout = quorum.DefaultNodeTimeout
 	}
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = max(time.Second, 20*o.Timeout)

@@ -25,27 +25,24 @@ type Limits struct {
 	PreAuthBulk int // default 16 KiB
 }
 
+// DefaultLimits are the input limits when none are set.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxArgs: 4096, MaxBulk: 512 << 10, MaxToken: 1 << 10, MaxInline: 64 << 10, MaxCommandBytes: 1 << 20,
+		PreAuthArgs: 10, PreAuthBulk: 16 << 10,
+	}
+}
+
+// defaults sets every zero limit to its default.
 func (l *Limits) defaults() {
-	if l.MaxArgs <= 0 {
-		l.MaxArgs = 4096
-	}
-	if l.MaxBulk <= 0 {
-		l.MaxBulk = 512 << 10
-	}
-	if l.MaxToken <= 0 {
-		l.MaxToken = 1 << 10
-	}
-	if l.MaxInline <= 0 {
-		l.MaxInline = 64 << 10
-	}
-	if l.MaxCommandBytes <= 0 {
-		l.MaxCommandBytes = 1 << 20
-	}
-	if l.PreAuthArgs <= 0 {
-		l.PreAuthArgs = 10
-	}
-	if l.PreAuthBulk <= 0 {
-		l.PreAuthBulk = 16 << 10
+	d := DefaultLimits()
+	for _, f := range []struct{ v, def *int }{
+		{&l.MaxArgs, &d.MaxArgs}, {&l.MaxBulk, &d.MaxBulk}, {&l.MaxToken, &d.MaxToken}, {&l.MaxInline, &d.MaxInline},
+		{&l.MaxCommandBytes, &d.MaxCommandBytes}, {&l.PreAuthArgs, &d.PreAuthArgs}, {&l.PreAuthBulk, &d.PreAuthBulk},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
 	}
 }
 

@@ -41,25 +41,37 @@ type Config struct {
 	Addr               string            // the listen address, for INFO
 }
 
+// DefaultConfig is the front end's configuration when nothing is set: the
+// one place its defaults are written (the configuration file's defaults are
+// these).
+func DefaultConfig() Config {
+	return Config{
+		Timing:         quorum.DefaultTiming(),
+		BackendTimeout: quorum.DefaultNodeTimeout,
+		MaxTTL:         60 * time.Second,
+		Limits:         DefaultLimits(),
+		MaxClients:     10000,
+		WriteTimeout:   10 * time.Second,
+		CommandTimeout: 10 * time.Second,
+	}
+}
+
 func (c *Config) defaults() {
+	d := DefaultConfig()
 	if c.Timing == (quorum.Timing{}) {
-		c.Timing = quorum.DefaultTiming()
+		c.Timing = d.Timing
 	}
-	if c.BackendTimeout <= 0 {
-		c.BackendTimeout = 50 * time.Millisecond
-	}
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = 60 * time.Second
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.BackendTimeout, &d.BackendTimeout}, {&c.MaxTTL, &d.MaxTTL},
+		{&c.WriteTimeout, &d.WriteTimeout}, {&c.CommandTimeout, &d.CommandTimeout},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
 	}
 	c.Limits.defaults()
 	if c.MaxClients <= 0 {
-		c.MaxClients = 10000
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.CommandTimeout <= 0 {
-		c.CommandTimeout = 10 * time.Second
+		c.MaxClients = d.MaxClients
 	}
 	if c.Scripts == nil {
 		c.Scripts = script.NewRegistry()

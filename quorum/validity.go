@@ -20,6 +20,11 @@ type Timing struct {
 	MinValidity time.Duration
 }
 
+// DefaultNodeTimeout is how long one node may take to answer one command
+// before its vote is unknown: far below the TTLs in use, so that a dead or
+// hung node costs little of a lock's validity.
+const DefaultNodeTimeout = 50 * time.Millisecond
+
 // DefaultTiming returns the values of the Redlock page and most clients.
 func DefaultTiming() Timing {
 	return Timing{DriftFactor: 0.01, DriftFloor: 2 * time.Millisecond}

@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -118,26 +119,30 @@ func splitList(s string) List {
 	return out
 }
 
-// Default is the configuration with nothing set.
+// Default is the configuration with nothing set. The front end's settings
+// take their defaults from the front end itself, so each default is written
+// once.
 func Default() Config {
+	p := proxy.DefaultConfig()
 	return Config{
 		Listen:            "127.0.0.1:7379",
 		Admin:             "127.0.0.1:7380",
 		EmbeddedBackends:  3,
-		DriftFactor:       0.01,
-		DriftFloor:        2 * time.Millisecond,
-		BackendTimeout:    50 * time.Millisecond,
-		MaxTTL:            60 * time.Second,
+		DriftFactor:       p.Timing.DriftFactor,
+		DriftFloor:        p.Timing.DriftFloor,
+		MinValidity:       p.Timing.MinValidity,
+		BackendTimeout:    p.BackendTimeout,
+		MaxTTL:            p.MaxTTL,
 		RestartQuarantine: "strict",
 		UnknownScripts:    "refuse",
-		MaxClients:        10000,
-		CommandTimeout:    10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		MaxArgs:           4096,
-		MaxBulk:           512 << 10,
-		MaxInline:         64 << 10,
-		MaxCommandBytes:   1 << 20,
-		MaxToken:          1 << 10,
+		MaxClients:        p.MaxClients,
+		CommandTimeout:    p.CommandTimeout,
+		WriteTimeout:      p.WriteTimeout,
+		MaxArgs:           p.Limits.MaxArgs,
+		MaxBulk:           p.Limits.MaxBulk,
+		MaxInline:         p.Limits.MaxInline,
+		MaxCommandBytes:   p.Limits.MaxCommandBytes,
+		MaxToken:          p.Limits.MaxToken,
 		LogLevel:          "info",
 		LogFormat:         "text",
 	}
