@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
@@ -125,7 +126,7 @@ func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Rece
 func (f constBackends) Undo(node int, cmd []byte, sc *resp.Script, later []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
 	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
 }
-func (f constBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
+func (f constBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
 
 // EVALSHA of a release the proxy already knows: a map lookup, then the
 // fan-out to five in-process backends that answer the reference release

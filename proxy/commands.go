@@ -103,13 +103,7 @@ func lookup(name []byte) *command {
 	if len(name) > len(buf) {
 		return nil
 	}
-	for i, ch := range name {
-		if ch >= 'A' && ch <= 'Z' {
-			ch += 'a' - 'A'
-		}
-		buf[i] = ch
-	}
-	return commands[string(buf[:len(name)])]
+	return commands[string(resp.AppendLower(buf[:0], name))]
 }
 
 // exec runs one command, checking existence, arity and authentication in
@@ -148,24 +142,7 @@ func (c *client) exec(args [][]byte) {
 }
 
 // is compares an argument to an ASCII word, ignoring case.
-func is(a []byte, s string) bool {
-	if len(a) != len(s) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], s[i]
-		if x >= 'A' && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if y >= 'A' && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
+func is(a []byte, s string) bool { return resp.EqualFold(a, s) }
 
 func cmdPing(c *client, args [][]byte) {
 	if c.subscriptions > 0 && !c.resp3 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // chosenFenceBackends answers like healthy masters on which a grant's
@@ -39,7 +40,7 @@ func (f chosenFenceBackends) Undo(node int, now []byte, nowScript *resp.Script, 
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(0), Counts: true})
 }
 
-func (f chosenFenceBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
+func (f chosenFenceBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
 
 // wholeConn hands a client its whole input in one read, so that every
 // command in it is one pipelined batch.

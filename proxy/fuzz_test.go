@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
@@ -43,7 +44,7 @@ func (f fakeBackends) Undo(node int, now []byte, nowScript *resp.Script, later [
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(1), Counts: true})
 }
 
-func (f fakeBackends) Status() []BackendStatus { return make([]BackendStatus, f.n) }
+func (f fakeBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
 
 // referenceHeld answers a reference script as a backend where every key
 // holds the caller's token with 1000 ms left, and the role acted. It reads

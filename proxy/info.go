@@ -93,7 +93,7 @@ func (s *Server) infoProxy() string {
 	var b strings.Builder
 	n := s.be.N()
 	now := time.Now()
-	st := s.be.Status()
+	st := s.be.Health()
 	counting, quarantined, down, undos := 0, 0, 0, 0
 	var longest time.Duration
 	for _, h := range st {
@@ -106,7 +106,7 @@ func (s *Server) infoProxy() string {
 		default:
 			down++
 		}
-		undos += h.UndoWaiting
+		undos += h.UndoRetained
 	}
 	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\nbackends_quarantined:%d\r\nbackends_down:%d\r\nquarantine_left_ms:%d\r\nundo_waiting:%d\r\n",
 		n, quorum.Majority(n), counting, quarantined, down, longest.Milliseconds(), undos)

@@ -30,8 +30,7 @@ func cmdSet(c *client, args [][]byte) {
 	c.reserve(1)
 	o := c.s.eng.newOp("set", opAcquire, c.done)
 	o.ttl = req.ttl
-	o.undoCmd = appendUndoCmd(o.undoBuf[:0], args[1:2], req.value)
-	o.undoLater = appendUndoLater(nil, args[1:2], req.value, req.ttl)
+	o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, args[1:2], [][]byte{req.value}, req.ttl)
 	b := resp.AppendArrayHeader(c.cmd[:0], 6)
 	b = resp.AppendBulkString(b, "SET")
 	b = resp.AppendBulk(b, req.key)
@@ -89,15 +88,4 @@ func cmdDel(c *client, args [][]byte) {
 		c.s.eng.start(ops[i], c.cmd, nil)
 	}
 	c.await(ops...)
-}
-
-func toLower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, ch := range b {
-		if ch >= 'A' && ch <= 'Z' {
-			ch += 'a' - 'A'
-		}
-		out[i] = ch
-	}
-	return out
 }

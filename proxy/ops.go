@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"sync"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -19,25 +21,8 @@ type Backends interface {
 	// then the backend keeps its later form for the next connection, run
 	// after the earlier connections are killed. rcv gets one result.
 	Undo(node int, now []byte, nowScript *resp.Script, later []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
-	Status() []BackendStatus
-}
-
-// BackendStatus is one backend's state, for INFO and readiness.
-type BackendStatus struct {
-	Addr             string
-	Up               bool
-	Latency          time.Duration
-	RunID            string
-	QuarantinedUntil time.Time
-	QuarantineReason string // why it is quarantined (see netio.Health)
-	LastError        string // why it is down or unverified, in its own words where it gave any
-	UndoWaiting      int    // undos waiting to reach it
-	Connects         uint64
-	Restarts         uint64
-	Timeouts         uint64
-	Errors           uint64
-	Writes           uint64 // write calls to the backend
-	Sent             uint64 // commands written
+	// Health is each backend's state, for INFO.
+	Health() []netio.Health
 }
 
 // Scripts the proxy itself runs on the backends.
@@ -94,18 +79,17 @@ const (
 // Results that arrive after the decision are recorded and, for a failed
 // acquisition, already covered by the undo.
 type op struct {
-	e         *engine
-	name      string // the client's command, for metrics
-	kind      opKind
-	sc        scriptCall    // opScript: the classification and the call (scriptop.go)
-	seconds   bool          // TTL rather than PTTL
-	ttl       time.Duration // requested TTL (acquire, extend)
-	undoCmd   []byte        // compare-and-delete of this attempt's keys and token
-	undoLater []byte        // the same, for a later connection (see undoLaterScript)
-	undoSc    *resp.Script  // the scripts undoCmd and undoLater run, when not undoScript
-	laterSc   *resp.Script  // and undoLaterScript
-	t1        time.Time
-	done      chan<- struct{}
+	e       *engine
+	name    string // the client's command, for metrics
+	kind    opKind
+	sc      scriptCall    // opScript: the classification and the call (scriptop.go)
+	seconds bool          // TTL rather than PTTL
+	ttl     time.Duration // requested TTL (acquire, extend)
+	undoCmd []byte        // compare-and-delete of this attempt's keys and token
+	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
+	laterSc *resp.Script  // and undoLaterScript
+	t1      time.Time
+	done    chan<- struct{}
 
 	mu         sync.Mutex
 	tally      quorum.Tally // set up in place by Init: the op is never copied
@@ -515,12 +499,16 @@ func (o *op) takeUndoLocked() []int {
 // It does not depend on the client: the backends deliver it even across a
 // lost connection, after the command it undoes.
 func (o *op) sendUndo(nodes []int) {
+	if len(nodes) == 0 {
+		return
+	}
 	sc, later := undoScript, undoLaterScript
 	if o.undoSc != nil {
 		sc, later = o.undoSc, o.laterSc
 	}
+	laterCmd := laterForm(o.undoCmd, sc, later)
 	for _, n := range nodes {
-		o.e.be.Undo(n, o.undoCmd, sc, o.undoLater, later, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, o.undoCmd, sc, laterCmd, later, undoReceiver{o.e.stats}, n)
 	}
 }
 
@@ -533,33 +521,36 @@ func (u undoReceiver) Receive(node int, r resp.Result) {
 	}
 }
 
-// appendUndoCmd encodes EVALSHA undo nkeys keys... token.
-func appendUndoCmd(dst []byte, keys [][]byte, token []byte) []byte {
-	dst = resp.AppendArrayHeader(dst, 4+len(keys))
+// appendUndoCmd encodes EVALSHA of an undo script (sc): nkeys, the keys,
+// one token for all or one per key, then the TTL and recentUndo in ms. The
+// undo scripts and their later forms take the same arguments (the former
+// ignore the last two), so the later form is this command with the other
+// SHA1 (laterForm), built only when an undo is sent.
+func appendUndoCmd(dst []byte, sc *resp.Script, keys, tokens [][]byte, ttl time.Duration) []byte {
+	dst = resp.AppendArrayHeader(dst, 5+len(keys)+len(tokens))
 	dst = resp.AppendBulkString(dst, "EVALSHA")
-	dst = resp.AppendBulkString(dst, undoScript.Sha)
+	dst = resp.AppendBulkString(dst, sc.Sha)
 	dst = resp.AppendBulkInt(dst, int64(len(keys)))
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
 	}
-	return resp.AppendBulk(dst, token)
+	for _, t := range tokens {
+		dst = resp.AppendBulk(dst, t)
+	}
+	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
+	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
+}
+
+// laterForm is cmd, an EVALSHA of now, as an EVALSHA of later.
+func laterForm(cmd []byte, now, later *resp.Script) []byte {
+	out := append([]byte(nil), cmd...)
+	if i := bytes.Index(out, []byte(now.Sha)); i >= 0 {
+		copy(out[i:], later.Sha)
+	}
+	return out
 }
 
 // recentUndo is how recently a key must have been set for a later undo to
 // delete it: a resumed master runs the late SET and the undo queued on the
 // new connection within a few milliseconds of each other.
 const recentUndo = 10 * time.Millisecond
-
-// appendUndoLater encodes EVALSHA undoLater nkeys keys... token ttl recent.
-func appendUndoLater(dst []byte, keys [][]byte, token []byte, ttl time.Duration) []byte {
-	dst = resp.AppendArrayHeader(dst, 6+len(keys))
-	dst = resp.AppendBulkString(dst, "EVALSHA")
-	dst = resp.AppendBulkString(dst, undoLaterScript.Sha)
-	dst = resp.AppendBulkInt(dst, int64(len(keys)))
-	for _, k := range keys {
-		dst = resp.AppendBulk(dst, k)
-	}
-	dst = resp.AppendBulk(dst, token)
-	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
-	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
-}

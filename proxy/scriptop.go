@@ -46,37 +46,6 @@ for i, k in ipairs(KEYS) do
 end
 return n`))
 
-// appendUndoPerKeyLater encodes EVALSHA of undoPerKeyLaterScript.
-func appendUndoPerKeyLater(dst []byte, keys, tokens [][]byte, ttl time.Duration) []byte {
-	dst = resp.AppendArrayHeader(dst, 5+2*len(keys))
-	dst = resp.AppendBulkString(dst, "EVALSHA")
-	dst = resp.AppendBulkString(dst, undoPerKeyLaterScript.Sha)
-	dst = resp.AppendBulkInt(dst, int64(len(keys)))
-	for _, k := range keys {
-		dst = resp.AppendBulk(dst, k)
-	}
-	for _, t := range tokens {
-		dst = resp.AppendBulk(dst, t)
-	}
-	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
-	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
-}
-
-// appendUndoPerKey encodes EVALSHA of undoPerKeyScript.
-func appendUndoPerKey(dst []byte, keys, tokens [][]byte) []byte {
-	dst = resp.AppendArrayHeader(dst, 3+2*len(keys))
-	dst = resp.AppendBulkString(dst, "EVALSHA")
-	dst = resp.AppendBulkString(dst, undoPerKeyScript.Sha)
-	dst = resp.AppendBulkInt(dst, int64(len(keys)))
-	for _, k := range keys {
-		dst = resp.AppendBulk(dst, k)
-	}
-	for _, t := range tokens {
-		dst = resp.AppendBulk(dst, t)
-	}
-	return dst
-}
-
 func cmdEval(c *client, args [][]byte) {
 	if len(args[1]) > c.s.cfg.Limits.MaxBulk {
 		c.replyErr(msgScriptTooLong)
@@ -208,11 +177,9 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// it is still valid.
 		tokens := cl.TokensOf(argv, len(keys))
 		if sameAll(tokens) {
-			o.undoCmd = appendUndoCmd(o.undoBuf[:0], keys, tokens[0])
-			o.undoLater = appendUndoLater(nil, keys, tokens[0], ttl)
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, keys, tokens[:1], ttl)
 		} else {
-			o.undoCmd = appendUndoPerKey(o.undoBuf[:0], keys, tokens)
-			o.undoLater = appendUndoPerKeyLater(nil, keys, tokens, ttl)
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoPerKeyScript, keys, tokens, ttl)
 			o.undoSc, o.laterSc = undoPerKeyScript, undoPerKeyLaterScript
 		}
 	}
@@ -616,7 +583,7 @@ func cmdScript(c *client, args [][]byte) {
 		c.reply(helpReply("SCRIPT", "EXISTS <sha1> [<sha1> ...]", "EXPLAIN <sha1|script> [numkeys key ... arg ...]",
 			"    Show how the proxy classified the script, or why it refused it.", "FLUSH [ASYNC|SYNC]", "KILL", "LOAD <script>"))
 	case is(sub, "load") || is(sub, "exists") || is(sub, "flush") || is(sub, "kill") || is(sub, "explain"):
-		c.replyErr(msgWrongArgs("script|" + string(toLower(sub))))
+		c.replyErr(msgWrongArgs("script|" + string(resp.AppendLower(nil, sub))))
 	default:
 		c.replyErr(msgUnknownSubcommand(string(sub), "SCRIPT"))
 	}
@@ -629,7 +596,7 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 	e := reg.BySha(target)
 	if e == nil && isSha1(target) {
 		return resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
-			resp.BulkValue([]byte("script " + string(toLower(target)))),
+			resp.BulkValue([]byte("script " + string(resp.AppendLower(nil, target)))),
 			resp.BulkValue([]byte("not known here: send its text by EVAL or SCRIPT LOAD (or give the text to SCRIPT EXPLAIN)")),
 		}}
 	}

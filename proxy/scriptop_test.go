@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
@@ -33,8 +34,8 @@ func newModelBackends(n int) *modelBackends {
 	return m
 }
 
-func (m *modelBackends) N() int                  { return len(m.states) }
-func (m *modelBackends) Status() []BackendStatus { return make([]BackendStatus, len(m.states)) }
+func (m *modelBackends) N() int                 { return len(m.states) }
+func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, len(m.states)) }
 
 // Undo runs the undo at once: the model's connections are never lost.
 func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, later []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
@@ -365,7 +366,11 @@ func TestUndoPerKeyLaterSparesOlderGrants(t *testing.T) {
 		"b": {Value: "tb", At: now + 8000},    // set 1 s ago: a later grant's retry
 		"c": {Value: "other", At: now + 9000}, // another owner
 	}}
-	cmd := appendUndoPerKeyLater(nil, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, [][]byte{[]byte("ta"), []byte("tb"), []byte("tc")}, 9*time.Second)
+	cmd := laterForm(appendUndoCmd(nil, undoPerKeyScript, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, [][]byte{[]byte("ta"), []byte("tb"), []byte("tc")}, 9*time.Second),
+		undoPerKeyScript, undoPerKeyLaterScript)
+	if !bytes.Contains(cmd, []byte(undoPerKeyLaterScript.Sha)) {
+		t.Fatalf("the later form does not run the later script: %q", cmd)
+	}
 	rd := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{})
 	c, _ := rd.Read()
 	var argv []string

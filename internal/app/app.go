@@ -256,21 +256,6 @@ func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later []b
 	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
 }
 
-func (b backendsOf) Status() []proxy.BackendStatus {
-	hs := b.Health()
-	out := make([]proxy.BackendStatus, len(hs))
-	for i, h := range hs {
-		out[i] = proxy.BackendStatus{
-			Addr: h.Addr, Up: h.Up, Latency: h.Latency, RunID: h.RunID,
-			QuarantinedUntil: h.QuarantinedUntil, QuarantineReason: h.QuarantineReason, LastError: h.LastError,
-			UndoWaiting: h.UndoRetained,
-			Connects:    h.Connects, Restarts: h.Restarts, Timeouts: h.Timeouts, Errors: h.Errors,
-			Writes: h.Writes, Sent: h.Sent,
-		}
-	}
-	return out
-}
-
 // adminHandler serves /metrics, /healthz, /readyz and /debug/pprof.
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()

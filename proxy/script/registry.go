@@ -203,15 +203,9 @@ func (r *Registry) BySha(sha []byte) *Entry {
 	if len(sha) != 40 {
 		return nil
 	}
-	for i, c := range sha {
-		if c >= 'A' && c <= 'F' {
-			c += 'a' - 'A'
-		}
-		buf[i] = c
-	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.bySha[string(buf[:])]
+	return r.bySha[string(resp.AppendLower(buf[:0], sha))]
 }
 
 // program compiles the entry's text. The compiled program is not kept
