@@ -15,8 +15,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The release script of the Redlock page on redis.io, byte for byte.
-const seedRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
+// seedRelease is the usual compare-and-delete release, as countless
+// hand-written single-instance locks send it.
+const seedRelease = `if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("del", KEYS[1])
+end
+return 0`
 
 const oneLineExtend = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
 
