@@ -268,3 +268,37 @@ func startSecondProxy(t testing.TB, c *cluster) string {
 	other, _ := startApp(t, addrs)
 	return other.Addr()
 }
+
+// errorPrefix is an error reply mustDo expects: one that starts with it.
+type errorPrefix string
+
+// mustDo sends one command through cl and fails the test unless the reply
+// is want: a string (a bulk or status reply), an int (an integer reply),
+// nil (a nil reply) or an errorPrefix. Tests read as the session they check:
+//
+//	mustDo(t, cl, "PONG", "PING")
+//	mustDo(t, cl, errorPrefix("ERR unknown command"), "FLUSHALL")
+func mustDo(t testing.TB, cl *redis.Client, want any, args ...any) {
+	t.Helper()
+	got, err := cl.Do(context.Background(), args...).Result()
+	switch w := want.(type) {
+	case nil:
+		if err != redis.Nil {
+			t.Fatalf("%v = %v, %v; want nil", args, got, err)
+		}
+	case errorPrefix:
+		if err == nil || !strings.HasPrefix(err.Error(), string(w)) {
+			t.Fatalf("%v = %v, %v; want an error starting %q", args, got, err, string(w))
+		}
+	case int:
+		if n, ok := got.(int64); err != nil || !ok || n != int64(w) {
+			t.Fatalf("%v = %v, %v; want %d", args, got, err, w)
+		}
+	case string:
+		if s, ok := got.(string); err != nil || !ok || s != w {
+			t.Fatalf("%v = %v, %v; want %q", args, got, err, w)
+		}
+	default:
+		t.Fatalf("mustDo: cannot expect a %T", want)
+	}
+}

@@ -38,16 +38,6 @@ func do(cl *redis.Client, args ...any) (any, error) {
 	return cl.Do(context.Background(), args...).Result()
 }
 
-func mustDo(t *testing.T, want any, cl *redis.Client, args ...any) {
-	t.Helper()
-	got, err := do(cl, args...)
-	if err != nil {
-		t.Fatalf("%v: error %v; want %v", short(args), err, want)
-	}
-	if got != want {
-		t.Fatalf("%v = %#v; want %#v", short(args), got, want)
-	}
-}
 
 // short abbreviates scripts in failure messages.
 func short(args []any) []any {
@@ -78,7 +68,7 @@ func TestReplayRedLockNet(t *testing.T) {
 			guid := "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
 
 			// Acquire: StringSet(key, guid, 30s, When.NotExists).
-			mustDo(t, "OK", cl, "SET", key, guid, "EX", "30", "NX")
+			mustDo(t, cl, "OK", "SET", key, guid, "EX", "30", "NX")
 			c.checkHeld(t, "after acquire", key, guid)
 			if _, err := do(cl, "SET", key, "other-guid", "EX", "30", "NX"); !errors.Is(err, redis.Nil) {
 				t.Fatalf("a second acquire: %v; want nil", err)
@@ -104,19 +94,19 @@ func TestReplayRedLockNet(t *testing.T) {
 				releaseSha = rl.Val()
 			}
 			// EVALSHA from its extend timer.
-			mustDo(t, int64(1), cl, "EVALSHA", extendSha, 1, key, guid, 30000)
-			mustDo(t, int64(-1), cl, "EVALSHA", extendSha, 1, key, "other-guid", 30000)
+			mustDo(t, cl, 1, "EVALSHA", extendSha, 1, key, guid, 30000)
+			mustDo(t, cl, -1, "EVALSHA", extendSha, 1, key, "other-guid", 30000)
 			c.checkHeld(t, "after a conflicting extend", key, guid)
 
 			// Release at Dispose.
-			mustDo(t, int64(1), cl, "EVALSHA", releaseSha, 1, key, guid)
+			mustDo(t, cl, 1, "EVALSHA", releaseSha, 1, key, guid)
 			c.checkGone(t, "after release", key, guid)
-			mustDo(t, int64(0), cl, "EVALSHA", releaseSha, 1, key, guid)
+			mustDo(t, cl, 0, "EVALSHA", releaseSha, 1, key, guid)
 
 			// Its extend re-creates a missing key: the lock is held again.
-			mustDo(t, int64(1), cl, "EVALSHA", extendSha, 1, key, guid, 30000)
+			mustDo(t, cl, 1, "EVALSHA", extendSha, 1, key, guid, 30000)
 			c.checkHeld(t, "after extend of a missing key", key, guid)
-			mustDo(t, int64(1), cl, "EVALSHA", releaseSha, 1, key, guid)
+			mustDo(t, cl, 1, "EVALSHA", releaseSha, 1, key, guid)
 			c.checkGone(t, "after the last release", key, guid)
 		})
 	}
@@ -162,7 +152,7 @@ func TestReplayPottery(t *testing.T) {
 				return v, err
 			}
 
-			mustDo(t, "OK", cl, "SET", key, uuid, "PX", 10000, "NX") // redis-py writes PX before NX
+			mustDo(t, cl, "OK", "SET", key, uuid, "PX", 10000, "NX") // redis-py writes PX before NX
 			c.checkHeld(t, "after acquire", key, uuid)
 			if _, err := do(cl, "SET", key, "other", "PX", 10000, "NX"); !errors.Is(err, redis.Nil) {
 				t.Fatalf("second acquire: %v; want nil", err)
@@ -209,14 +199,14 @@ func TestReplayRedlockPy(t *testing.T) {
 	unlock := style(t, "redlock-py", "unlock_script")
 	cl := c.client(2)
 	key, val := uniqueKey("res"), "b'\\x8f\\x01'-token"
-	mustDo(t, "OK", cl, "SET", key, val, "PX", 5000, "NX")
+	mustDo(t, cl, "OK", "SET", key, val, "PX", 5000, "NX")
 	c.checkHeld(t, "after acquire", key, val)
 	if _, err := do(cl, "SET", key, "x", "PX", 5000, "NX"); !errors.Is(err, redis.Nil) {
 		t.Fatalf("second acquire: %v; want nil", err)
 	}
-	mustDo(t, int64(0), cl, "EVAL", unlock.Text, 1, key, "x")
+	mustDo(t, cl, 0, "EVAL", unlock.Text, 1, key, "x")
 	c.checkHeld(t, "after a wrong release", key, val)
-	mustDo(t, int64(1), cl, "EVAL", unlock.Text, 1, key, val) // plain EVAL every time
+	mustDo(t, cl, 1, "EVAL", unlock.Text, 1, key, val) // plain EVAL every time
 	c.checkGone(t, "after release", key, val)
 }
 
@@ -241,7 +231,7 @@ func TestReplayAioredlock(t *testing.T) {
 				}
 			}
 			key, uuid := uniqueKey("resource"), "0b0c6f5e-2a51-4f44-8f0f-7f4b1b0e9d7a"
-			mustDo(t, "OK", cl, "EVALSHA", shas["acquire"], 1, key, uuid, 10000)
+			mustDo(t, cl, "OK", "EVALSHA", shas["acquire"], 1, key, uuid, 10000)
 			c.checkHeld(t, "after lock", key, uuid)
 			_, err := do(cl, "EVALSHA", shas["acquire"], 1, key, "other", 10000)
 			if err == nil || err.Error() != "ERR ERROR" {
@@ -250,7 +240,7 @@ func TestReplayAioredlock(t *testing.T) {
 			c.checkGone(t, "after the refused lock", key, "other")
 			c.checkHeld(t, "after the refused lock", key, uuid)
 			// extend is the same script with the same uuid.
-			mustDo(t, "OK", cl, "EVALSHA", shas["acquire"], 1, key, uuid, 20000)
+			mustDo(t, cl, "OK", "EVALSHA", shas["acquire"], 1, key, uuid, 20000)
 			ttl, err := do(cl, "EVALSHA", shas["ttl"], 1, key, uuid)
 			if err != nil || ttl.(int64) < 18 || ttl.(int64) > 20 {
 				t.Fatalf("ttl-query = %v, %v; want about 20 (seconds)", ttl, err)
@@ -262,9 +252,9 @@ func TestReplayAioredlock(t *testing.T) {
 				t.Fatalf("release by another: %v; want ERROR", err)
 			}
 			c.checkHeld(t, "after a wrong release", key, uuid)
-			mustDo(t, int64(1), cl, "EVALSHA", shas["release"], 1, key, uuid)
+			mustDo(t, cl, 1, "EVALSHA", shas["release"], 1, key, uuid)
 			c.checkGone(t, "after release", key, uuid)
-			mustDo(t, "OK", cl, "EVALSHA", shas["release"], 1, key, uuid) // already gone: OK
+			mustDo(t, cl, "OK", "EVALSHA", shas["release"], 1, key, uuid) // already gone: OK
 		})
 	}
 }
@@ -290,6 +280,6 @@ func TestSesameDatabaseArgument(t *testing.T) {
 	if _, err := do(cl, "EVAL", acquire, 1, key, "3", "tok", 5000); err == nil || !strings.Contains(err.Error(), "database 0") {
 		t.Fatalf("acquire in database 3: %v; want a refusal naming database 0", err)
 	}
-	mustDo(t, int64(1), cl, "EVAL", acquire, 1, key, "0", "tok", 5000)
+	mustDo(t, cl, 1, "EVAL", acquire, 1, key, "0", "tok", 5000)
 	c.checkHeld(t, "after the acquire in database 0", key, "tok")
 }
