@@ -38,7 +38,6 @@ func do(cl *redis.Client, args ...any) (any, error) {
 	return cl.Do(context.Background(), args...).Result()
 }
 
-
 // short abbreviates scripts in failure messages.
 func short(args []any) []any {
 	out := make([]any, len(args))

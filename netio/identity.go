@@ -96,13 +96,15 @@ const (
 	hsInfo
 	hsPing  // the identity check of an in-process backend
 	hsCheck // the periodic marker check on a live connection
+	hsTime  // the master's clock, for undos kept across connections
 )
 
 // handshake receives the replies to one connection's identity check.
 type handshake struct {
 	l    *Link
 	gen  uint64
-	kill int64 // for hsKill: the connection it kills
+	kill int64     // for hsKill: the connection it kills
+	sent time.Time // for hsTime: when it was sent
 }
 
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
@@ -130,6 +132,8 @@ func (l *Link) handshakeLocked(gen uint64) {
 		}
 		l.pushLocked(entry{rcv: h, tag: hsAuth, deadline: deadline})
 	}
+	l.wbuf = resp.AppendCommand(l.wbuf, "TIME")
+	l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, sent: time.Now()}, tag: hsTime, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "SETNAME", "redlock-proxy")
 	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "INFO")
@@ -192,6 +196,18 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 	case hsAuth:
 		if refused {
 			l.fail(h.gen, "the backend refused the proxy's credentials: "+string(r.V.Str))
+		}
+	case hsTime:
+		if r.Err == nil && r.V.Kind == resp.KindArray && len(r.V.Elems) == 2 {
+			sec, _ := strconv.ParseInt(string(r.V.Elems[0].Str), 10, 64)
+			usec, _ := strconv.ParseInt(string(r.V.Elems[1].Str), 10, 64)
+			if sec > 0 {
+				master := time.Unix(sec, usec*1000)
+				local := h.sent.Add(time.Since(h.sent) / 2)
+				l.mu.Lock()
+				l.clockOffset, l.clockKnown = master.Sub(local), true
+				l.mu.Unlock()
+			}
 		}
 	case hsName:
 	case hsID:
@@ -542,7 +558,7 @@ func (l *Link) sendRetainedLocked() {
 	now := time.Now()
 	for _, e := range l.retained {
 		e.deadline = now
-		l.queueLocked(e, e.later)
+		l.queueLocked(e, e.later(l.clockOffset, l.clockKnown))
 	}
 	l.retained = nil
 }

@@ -122,9 +122,11 @@ type Link struct {
 
 	// Undos that must reach the backend: ids of earlier connections that may
 	// still run commands sent on them, and undos waiting for a connection.
-	clientID    int64  // the current connection's CLIENT ID; 0 when unknown
-	clientAddr  string // its address as the backend sees it
-	fsyncAlways bool   // the current connection's backend said appendfsync always
+	clientID    int64         // the current connection's CLIENT ID; 0 when unknown
+	clientAddr  string        // its address as the backend sees it
+	fsyncAlways bool          // the current connection's backend said appendfsync always
+	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
+	clockKnown  bool
 	suspects    []suspect
 	retained    []entry
 	killWarn    string // the last CLIENT KILL refusal logged
@@ -260,7 +262,9 @@ type UndoCmd struct {
 	// anything they still held; it must only remove what that moment can
 	// have produced (a hung master that resumes and runs a late SET), never
 	// an older copy of the same token that another attempt may have set.
-	Later       []byte
+	// Later builds it when it is written, given how far the master's clock
+	// is ahead of the proxy's (offset), when known.
+	Later       func(offset time.Duration, known bool) []byte
 	LaterScript *resp.Script
 }
 

@@ -18,7 +18,7 @@ type entry struct {
 	durable bool
 	// later is what a durable command becomes when it must wait for a later
 	// connection (see UndoCmd).
-	later       []byte
+	later       func(offset time.Duration, known bool) []byte
 	laterScript *resp.Script
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,7 +21,7 @@ type Backends interface {
 	// to the node before it, even if the connection it goes out on is lost:
 	// then the backend keeps its later form for the next connection, run
 	// after the earlier connections are killed. rcv gets one result.
-	Undo(node int, now []byte, nowScript *resp.Script, later []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
+	Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
 	// Health is each backend's state, for INFO.
 	Health() []netio.Health
 }
@@ -28,16 +29,22 @@ type Backends interface {
 // Scripts the proxy itself runs on the backends.
 var (
 	// undoLaterScript is the undo sent on a later connection, after the
-	// connection that carried the command was lost: it deletes a key that
-	// holds the token only if the key was set within ARGV[3] ms of now (its
-	// PTTL is within that of the full TTL ARGV[2]), that is, by a late SET
-	// that the resumed master ran together with this undo. An older copy of
-	// the same token may be another attempt's grant (a retry through
-	// another proxy): it is left to expire.
+	// connection that carried the command was lost. A copy of the token
+	// there is this attempt's if it was set (now - (ttl - PTTL), on the
+	// master's clock) before the attempt's reply could leave (ARGV[4], on the
+	// master's clock), or within the last ARGV[3] ms (a late SET that a hung
+	// master, resumed, ran together with this undo); either is deleted. A
+	// copy set in between is a retry with the same token, granted since
+	// through another proxy: it stays.
 	undoLaterScript = resp.NewScript([]byte(`local n = 0
-local recent = tonumber(ARGV[2]) - tonumber(ARGV[3])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
 for _, k in ipairs(KEYS) do
-  if redis.call('get', k) == ARGV[1] and redis.call('pttl', k) >= recent then n = n + redis.call('del', k) end
+  if redis.call('get', k) == ARGV[1] then
+    local p = redis.call('pttl', k)
+    if p >= ttl - tonumber(ARGV[3]) or now - (ttl - p) <= tonumber(ARGV[4]) then n = n + redis.call('del', k) end
+  end
 end
 return n`))
 	// undoScript deletes every given key that still holds the token: the
@@ -97,6 +104,8 @@ type op struct {
 	replyBuf   [8]resp.Value
 	undoBuf    [192]byte // holds undoCmd for short keys and tokens
 	decided    bool
+	signalled  bool      // done was signalled
+	settledAt  time.Time // when the reply could first leave (see readyLocked)
 	dispatched bool
 	undo       quorum.Undo // set up in place by Init, like tally
 	result     resp.Value
@@ -170,17 +179,34 @@ func (o *op) Receive(node int, r resp.Result) {
 	vote := o.classify(r)
 	o.tally.Record(node, vote, r.Counts)
 	o.undo.Settle(node, o.undoFate(vote, r))
-	signal := false
 	if !o.decided {
-		signal = o.decideLocked()
-		o.decided = signal
+		o.decided = o.decideLocked()
 	}
+	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
 	o.sendUndo(undo)
 	if signal {
 		o.done <- struct{}{}
 	}
+}
+
+// readyLocked reports, once, that the op's reply may be written: when it is
+// decided, and, for a failed acquisition, once every node's fate is known
+// (a late reply, or the loss of the connection, settles a timed-out node).
+// Until then the client cannot retry, so a later undo can tell this
+// attempt's copies (set before settledAt) from a retry's with the same
+// token (set after it).
+func (o *op) readyLocked() bool {
+	if !o.decided || o.signalled {
+		return false
+	}
+	if o.undoCmd != nil && o.undo.Failed() && !o.undo.Settled() {
+		return false
+	}
+	o.signalled = true
+	o.settledAt = time.Now()
+	return true
 }
 
 func (o *op) classify(r resp.Result) quorum.Vote {
@@ -272,9 +298,13 @@ func (o *op) undoLocked() {
 func (o *op) Late(node int, r resp.Result) {
 	o.mu.Lock()
 	o.undo.Settle(node, o.undoFate(o.classify(r), r))
+	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
 	o.sendUndo(undo)
+	if signal {
+		o.done <- struct{}{}
+	}
 }
 
 // fate says, from one result, whether the command may have taken effect.
@@ -308,6 +338,7 @@ func (o *op) final(now time.Time) resp.Value {
 		// the way there and back.
 		if !o.e.timing.Valid(validity - o.e.timing.DriftFloor) {
 			o.granted = false
+			o.settledAt = now // the client learns of the failure now
 			o.outcome = ResultNoQuorum
 			o.result = o.reply(false)
 			o.undoLocked()
@@ -506,9 +537,23 @@ func (o *op) sendUndo(nodes []int) {
 	if o.undoSc != nil {
 		sc, later = o.undoSc, o.laterSc
 	}
-	laterCmd := laterForm(o.undoCmd, sc, later)
+	build := func(offset time.Duration, known bool) []byte {
+		o.mu.Lock()
+		settled := o.settledAt
+		o.mu.Unlock()
+		var at int64 // the master's clock when the reply could first leave
+		switch {
+		case settled.IsZero():
+			at = undoAnyCopy // no reply yet: no retry can have been granted
+		case known:
+			// A little earlier than measured, so that a retry granted just
+			// after the reply is never taken for this attempt.
+			at = settled.Add(offset).Add(-2 * time.Millisecond).UnixMilli()
+		}
+		return laterForm(o.undoCmd, sc, later, at)
+	}
 	for _, n := range nodes {
-		o.e.be.Undo(n, o.undoCmd, sc, laterCmd, later, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, o.undoCmd, sc, build, later, undoReceiver{o.e.stats}, n)
 	}
 }
 
@@ -522,12 +567,13 @@ func (u undoReceiver) Receive(node int, r resp.Result) {
 }
 
 // appendUndoCmd encodes EVALSHA of an undo script (sc): nkeys, the keys,
-// one token for all or one per key, then the TTL and recentUndo in ms. The
-// undo scripts and their later forms take the same arguments (the former
-// ignore the last two), so the later form is this command with the other
-// SHA1 (laterForm), built only when an undo is sent.
+// one token for all or one per key, then the TTL, recentUndo and a place for
+// the least age, in ms. The undo scripts and their later forms take the same
+// arguments (the former ignore the last three), so the later form is this
+// command with the other SHA1 and the age filled in (laterForm), built only
+// when it is written.
 func appendUndoCmd(dst []byte, sc *resp.Script, keys, tokens [][]byte, ttl time.Duration) []byte {
-	dst = resp.AppendArrayHeader(dst, 5+len(keys)+len(tokens))
+	dst = resp.AppendArrayHeader(dst, 6+len(keys)+len(tokens))
 	dst = resp.AppendBulkString(dst, "EVALSHA")
 	dst = resp.AppendBulkString(dst, sc.Sha)
 	dst = resp.AppendBulkInt(dst, int64(len(keys)))
@@ -538,17 +584,29 @@ func appendUndoCmd(dst []byte, sc *resp.Script, keys, tokens [][]byte, ttl time.
 		dst = resp.AppendBulk(dst, t)
 	}
 	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
-	return resp.AppendBulkInt(dst, recentUndo.Milliseconds())
+	dst = resp.AppendBulkInt(dst, recentUndo.Milliseconds())
+	return resp.AppendBulkString(dst, undoAtZero)
 }
 
-// laterForm is cmd, an EVALSHA of now, as an EVALSHA of later.
-func laterForm(cmd []byte, now, later *resp.Script) []byte {
+// laterForm is cmd, an EVALSHA of now, as an EVALSHA of later, with its
+// last argument, the master's clock (ms) before which a copy is this
+// attempt's (see readyLocked), set to at.
+func laterForm(cmd []byte, now, later *resp.Script, at int64) []byte {
 	out := append([]byte(nil), cmd...)
 	if i := bytes.Index(out, []byte(now.Sha)); i >= 0 {
 		copy(out[i:], later.Sha)
 	}
+	copy(out[len(out)-2-len(undoAtZero):], fmt.Sprintf("%013d", max(0, min(at, undoAnyCopy))))
 	return out
 }
+
+// undoAtZero holds the place of that instant in an undo command: thirteen
+// digits, so the later form changes no length. undoAnyCopy is an instant
+// after every copy.
+const (
+	undoAtZero  = "0000000000000"
+	undoAnyCopy = 9_999_999_999_999
+)
 
 // recentUndo is how recently a key must have been set for a later undo to
 // delete it: a resumed master runs the late SET and the undo queued on the

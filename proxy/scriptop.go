@@ -40,9 +40,14 @@ return n`))
 // TTL and how recent, in ms), so a retry with the same token that another
 // proxy granted since is spared.
 var undoPerKeyLaterScript = resp.NewScript([]byte(`local n = 0
-local recent = tonumber(ARGV[#KEYS + 1]) - tonumber(ARGV[#KEYS + 2])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[#KEYS + 1])
 for i, k in ipairs(KEYS) do
-  if redis.call('get', k) == ARGV[i] and redis.call('pttl', k) >= recent then n = n + redis.call('del', k) end
+  if redis.call('get', k) == ARGV[i] then
+    local p = redis.call('pttl', k)
+    if p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3]) then n = n + redis.call('del', k) end
+  end
 end
 return n`))
 

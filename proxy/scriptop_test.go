@@ -38,7 +38,7 @@ func (m *modelBackends) N() int                 { return len(m.states) }
 func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, len(m.states)) }
 
 // Undo runs the undo at once: the model's connections are never lost.
-func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, later []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
+func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, later func(time.Duration, bool) []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
 	m.Send(node, cmd, sc, rcv, tag, time.Time{})
 }
 
@@ -357,34 +357,3 @@ return 0`
 	}
 }
 
-// The later form of the per-key undo deletes a key only while it holds its
-// token and was set recently enough to be this attempt's.
-func TestUndoPerKeyLaterSparesOlderGrants(t *testing.T) {
-	now := int64(1_700_000_000_000)
-	st := &script.State{Now: now, Keys: map[string]script.Item{
-		"a": {Value: "ta", At: now + 9000},    // this attempt's (TTL 9000, set just now)
-		"b": {Value: "tb", At: now + 8000},    // set 1 s ago: a later grant's retry
-		"c": {Value: "other", At: now + 9000}, // another owner
-	}}
-	cmd := laterForm(appendUndoCmd(nil, undoPerKeyScript, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, [][]byte{[]byte("ta"), []byte("tb"), []byte("tc")}, 9*time.Second),
-		undoPerKeyScript, undoPerKeyLaterScript)
-	if !bytes.Contains(cmd, []byte(undoPerKeyLaterScript.Sha)) {
-		t.Fatalf("the later form does not run the later script: %q", cmd)
-	}
-	rd := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{})
-	c, _ := rd.Read()
-	var argv []string
-	for _, e := range c.Elems[6:] {
-		argv = append(argv, string(e.Str))
-	}
-	v, after, err := script.Eval(undoPerKeyLaterScript.Body, []string{"a", "b", "c"}, argv, st)
-	if err != nil || v.Int != 1 {
-		t.Fatalf("later per-key undo = %v, %v; want 1 key deleted", v, err)
-	}
-	if _, ok := after.Keys["a"]; ok {
-		t.Fatalf("this attempt's key was not deleted")
-	}
-	if len(after.Keys) != 2 {
-		t.Fatalf("keys after the undo: %v; want b and c left", after.Keys)
-	}
-}

@@ -77,5 +77,16 @@ func (u *Undo) Take(dst []int) []int {
 	return dst
 }
 
+// Settled reports whether every node's fate is final: no command of the
+// attempt can take effect any more without the undo knowing of it.
+func (u *Undo) Settled() bool {
+	for _, f := range u.fates {
+		if f == FateOpen {
+			return false
+		}
+	}
+	return true
+}
+
 // Fate returns node's fate.
 func (u *Undo) Fate(node int) Fate { return u.fates[node] }

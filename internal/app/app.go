@@ -252,7 +252,7 @@ func (a *App) close() {
 // backendsOf adapts the netio pool to what the proxy needs.
 type backendsOf struct{ *netio.Pool }
 
-func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
+func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
 	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
 }
 
