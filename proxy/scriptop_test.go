@@ -356,4 +356,3 @@ return 0`
 		t.Fatalf("the other owner's lock is on %v", nodes)
 	}
 }
-
