@@ -370,7 +370,7 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	pick := rand.New(rand.NewPCG(opt.Seed, 0xc11e))
 	var clients []*Client
 	var cwg sync.WaitGroup
-	spawn := func(id int, loop func(cl *Client)) *Client {
+	spawn := func(id int, loop func(cl *Client)) {
 		cl := NewClient(id, pick.IntN(workSlots), c, h, opt.Seed)
 		clients = append(clients, cl)
 		cwg.Add(1)
@@ -378,7 +378,6 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 			defer cwg.Done()
 			loop(cl)
 		}()
-		return cl
 	}
 	for i := 0; i < opt.Clients; i++ {
 		spawn(i, func(cl *Client) { cl.Loop(wctx, wl) })
