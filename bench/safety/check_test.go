@@ -99,20 +99,26 @@ func TestWindowsChecker(t *testing.T) {
 	}
 }
 
+// read reads a plain register.
+func read(c *Client, l Lease) int64 {
+	v, _ := c.Read(l)
+	return v
+}
+
 func TestRegisterChecker(t *testing.T) {
 	h := NewHistory()
 	a := &Client{ID: 0, h: h}
 	b := &Client{ID: 1, h: h}
 	la := Lease{Key: "k", Token: "a", ValidUntil: time.Now().Add(time.Hour)}
 	lb := Lease{Key: "k", Token: "b", ValidUntil: time.Now().Add(time.Hour)}
-	a.Write(la, a.Read("k")) // 0 -> 1
-	b.Write(lb, b.Read("k")) // 1 -> 2
+	a.Write(la, read(a, la)) // 0 -> 1
+	b.Write(lb, read(b, lb)) // 1 -> 2
 	a.Close()
 	b.Close()
 	if lost, _, ex := CheckRegisters(h); lost != 0 {
 		t.Fatalf("serial updates: lost = %d (%q)", lost, ex)
 	}
-	va, vb := a.Read("k"), b.Read("k") // both read 2
+	va, vb := read(a, la), read(b, lb) // both read 2
 	a.Write(la, va)
 	b.Write(lb, vb) // 3 again: one update lost
 	a.Close()
@@ -130,8 +136,8 @@ func TestRegisterChecker(t *testing.T) {
 	h = NewHistory()
 	a, b = &Client{ID: 0, h: h}, &Client{ID: 1, h: h}
 	expired := Lease{Key: "k", Token: "a", ValidUntil: time.Now().Add(-time.Millisecond)}
-	va = a.Read("k")
-	b.Write(lb, b.Read("k"))
+	va = read(a, expired)
+	b.Write(lb, read(b, lb))
 	a.Write(expired, va)
 	a.Close()
 	b.Close()
@@ -335,7 +341,7 @@ func TestLookup(t *testing.T) {
 	}
 	faults, _ := Lookup("faults")
 	controls, _ := Lookup("controls")
-	if len(faults)+len(controls) != len(all) || len(controls) != 3 {
+	if len(faults)+len(controls) != len(all) || len(controls) != 4 {
 		t.Fatalf("faults %d + controls %d != all %d", len(faults), len(controls), len(all))
 	}
 	two, err := Lookup("kill9, none,kill9")
@@ -344,5 +350,198 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "kill9-restart") {
 		t.Fatalf("unknown scenario: %v", err)
+	}
+}
+
+// num records n as the number FENCE gave the grant op.
+func num(op Op, n int64) Op {
+	op.Fence = FenceAnswer{Asked: true, Outcome: OK, N: n, Call: op.Return, Return: op.Return}
+	return op
+}
+
+func TestFenceChecker(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  func(h *History) []Op
+		want int
+	}{
+		{"numbers rise grant after grant", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), rel(h, 0, "k", "a", 100, 105, OK),
+				num(acq(h, 1, "k", "b", 101, 106, 1000, OK), 11), rel(h, 1, "k", "b", 200, 205, OK),
+				num(acq(h, 2, "k", "c", 1950, 1960, 2900, OK), 20),
+			}
+		}, 0},
+		{"a later grant with a lower number", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), rel(h, 0, "k", "a", 100, 105, OK),
+				num(acq(h, 1, "k", "b", 101, 106, 1000, OK), 9),
+			}
+		}, 1},
+		{"a later grant with the same number", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10),
+				num(acq(h, 1, "k", "b", 950, 960, 1900, OK), 10),
+			}
+		}, 1},
+		{"below a grant that ended before, though not the last one", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 50),
+				num(acq(h, 1, "k", "b", 950, 960, 1900, OK), 60),
+				num(acq(h, 2, "k", "c", 1950, 1960, 2900, OK), 55), // above a, below b
+			}
+		}, 1},
+		{"grants made before the other's validity ended are not ordered", func(h *History) []Op {
+			// b was sent while a's validity ran (a late release, say): the
+			// masters decide which came first.
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10),
+				num(acq(h, 1, "k", "b", 800, 950, 1700, OK), 9),
+			}
+		}, 0},
+		{"another key's numbers do not matter", func(h *History) []Op {
+			return []Op{num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), num(acq(h, 1, "j", "b", 950, 960, 1900, OK), 3)}
+		}, 0},
+		{"two grants of a key sharing a number, unordered", func(h *History) []Op {
+			return []Op{num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), num(acq(h, 1, "k", "b", 800, 950, 1700, OK), 10)}
+		}, 1},
+		{"extends keep the grant and its number", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10),
+				num(ext(h, 0, "k", "a", 800, 805, 1700, OK), 10),
+				num(ext(h, 0, "k", "a", 1600, 1605, 2500, OK), 10),
+				num(acq(h, 1, "k", "b", 2550, 2560, 3500, OK), 11),
+			}
+		}, 0},
+		{"an extend of the same grant with another number", func(h *History) []Op {
+			return []Op{num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), num(ext(h, 0, "k", "a", 800, 805, 1700, OK), 12)}
+		}, 1},
+		{"a grant is ordered from the end of its last extend", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10),
+				num(ext(h, 0, "k", "a", 800, 805, 1700, OK), 10),
+				num(acq(h, 1, "k", "b", 1000, 1005, 1900, OK), 9), // sent inside a's extended validity
+				num(acq(h, 2, "k", "c", 1750, 1760, 2700, OK), 10),
+			}
+		}, 1},
+		{"an extend that takes the lock again after the validity is a grant of its own", func(h *History) []Op {
+			return []Op{
+				num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10),
+				num(ext(h, 0, "k", "a", 950, 955, 1800, OK), 10), // the masters may still hold it: same number allowed
+				num(ext(h, 0, "k", "a", 1900, 1905, 2800, OK), 14),
+			}
+		}, 0},
+		{"refused, unknown and unasked numbers are not judged", func(h *History) []Op {
+			nilAns := acq(h, 1, "k", "b", 950, 960, 1900, OK)
+			nilAns.Fence = FenceAnswer{Asked: true, Outcome: Refused}
+			errAns := acq(h, 2, "k", "c", 1950, 1960, 2900, OK)
+			errAns.Fence = FenceAnswer{Asked: true, Outcome: Unknown, Err: "timeout"}
+			return []Op{num(acq(h, 0, "k", "a", 0, 5, 900, OK), 10), nilAns, errAns, acq(h, 3, "k", "d", 2950, 2960, 3900, OK)}
+		}, 0},
+		{"a number that is not positive", func(h *History) []Op {
+			return []Op{num(acq(h, 0, "k", "a", 0, 5, 900, OK), 0)}
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistory()
+			h.AddOps(tc.ops(h)...)
+			got, st, ex := CheckFences(h)
+			if got != tc.want {
+				t.Fatalf("violations = %d, want %d (%q)", got, tc.want, ex)
+			}
+			if got > 0 && (len(ex) == 0 || !strings.Contains(ex[0], "fencing: key")) {
+				t.Fatalf("examples %q do not explain", ex)
+			}
+			if st.Numbered == 0 {
+				t.Fatalf("no number counted: %+v", st)
+			}
+		})
+	}
+}
+
+// The fencing control's source: each proxy's counter rises, and gives a
+// grant the same number again, but grants numbered through two proxies
+// interleave out of order, which the checker must see.
+func TestLocalFencesOutOfOrder(t *testing.T) {
+	p0, p1 := newLocalFences(), newLocalFences()
+	if a, again := p0.number("k", "a"), p0.number("k", "a"); a != 1 || again != 1 {
+		t.Fatalf("one grant through one proxy: %d then %d, want 1 and 1", a, again)
+	}
+	if b := p0.number("k", "b"); b != 2 {
+		t.Fatalf("the next grant through the same proxy: %d, want 2", b)
+	}
+	h := NewHistory()
+	h.AddOps(
+		num(acq(h, 0, "k", "a", 0, 5, 900, OK), 1),
+		num(acq(h, 0, "k", "b", 950, 960, 1900, OK), 2),
+		num(acq(h, 1, "k", "c", 1950, 1960, 2900, OK), p1.number("k", "c")), // 1: below b
+	)
+	if n, _, ex := CheckFences(h); n != 1 || !strings.Contains(strings.Join(ex, "\n"), "is not above an earlier one's: c (") {
+		t.Fatalf("violations = %d (%q), want the third grant", n, ex)
+	}
+}
+
+// A fenced register refuses reads and writes whose number is lower than
+// the highest it has seen, or missing: the paused holder of control-pause
+// loses no update on it.
+func TestFencedRegister(t *testing.T) {
+	h := NewHistory()
+	h.FencedRegisters = true
+	a, b, c := &Client{ID: 0, h: h}, &Client{ID: 1, h: h}, &Client{ID: 2, h: h}
+	far := time.Now().Add(time.Hour)
+	la := Lease{Key: "k", Token: "a", Fence: 10, ValidUntil: time.Now().Add(-time.Millisecond)} // paused past it
+	lb := Lease{Key: "k", Token: "b", Fence: 11, ValidUntil: far}
+	lc := Lease{Key: "k", Token: "c", ValidUntil: far} // FENCE gave no number
+
+	va, ok := a.Read(la)
+	if !ok || va != 0 {
+		t.Fatalf("first read: %d, %v", va, ok)
+	}
+	if !b.Work(lb, 0, 0) {
+		t.Fatal("the next holder's update was refused")
+	}
+	if a.Write(la, va) {
+		t.Fatal("the paused holder's write, with a lower number, was taken")
+	}
+	if _, ok := a.Read(la); ok {
+		t.Fatal("a read with a lower number was served")
+	}
+	if _, ok := c.Read(lc); ok || c.Write(lc, 5) {
+		t.Fatal("a holder without a number was served")
+	}
+	if !b.Write(lb, read(b, lb)) {
+		t.Fatal("the same number again was refused")
+	}
+	a.Close()
+	b.Close()
+	c.Close()
+	lost, _, ex := CheckRegisters(h)
+	if lost != 0 {
+		t.Fatalf("lost = %d (%q)", lost, ex)
+	}
+	st := h.Registers()["k"]
+	if st.Value != 2 || st.Increments != 2 || !st.Fenced || st.Refused != 4 {
+		t.Fatalf("register %+v, want value 2, 2 increments, 4 refusals", st)
+	}
+	refused := 0
+	for _, w := range h.Writes() {
+		if w.Refused {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("%d writes recorded as refused, want 2", refused)
+	}
+
+	// The same interleaving on a plain register loses the update.
+	h = NewHistory()
+	a, b = &Client{ID: 0, h: h}, &Client{ID: 1, h: h}
+	va = read(a, la)
+	b.Work(lb, 0, 0)
+	a.Write(la, va)
+	a.Close()
+	b.Close()
+	if lost, _, _ := CheckRegisters(h); lost != 1 {
+		t.Fatalf("plain register: lost = %d, want 1", lost)
 	}
 }

@@ -30,6 +30,12 @@ type Client struct {
 
 	rdb *redis.Client
 	rs  *redsync.Redsync // extends go through redsync, over rdb
+	// alt, when set, is a connection to another proxy slot (altSlot) that
+	// extends ask for their fencing number through: the same grant must get
+	// the same number through any proxy.
+	alt     *redis.Client
+	altSlot int
+	cluster *Cluster
 	// connected is when rdb last opened a connection (Unix ns): a command
 	// that waited for it was sent no earlier.
 	connected atomic.Int64
@@ -43,19 +49,31 @@ type Client struct {
 // NewClient connects client id to whatever proxy runs in slot proxy of c
 // (a proxy that restarts or joins later is found at its new address).
 func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
-	cl := &Client{ID: id, Proxy: proxy, h: h, rng: rand.New(rand.NewPCG(seed, uint64(id)+1))}
-	cl.rdb = redis.NewClient(&redis.Options{
-		Addr: fmt.Sprintf("proxy-slot-%d", proxy), Dialer: c.dialer(proxy),
-		Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, PoolSize: 2,
-		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
-		OnConnect: func(context.Context, *redis.Conn) error {
-			cl.connected.Store(time.Now().UnixNano())
-			return nil
-		},
+	cl := &Client{ID: id, Proxy: proxy, h: h, cluster: c, rng: rand.New(rand.NewPCG(seed, uint64(id)+1))}
+	cl.rdb = proxyClient(c, proxy, func(context.Context, *redis.Conn) error {
+		cl.connected.Store(time.Now().UnixNano())
+		return nil
 	})
 	cl.rs = redsync.New(goredis.NewPool(cl.rdb))
 	return cl
+}
+
+// proxyClient is a go-redis client of whatever proxy runs in slot p.
+func proxyClient(c *Cluster, p int, onConnect func(context.Context, *redis.Conn) error) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: fmt.Sprintf("proxy-slot-%d", p), Dialer: c.dialer(p),
+		Protocol: 2, DisableIdentity: true,
+		MaxRetries: -1, PoolSize: 2,
+		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
+		OnConnect: onConnect,
+	})
+}
+
+// FenceExtendsVia makes the client ask for the fencing numbers of its
+// extends through the proxy in slot p (the numbers of its acquires it asks
+// its own proxy for).
+func (c *Client) FenceExtendsVia(p int) {
+	c.alt, c.altSlot = proxyClient(c.cluster, p, nil), p
 }
 
 // sentAfter is t0, or the instant the client's last connection opened when
@@ -74,6 +92,10 @@ func (c *Client) Close() error {
 	c.h.AddOps(c.ops...)
 	c.h.AddWrites(c.writes...)
 	c.ops, c.writes = nil, nil
+	if c.alt != nil {
+		c.alt.Close()
+		c.alt = nil
+	}
 	if c.rdb == nil {
 		return nil
 	}
@@ -87,6 +109,7 @@ type Lease struct {
 	T0         time.Time // just before the SET was sent
 	Granted    time.Time // when the OK arrived
 	ValidUntil time.Time // T0 + TTL - Drift(TTL)
+	Fence      int64     // the grant's fencing number (0: none was given)
 }
 
 // Valid reports whether the holder may still act at now, keeping margin
@@ -95,7 +118,9 @@ func (l Lease) Valid(now time.Time, margin time.Duration) bool {
 	return now.Add(margin).Before(l.ValidUntil)
 }
 
-// Acquire sends SET key token NX PX ttl with a fresh token and records it.
+// Acquire sends SET key token NX PX ttl with a fresh token and records it;
+// when granted, it asks for the grant's fencing number at once (see fence)
+// and records it with the grant (the lease carries it).
 func (c *Client) Acquire(key string, ttl time.Duration) (Lease, Outcome) {
 	return c.acquire(key, ttl, false)
 }
@@ -123,6 +148,12 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 	default:
 		op.Outcome, op.Err = Unknown, err.Error()
 	}
+	if op.Outcome == OK {
+		op.Fence = c.fence(key, l.Token, c.rdb, c.Proxy)
+		if op.Fence.Numbered() {
+			l.Fence = op.Fence.N
+		}
+	}
 	c.ops = append(c.ops, op)
 	switch op.Outcome {
 	case OK:
@@ -138,8 +169,10 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 // Extend re-arms the lease for ttl with redsync's extend-or-acquire script
 // (a Mutex with WithSetNXOnExtend, over this client's go-redis connection
 // to the proxy: EVALSHA, then EVAL when the script is not cached yet), and
-// records it. On OK it returns the lease with its new validity; otherwise
-// the lease as it was: a refused extend leaves a held lock held until its
+// records it. On OK it asks for the fencing number again (through the
+// other proxy set by FenceExtendsVia, if any; the same grant must get the
+// same number) and returns the lease with its new validity; otherwise the
+// lease as it was: a refused extend leaves a held lock held until its
 // validity ends.
 func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 	m := c.rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
@@ -161,11 +194,49 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 	default:
 		op.Outcome, op.Err = Unknown, err.Error()
 	}
+	if op.Outcome == OK {
+		via, slot := c.rdb, c.Proxy
+		if c.alt != nil {
+			via, slot = c.alt, c.altSlot
+		}
+		op.Fence = c.fence(l.Key, l.Token, via, slot)
+	}
 	c.ops = append(c.ops, op)
 	if op.Outcome != OK {
 		return l, op.Outcome
 	}
-	return Lease{Key: l.Key, Token: l.Token, TTL: ttl, T0: t0, Granted: ret, ValidUntil: op.ValidUntil}, OK
+	next := Lease{Key: l.Key, Token: l.Token, TTL: ttl, T0: t0, Granted: ret, ValidUntil: op.ValidUntil, Fence: l.Fence}
+	if op.Fence.Numbered() {
+		next.Fence = op.Fence.N
+	}
+	return next, OK
+}
+
+// fence asks for the fencing number of the grant key/token right after it
+// was granted: FENCE key token over via, a connection to proxy slot slot;
+// or, on a cluster whose proxies stand in for FENCE with local counters
+// (the control), that proxy's counter.
+func (c *Client) fence(key, token string, via *redis.Client, slot int) FenceAnswer {
+	f := FenceAnswer{Asked: true, Proxy: slot, Call: time.Now()}
+	var n int64
+	var err error
+	if c.cluster != nil && c.cluster.Config.LocalFences {
+		n, err = c.cluster.localFence(slot, key, token)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		n, err = via.Do(ctx, "FENCE", key, token).Int64()
+		cancel()
+	}
+	f.Return = time.Now()
+	switch {
+	case err == nil:
+		f.Outcome, f.N = OK, n
+	case errors.Is(err, redis.Nil):
+		f.Outcome = Refused
+	default:
+		f.Outcome, f.Err = Unknown, err.Error()
+	}
+	return f
 }
 
 // Release runs the compare-and-delete script for the lease and records it.
@@ -189,38 +260,48 @@ func (c *Client) Release(l Lease) Outcome {
 	return op.Outcome
 }
 
-// Read reads the key's register, as a holder does before updating it.
-func (c *Client) Read(key string) int64 { return c.h.Reg(key).v.Load() }
+// Read reads the lease's key's register, as a holder does before updating
+// it. A fenced register may refuse the read (the lease's number is lower
+// than the highest it has seen, or the lease has none): ok is then false.
+func (c *Client) Read(l Lease) (v int64, ok bool) { return c.h.Reg(l.Key).read(l.Fence) }
 
-// Write stores read+1 in the key's register and counts the increment. It
-// does not look at the lease's validity: the caller decides (a well-behaved
-// holder checks first; a paused one does not).
-func (c *Client) Write(l Lease, read int64) {
+// Write stores read+1 in the lease's key's register and counts the
+// increment, unless the register is fenced and refuses the lease's number;
+// it reports whether the register took it. It does not look at the lease's
+// validity: the caller decides (a well-behaved holder checks first; a
+// paused one does not).
+func (c *Client) Write(l Lease, read int64) bool {
 	r := c.h.Reg(l.Key)
-	r.v.Store(read + 1)
-	r.incs.Add(1)
+	ok := r.write(l.Fence, read+1)
 	now := time.Now() // after the store: a write that ends inside the validity happened inside it
-	c.writes = append(c.writes, Write{Client: c.ID, Key: l.Key, Token: l.Token, Read: read, At: now, Late: !now.Before(l.ValidUntil)})
+	w := Write{Client: c.ID, Key: l.Key, Token: l.Token, Read: read, At: now, Late: !now.Before(l.ValidUntil), Refused: !ok}
+	if r.fenced {
+		w.Fence = l.Fence
+	}
+	c.writes = append(c.writes, w)
+	return ok
 }
 
 // Work is a well-behaved holder's guarded update: read the register, think
 // for up to think, then write read+1 only if at least margin of the lease's
 // validity is left. The margin absorbs the scheduler's delays between that
 // check and the write, which the lock cannot cover. It reports whether it
-// wrote.
+// wrote (a fenced register may refuse the read or the write).
 func (c *Client) Work(l Lease, think, margin time.Duration) bool {
 	if !l.Valid(time.Now(), margin) {
 		return false
 	}
-	v := c.Read(l.Key)
+	v, ok := c.Read(l)
+	if !ok {
+		return false
+	}
 	if think > 0 {
 		time.Sleep(time.Duration(c.rng.Int64N(int64(think))))
 	}
 	if !l.Valid(time.Now(), margin) {
 		return false
 	}
-	c.Write(l, v)
-	return true
+	return c.Write(l, v)
 }
 
 // WorkloadConfig shapes the contention.

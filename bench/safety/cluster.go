@@ -37,7 +37,11 @@ type ClusterConfig struct {
 	// which replicates through a relay of its own (ReplRelays) so that its
 	// replication can be made to lag, and which Failover promotes.
 	Replicas bool
-	Log      io.Writer // proxies' warnings and errors (nil: discarded)
+	// LocalFences has clients take their fencing numbers from a counter
+	// kept with the proxy they ask, instead of FENCE: a fencing source
+	// that reads no majority (the fencing control; see localFences).
+	LocalFences bool
+	Log         io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
@@ -100,6 +104,9 @@ type proxySlot struct {
 	stop   context.CancelFunc
 	done   chan error
 	starts int // proxies started in this slot so far
+	// fences is the running proxy's local fencing counter (with
+	// LocalFences); a proxy started in the slot starts a new one.
+	fences *localFences
 }
 
 // StartCluster starts the masters (and replicas), relays and proxies and
@@ -269,6 +276,7 @@ func (c *Cluster) StartProxy(p int) error {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }() // ends when StopProxy or Close cancels ctx
 	s.app, s.stop, s.done = a, cancel, done
+	s.fences = newLocalFences()
 	s.starts++
 	return nil
 }

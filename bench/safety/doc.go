@@ -10,8 +10,9 @@
 // run holders that extend with redsync's extend-or-acquire script,
 // auto-pipelining clients that write a lock acquire and a slow command in
 // one write, and clients that lock keys nobody else uses. Every lock
-// operation is recorded with its call and return times and outcome, and
-// the checkers judge the history:
+// operation is recorded with its call and return times and outcome; right
+// after every grant the client asks FENCE key token for the grant's fencing
+// number and records it with the grant. The checkers judge the history:
 //
 //  1. windows: per key, no two holders' validity windows overlap. A
 //     holder's window runs from the instant its OK arrived to the earlier
@@ -22,7 +23,9 @@
 //  2. register: per key, an in-memory register that holders increment
 //     (read, think, write, with no other protection than the lock) ends
 //     equal to the number of increments counted: a lost update is a
-//     violation;
+//     violation. A scenario may fence the registers: each read and write
+//     then carries the holder's fencing number, and the register refuses
+//     one lower than the highest it has seen;
 //  3. linearizability: per key, the history of acquires, extends and
 //     releases is checked with porcupine against a lock with expiry (an
 //     acquire may succeed only when the lock is free or the previous
@@ -37,16 +40,22 @@
 //  5. ghost locks: a token of an acquire answered nil that a majority of
 //     masters (read directly, past relays and proxies, at the end of
 //     faults and of the run) still holds beyond the undo time is a
-//     violation.
+//     violation;
+//  6. no-majority: a grant that began and ended while no majority of
+//     masters could vote (down, hung, or within max_ttl + drift of a
+//     restart, a fresh start or a promotion) is a violation;
+//  7. fencing: per key, the numbers keep FENCE's contract: every number
+//     given for one grant (an acquire and the extends that kept it, through
+//     any proxy) is the same; a grant made after another's validity ended
+//     (or after its release began) has a larger number; no two grants share
+//     a number; numbers are positive.
 //
-// A further check counts grants that began and ended while no majority of
-// masters could vote (down, hung, or within max_ttl + drift of a restart, a
-// fresh start or a promotion). A lost update on a key where some holder's
-// write ended after its own validity is charged to that holder's pause (the
-// machine stopped it between its check and its write, which no lock can
-// prevent), not to the lock; it is still reported. Likewise, seconds
-// without a grant and refusals of free keys in which the harness process
-// itself was not scheduled are reported but not held against the proxy.
+// A lost update on a key where some holder's write ended after its own
+// validity is charged to that holder's pause (the machine stopped it
+// between its check and its write, which no lock can prevent), not to the
+// lock; it is still reported. Likewise, seconds without a grant and
+// refusals of free keys in which the harness process itself was not
+// scheduled are reported but not held against the proxy.
 //
 // It promises: a Run reports the counts of holds (grants), refusals,
 // unknowns, extends, releases and each checker's violations, with
@@ -55,9 +64,10 @@
 // scenarios are built to break the assumptions the proxy rests on (restart
 // quarantine off while a majority of masters restart at once; the run-id
 // rule, which trusts a master it sees for the first time, on a proxy that
-// joins after masters restarted; a client pausing past its validity) and
-// are expected to report violations: they prove the checkers can see. A
-// Scenario says what it expects (zero violations, liveness while a
+// joins after masters restarted; a client pausing past its validity;
+// fencing numbers taken from a counter in each proxy, with no majority
+// read) and are expected to report violations: they prove the checkers can
+// see. A Scenario says what it expects (zero violations, liveness while a
 // majority is up, or violations detected); Report.Problems lists every
 // expectation that was not met.
 //

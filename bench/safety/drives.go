@@ -63,7 +63,7 @@ func driveRestart(plan restartPlan) func(ctx context.Context, e *Env) error {
 			if !ok {
 				continue
 			}
-			va := a.Read(plan.key)
+			va, _ := a.Read(la) // no fenced register in this scenario
 			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s", round, plan.key, la.Token, e.H.rel(la.ValidUntil))
 			ms := e.pick(k)
 			before := make([][]uint64, e.C.NumProxies())
@@ -180,7 +180,9 @@ func waitRestartsSeen(ctx context.Context, e *Env, ms []int, before [][]uint64, 
 // it has expired, increments the register and releases; then A wakes up
 // and writes its stale value without checking its validity again. The
 // lock itself behaved (B got it only after A's validity), so checkers 1 and
-// 3 see nothing, and checker 2 must see the lost update.
+// 3 see nothing. On a plain register checker 2 must see the lost update; on
+// a fenced register A's write carries A's fencing number, lower than B's,
+// and is refused: no update is lost.
 func drivePause(ctx context.Context, e *Env) error {
 	const key = "ctl:pause"
 	ttl := 500 * time.Millisecond
@@ -194,17 +196,22 @@ func drivePause(ctx context.Context, e *Env) error {
 		if !ok {
 			return fmt.Errorf("round %d: client A could not take %s", round, key)
 		}
-		va := a.Read(key)
-		e.Logf("round %d: client A holds %s as %s until %s, read %d, and pauses", round, key, la.Token, e.H.rel(la.ValidUntil), va)
+		va, ok := a.Read(la)
+		if !ok {
+			e.Logf("round %d: client A holds %s as %s with no fencing number (%d): the fenced register refused its read; again", round, key, la.Token, la.Fence)
+			a.Release(la)
+			continue
+		}
+		e.Logf("round %d: client A holds %s as %s (fencing number %d) until %s, read %d, and pauses", round, key, la.Token, la.Fence, e.H.rel(la.ValidUntil), va)
 		wrote := false
 		if lb, ok := acquireWithin(ctx, b, key, ttl, 5*time.Second); ok {
 			wrote = b.Work(lb, 0, e.Workload.Margin)
-			e.Logf("round %d: client B got %s at %s and wrote %d", round, key, e.H.rel(lb.Granted), va+1)
+			e.Logf("round %d: client B got %s (fencing number %d) at %s; its update written: %v", round, key, lb.Fence, e.H.rel(lb.Granted), wrote)
 			b.Release(lb)
 		}
 		sleepCtx(ctx, time.Until(la.ValidUntil)) // B got it only after that anyway
-		a.Write(la, va)                          // no second look at the validity: the pause
-		e.Logf("round %d: client A wakes up at %s, past its validity, and writes %d", round, e.H.rel(time.Now()), va+1)
+		took := a.Write(la, va)                  // no second look at the validity: the pause
+		e.Logf("round %d: client A wakes up at %s, past its validity, and writes %d with fencing number %d: taken %v", round, e.H.rel(time.Now()), va+1, la.Fence, took)
 		a.Release(la)
 		if wrote {
 			return nil
@@ -213,7 +220,7 @@ func drivePause(ctx context.Context, e *Env) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return errors.New("client B never got the lock after A's pause")
+	return errors.New("client B never got the lock (and wrote) after A's pause")
 }
 
 // driveProxyJoin returns a Drive for the first-seen hole, on 3 masters
@@ -260,7 +267,7 @@ func driveProxyJoin(key string) func(ctx context.Context, e *Env) error {
 				e.Logf("round %d: client A could not take %s through proxy 0; again", round, key)
 				continue
 			}
-			va := a.Read(key)
+			va, _ := a.Read(la) // no fenced register in this scenario
 			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s", round, key, la.Token, e.H.rel(la.ValidUntil))
 			e.Start(down)
 			e.Restart(forgets)
@@ -326,7 +333,7 @@ func drivePromote(key string) func(ctx context.Context, e *Env) error {
 				e.Logf("round %d: client A could not take %s; again", round, key)
 				continue
 			}
-			va := a.Read(key)
+			va, _ := a.Read(la) // no fenced register in this scenario
 			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s; the replicas of masters %v lag", round, key, la.Token, e.H.rel(la.ValidUntil), ms)
 			before := e.C.connects(ms)
 			for _, i := range ms {

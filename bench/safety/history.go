@@ -74,7 +74,27 @@ type Op struct {
 	// validity as the client conservatively sees it (acquires and extends).
 	ValidUntil time.Time
 	Err        string // Unknown outcomes: the error
+	// Fence is the fencing number asked for right after a grant (acquires
+	// and extends answered OK).
+	Fence FenceAnswer
 }
+
+// FenceAnswer is what a client learned when it asked for a grant's
+// fencing number (FENCE key token, or the control's local counter).
+type FenceAnswer struct {
+	Asked bool
+	// Outcome: OK (N is the number), Refused (nil: the proxy did not find
+	// the token holding the key on a majority with validity left) or
+	// Unknown (an error).
+	Outcome      Outcome
+	N            int64
+	Proxy        int // the proxy slot asked
+	Call, Return time.Time
+	Err          string
+}
+
+// Numbered reports whether the answer is a number.
+func (f FenceAnswer) Numbered() bool { return f.Asked && f.Outcome == OK }
 
 // Write is one update of a key's register by a holder.
 type Write struct {
@@ -84,6 +104,11 @@ type Write struct {
 	Read   int64     // the value read; the holder wrote Read+1
 	At     time.Time // just after the write
 	Late   bool      // the write ended after the holder's validity: the holder was paused
+	// Fence is the number the write carried (fenced registers; 0: none),
+	// and Refused whether the register refused it (its number was lower
+	// than the highest the register had seen, or missing).
+	Fence   int64
+	Refused bool
 }
 
 // Drift is the client's allowance for clock drift: ttl*0.01 + 2ms, the
@@ -96,14 +121,71 @@ func Drift(ttl time.Duration) time.Duration {
 // then write, with nothing but the lock keeping them apart. Its loads and
 // stores are atomic only so that the race detector stays quiet: the
 // read-then-write as a whole is not, which is the point.
+//
+// A fenced register also checks fencing numbers, as a protected resource
+// does: every read and write carries the holder's number, and the register
+// refuses one whose number is lower than the highest it has seen (or that
+// carries none). Its check and its store are one step, as an SQL
+// `UPDATE ... WHERE fence <= $n` is; the holder's read-then-write still is
+// not.
 type Register struct {
 	v    atomic.Int64
 	incs atomic.Int64 // increments holders performed
+
+	fenced  bool
+	mu      sync.Mutex // fenced: guards highest, and makes check and store one step
+	highest int64      // the highest number seen
+	refused int64      // reads and writes refused for a lower (or no) number
+}
+
+// read returns the value; a fenced register first checks and records the
+// number, and refuses a stale one.
+func (r *Register) read(fence int64) (int64, bool) {
+	if !r.fenced {
+		return r.v.Load(), true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.admitLocked(fence) {
+		return 0, false
+	}
+	return r.v.Load(), true
+}
+
+// write stores v and counts an increment; a fenced register first checks
+// and records the number, and refuses a stale one.
+func (r *Register) write(fence, v int64) bool {
+	if !r.fenced {
+		r.v.Store(v)
+		r.incs.Add(1)
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.admitLocked(fence) {
+		return false
+	}
+	r.v.Store(v)
+	r.incs.Add(1)
+	return true
+}
+
+// admitLocked accepts a number at least the highest seen, and records it.
+func (r *Register) admitLocked(fence int64) bool {
+	if fence <= 0 || fence < r.highest {
+		r.refused++
+		return false
+	}
+	r.highest = fence
+	return true
 }
 
 // History is everything a run recorded. It is safe for concurrent use.
 type History struct {
 	Start time.Time // the run's origin; times are reported relative to it
+	// FencedRegisters makes every register fenced (see Register). Set it
+	// before the first operation.
+	FencedRegisters bool
 
 	// Live counts, for progress while the run goes on.
 	LiveHolds, LiveRefusals, LiveUnknowns atomic.Int64
@@ -160,7 +242,7 @@ func (h *History) Reg(key string) *Register {
 	defer h.mu.Unlock()
 	r := h.regs[key]
 	if r == nil {
-		r = &Register{}
+		r = &Register{fenced: h.FencedRegisters}
 		h.regs[key] = r
 	}
 	return r
@@ -210,9 +292,12 @@ func (h *History) Notes() []Note {
 	return append([]Note(nil), h.notes...)
 }
 
-// RegisterState is a register's final value and the increments counted.
+// RegisterState is a register's final value and the increments counted;
+// for a fenced register, also the reads and writes it refused.
 type RegisterState struct {
 	Value, Increments int64
+	Fenced            bool
+	Refused           int64
 }
 
 // Registers returns every register's state.
@@ -221,7 +306,10 @@ func (h *History) Registers() map[string]RegisterState {
 	defer h.mu.Unlock()
 	out := make(map[string]RegisterState, len(h.regs))
 	for k, r := range h.regs {
-		out[k] = RegisterState{Value: r.v.Load(), Increments: r.incs.Load()}
+		r.mu.Lock()
+		refused := r.refused
+		r.mu.Unlock()
+		out[k] = RegisterState{Value: r.v.Load(), Increments: r.incs.Load(), Fenced: r.fenced, Refused: refused}
 	}
 	return out
 }

@@ -52,6 +52,15 @@ type Report struct {
 	Snapshots         int   // snapshots of the masters the ghost-lock check read
 	FreeRefusals      int   // acquires of keys nobody else uses that were not granted (liveness)
 
+	// Fencing numbers (checker 7).
+	Fenced             int   // FENCE answers that were a number
+	FenceNil           int   // FENCE answers that were nil
+	FenceErrors        int   // FENCE calls that failed
+	FencedGrants       int   // grants with at least one number
+	FenceViolations    int   // checker 7: grants whose numbers break FENCE's contract
+	StaleWritesRefused int   // writes a fenced register refused
+	FencedRefusals     int64 // reads and writes fenced registers refused
+
 	Stalls     []string // stalls of the whole harness process (the machine starved it)
 	Slowest    []string // the slowest operations, when slower than 500ms
 	Relays     []string // each relay's counters
@@ -66,7 +75,7 @@ type Report struct {
 // validity (which no lock can prevent; see LostUpdatesPaused).
 func (r *Report) Violations() int64 {
 	return int64(r.WindowViolations) + r.LostUpdates - r.LostUpdatesPaused + int64(r.NonLinearizable) + int64(r.NoMajorityGrants) +
-		int64(r.LateGrants) + int64(r.GhostLocks)
+		int64(r.LateGrants) + int64(r.GhostLocks) + int64(r.FenceViolations)
 }
 
 // Passed reports whether the run met its scenario's expectations.
@@ -100,6 +109,8 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 		r.Holds, r.Refusals, r.Unknowns, r.Extends, r.ExtendsRefused, r.ExtendUnknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)
 	fmt.Fprintf(w, "  violations: windows %d, lost updates %d (%d by paused writers), non-linearizable keys %d, grants without majority %d, late grants %d (%d more in stalls), ghost locks %d (%d snapshots)\n",
 		r.WindowViolations, r.LostUpdates, r.LostUpdatesPaused, r.NonLinearizable, r.NoMajorityGrants, r.LateGrants, r.LateGrantsStalled, r.GhostLocks, r.Snapshots)
+	fmt.Fprintf(w, "  fencing: %d numbers on %d grants (%d nil, %d errors), %d grants breaking the contract; fenced registers refused %d writes (%d reads and writes in all)\n",
+		r.Fenced, r.FencedGrants, r.FenceNil, r.FenceErrors, r.FenceViolations, r.StaleWritesRefused, r.FencedRefusals)
 	if r.FreeRefusals > 0 {
 		fmt.Fprintf(w, "  liveness: %d acquires of keys nobody else uses not granted\n", r.FreeRefusals)
 	}
@@ -136,13 +147,13 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 func WriteTable(w io.Writer, reps []*Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"scenario", "quarantine", "secs", "holds", "refusals", "unknowns", "releases", "rel-not-held", "rel-unknown",
-		"min-grants/s", "empty-s", "starved-s", "free-refused", "windows", "lost-upd", "non-lin", "no-maj", "late", "ghosts", "verdict"}
+		"min-grants/s", "empty-s", "starved-s", "free-refused", "windows", "lost-upd", "non-lin", "no-maj", "late", "ghosts", "fenced", "fence", "verdict"}
 	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	for _, r := range reps {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.Scenario, r.Quarantine, r.Duration.Seconds(), r.Holds, r.Refusals, r.Unknowns,
 			r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.MinGrantsPerSecond, r.EmptySeconds, r.StarvedSeconds, r.FreeRefusals,
-			r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants, r.LateGrants, r.GhostLocks, r.Verdict())
+			r.WindowViolations, r.LostUpdates, r.NonLinearizable, r.NoMajorityGrants, r.LateGrants, r.GhostLocks, r.Fenced, r.FenceViolations, r.Verdict())
 	}
 	tw.Flush()
 }

@@ -38,6 +38,18 @@ type Scenario struct {
 	// DetectLost: a control that loses an update while the lock itself
 	// holds; checker 2 must report it, checkers 1 and 3 must not.
 	DetectLost bool
+	// DetectFence: a control whose fencing numbers break their contract
+	// while the lock itself holds; checker 7 must report it, the others
+	// must not.
+	DetectFence bool
+	// LocalFences: the clients take their fencing numbers from a counter
+	// kept with the proxy they ask, with no majority read, instead of
+	// FENCE (the fencing control).
+	LocalFences bool
+	// FencedRegisters: every register is fenced (it refuses a number lower
+	// than the highest it has seen), and RefusesStale: it must refuse at
+	// least one stale write.
+	FencedRegisters, RefusesStale bool
 
 	// The shape the scenario needs; zero values take the run's Options.
 	Backends int // masters
@@ -61,7 +73,7 @@ type Scenario struct {
 
 // Control reports whether the scenario is a control run (it must report
 // violations).
-func (s Scenario) Control() bool { return s.DetectLock || s.DetectLost }
+func (s Scenario) Control() bool { return s.DetectLock || s.DetectLost || s.DetectFence }
 
 // Scenarios returns every scenario: the fault scenarios first, then the
 // controls.
@@ -97,11 +109,15 @@ func Scenarios() []Scenario {
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostCut, Recovers: true},
 		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 64KiB values: locks keep being granted, keys nobody else uses are never refused",
 			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true},
+		{Name: "fenced-pause", About: "as control-pause, on a fenced register: the paused holder's write carries a number lower than the next holder's and is refused; no update is lost",
+			Faults: scheduleNone, Drive: drivePause, FencedRegisters: true, RefusesStale: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
 			Quarantine: "run-id", Backends: 3, Slots: 3, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join"), DetectLock: true},
 		{Name: "control-pause", About: "CONTROL: a holder pauses past its validity before writing: a lost update must be seen", Faults: scheduleNone, Drive: drivePause, DetectLost: true},
+		{Name: "control-fence-local", About: "CONTROL: the clients take fencing numbers from a counter in the proxy they ask, with no majority read: numbers out of grant order must be seen",
+			Faults: scheduleNone, LocalFences: true, DetectFence: true},
 	}
 }
 
@@ -283,7 +299,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	began := time.Now()
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
-		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, Log: opt.ProxyLog,
+		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
@@ -332,6 +348,7 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	c := p.c
 	opt.progress("  cluster up and counted in %v", p.took.Round(time.Millisecond))
 	h := NewHistory()
+	h.FencedRegisters = sc.FencedRegisters
 	keys := make([]string, opt.Keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("hot:%d", i)
@@ -366,7 +383,12 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 		spawn(i, func(cl *Client) { cl.Loop(wctx, wl) })
 	}
 	for i := 0; i < sc.Extenders; i++ {
-		spawn(extenderIDs+i, func(cl *Client) { cl.ExtendLoop(wctx, wl) })
+		// An extender asks for its extends' numbers through the next slot:
+		// the same grant must get the same number through any proxy.
+		spawn(extenderIDs+i, func(cl *Client) {
+			cl.FenceExtendsVia((cl.Proxy + 1) % workSlots)
+			cl.ExtendLoop(wctx, wl)
+		})
 	}
 	pc := PipelineConfig{Keys: []string{"pipe:0", "pipe:1"}, Slow: "pipe:slow", TTLMin: 20 * time.Millisecond, TTLMax: 60 * time.Millisecond, RetryMax: 5 * time.Millisecond}
 	for i := 0; i < sc.Pipeliners; i++ {
@@ -583,6 +605,20 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 	rep.Examples = append(rep.Examples, ex...)
 	rep.GhostLocks, ex = CheckGhostLocks(h, env.C.Majority(), undoWithin)
 	rep.Examples = append(rep.Examples, ex...)
+	var fs FenceStats
+	rep.FenceViolations, fs, ex = CheckFences(h)
+	rep.Examples = append(rep.Examples, ex...)
+	rep.Fenced, rep.FenceNil, rep.FenceErrors, rep.FencedGrants = fs.Numbered, fs.Nil, fs.Errors, fs.Grants
+	for _, w := range h.Writes() {
+		if w.Refused {
+			rep.StaleWritesRefused++
+		}
+	}
+	for _, r := range h.Registers() {
+		if r.Fenced {
+			rep.FencedRefusals += r.Refused
+		}
+	}
 	rep.Snapshots = len(h.Snapshots())
 	rep.FreeRefusals, ex = CheckFreeRefusals(h, stalls)
 	if sc.MajorityUp {
@@ -612,13 +648,27 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 			p("control not detected by checker 2 (register): no lost update")
 		}
 		if lockBroken > 0 {
+			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d ghost-lock, %d fencing violations and %d lost updates without a paused writer were reported",
+				rep.WindowViolations, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.FenceViolations, rep.LostUpdates-rep.LostUpdatesPaused)
+		}
+	case sc.DetectFence:
+		if rep.FenceViolations == 0 {
+			p("control not detected by checker 7 (fencing): every grant's number in order (%d numbers on %d grants)", rep.Fenced, rep.FencedGrants)
+		}
+		if other := lockBroken - int64(rep.FenceViolations); other > 0 {
 			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d ghost-lock violations and %d lost updates without a paused writer were reported",
 				rep.WindowViolations, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.LostUpdates-rep.LostUpdatesPaused)
 		}
 	default:
 		if lockBroken > 0 {
-			p("SAFETY VIOLATED: %d overlapping windows, %d lost updates (%d of them by paused writers), %d keys not linearizable, %d grants without a majority, %d late grants, %d ghost locks",
-				rep.WindowViolations, rep.LostUpdates, rep.LostUpdatesPaused, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks)
+			p("SAFETY VIOLATED: %d overlapping windows, %d lost updates (%d of them by paused writers), %d keys not linearizable, %d grants without a majority, %d late grants, %d ghost locks, %d grants whose fencing numbers break the contract",
+				rep.WindowViolations, rep.LostUpdates, rep.LostUpdatesPaused, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.FenceViolations)
+		}
+		if rep.Holds > 0 && rep.Fenced == 0 {
+			p("no grant got a fencing number (%d nil, %d errors): checker 7 saw nothing", rep.FenceNil, rep.FenceErrors)
+		}
+		if sc.RefusesStale && rep.StaleWritesRefused == 0 {
+			p("the fenced register refused no write: the paused holder's stale write was not stopped")
 		}
 		if rep.LostUpdatesPaused > 0 {
 			// The machine paused one of our own well-behaved clients past its

@@ -34,6 +34,8 @@ var shortRuns = map[string]time.Duration{
 	"ghost-pause":    6 * time.Second,
 	"ghost-cut":      6 * time.Second,
 	"greedy":         4 * time.Second,
+	// The fencing control runs the plain workload on local counters.
+	"control-fence-local": 3 * time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server is missing.
@@ -204,8 +206,8 @@ func TestFaultScenarios(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			rep := r.run(t, sc, after(scs, i))
 			if v := rep.Violations(); v != 0 {
-				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d, late grants %d, ghost locks %d); see the examples above",
-					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks)
+				t.Errorf("%s: %d violations (windows %d, lost updates %d, non-linearizable keys %d, grants without majority %d, late grants %d, ghost locks %d, fencing %d); see the examples above",
+					sc.Name, v, rep.WindowViolations, rep.LostUpdates, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.FenceViolations)
 			}
 			if rep.Holds == 0 {
 				t.Errorf("%s: no lock was granted", sc.Name)
@@ -215,6 +217,9 @@ func TestFaultScenarios(t *testing.T) {
 			}
 			if sc.Recovers && rep.GrantsAfterRecovery == 0 {
 				t.Errorf("%s: no grant after the majority came back", sc.Name)
+			}
+			if sc.RefusesStale && rep.StaleWritesRefused == 0 {
+				t.Errorf("%s: the fenced register refused no stale write", sc.Name)
 			}
 			for _, p := range rep.Problems {
 				t.Errorf("%s: %s", sc.Name, p)
@@ -241,6 +246,9 @@ func TestControls(t *testing.T) {
 			}
 			if sc.DetectLost && rep.LostUpdates == 0 {
 				t.Errorf("%s: the paused holder's lost update went unseen", sc.Name)
+			}
+			if sc.DetectFence && rep.FenceViolations == 0 {
+				t.Errorf("%s: fencing numbers out of grant order went unseen (%d numbers on %d grants)", sc.Name, rep.Fenced, rep.FencedGrants)
 			}
 			for _, p := range rep.Problems {
 				t.Errorf("%s: %s", sc.Name, p)
