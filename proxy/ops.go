@@ -98,17 +98,18 @@ type op struct {
 	t1      time.Time
 	done    chan<- struct{}
 
-	mu         sync.Mutex
-	tally      quorum.Tally // set up in place by Init: the op is never copied
-	replies    []resp.Value
-	replyBuf   [8]resp.Value
-	undoBuf    [192]byte // holds undoCmd for short keys and tokens
-	decided    bool
-	signalled  bool      // done was signalled
-	settledAt  time.Time // when the reply could first leave (see readyLocked)
-	dispatched bool
-	undo       quorum.Undo // set up in place by Init, like tally
-	result     resp.Value
+	mu          sync.Mutex
+	tally       quorum.Tally // set up in place by Init: the op is never copied
+	replies     []resp.Value
+	replyBuf    [8]resp.Value
+	undoBuf     [192]byte // holds undoCmd for short keys and tokens
+	decided     bool
+	signalled   bool        // done was signalled
+	settleTimer *time.Timer // bounds the wait for timed-out masters' fates
+	settledAt   time.Time   // when the reply could first leave (see readyLocked)
+	dispatched  bool
+	undo        quorum.Undo // set up in place by Init, like tally
+	result      resp.Value
 
 	// Set at the decision, read by final in the client's goroutine after
 	// the done signal.
@@ -202,11 +203,42 @@ func (o *op) readyLocked() bool {
 		return false
 	}
 	if o.undoCmd != nil && o.undo.Failed() && !o.undo.Settled() {
+		if o.settleTimer == nil {
+			// A hung master may not settle for the link's dead-backend
+			// delay: the client is not kept waiting past settleWait.
+			o.settleTimer = time.AfterFunc(time.Until(o.t1.Add(o.e.timeout+settleWait(o.e.timeout))), o.settleNow)
+		}
 		return false
 	}
 	o.signalled = true
 	o.settledAt = time.Now()
+	if o.settleTimer != nil {
+		o.settleTimer.Stop()
+	}
 	return true
+}
+
+// settleWait is how long past its deadline a failed acquisition waits for
+// the fates of its timed-out masters before it answers anyway: long enough
+// for a slow link, short enough for the client.
+func settleWait(timeout time.Duration) time.Duration {
+	return min(max(timeout, 100*time.Millisecond), time.Second)
+}
+
+// settleNow answers a failed acquisition whose masters have not all settled
+// by settleWait after its deadline.
+func (o *op) settleNow() {
+	o.mu.Lock()
+	signal := false
+	if o.decided && !o.signalled {
+		o.signalled = true
+		o.settledAt = time.Now()
+		signal = true
+	}
+	o.mu.Unlock()
+	if signal {
+		o.done <- struct{}{}
+	}
 }
 
 func (o *op) classify(r resp.Result) quorum.Vote {
