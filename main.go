@@ -20,7 +20,7 @@ import (
 	"go.uber.org/automaxprocs/maxprocs"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

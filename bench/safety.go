@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/bench/safety"
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // safetyMode reports whether the arguments ask for -mode safety, which has

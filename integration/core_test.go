@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

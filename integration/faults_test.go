@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // Liveness bounds below are generous on purpose: the machine is shared and

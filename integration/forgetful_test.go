@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/faultnet"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 )
 
 // A master whose eviction policy removes keys under memory pressure forgets

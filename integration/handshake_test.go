@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // What client libraries send while connecting, answered as

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // exchange writes payload on a fresh connection and reads until the proxy

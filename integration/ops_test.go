@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 func httpGet(t *testing.T, url string) (int, string) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // startLogged runs a proxy over addrs whose log (INFO and up) is kept in

@@ -10,14 +10,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // Libraries whose runtime is not on this machine (RedLock.net, pottery,
 // redlock-py, aioredlock) are replayed in the call sequences they use,
 // checked on the backends: with scripts of the same behaviour in their
-// style (internal/libscripts), and, by EVALSHA, with the SHA1s of their
+// style (internal/testkit/libscripts), and, by EVALSHA, with the SHA1s of their
 // real scripts, which the proxy knows as library facts before it has seen
 // their text.
 

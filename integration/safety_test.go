@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // extendOrAcquire extends the lock when it holds the caller's token and

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // Lock scripts the proxy knows by what they do, not by their text: each

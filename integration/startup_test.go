@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // occupied returns an address something is already listening on.

@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/faultnet"
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // ClusterConfig describes the masters and proxies of a run.

@@ -21,13 +21,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/demo"
-	"github.com/redlock-proxy/redlock-proxy/internal/metrics"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/demo"
+	"github.com/redlock-proxy/redlock-proxy/internal/app/metrics"
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/netio"
-	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // The later forms of the undo, run on a real redis-server: a key is deleted

@@ -120,7 +120,7 @@ func parseStated(stated string, typ reflect.Type) (any, error) {
 // Each default docs/configuration.md's tables state is the default the
 // code has, every key they name exists, and every key is documented there.
 func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/configuration.md")
+	raw, err := os.ReadFile("../../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // The contract spares a restart's wait only to a master that persists

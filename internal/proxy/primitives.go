@@ -3,7 +3,7 @@ package proxy
 import (
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 )
 
 // The newer release primitives of Valkey 9 (DELIFEQ) and Redis 8.4 (DELEX

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const examplePath = "../../config.example.yaml"
+const examplePath = "../../../config.example.yaml"
 
 // commentedKey matches a line that shows a key's default in a comment.
 var commentedKey = regexp.MustCompile(`(?m)^# ([a-z_]+):`)

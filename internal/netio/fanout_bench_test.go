@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // The measurement behind netio's design: fanning one lock command out to

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // factsBySha indexes the library facts.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // The oracle: a real redis-server. A classified script and its role's

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 // command is one entry of the command table. Arity follows Redis: n > 0

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // FuzzClassify: for any text and arguments, compiling and classifying

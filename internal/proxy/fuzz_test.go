@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/netio"
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
 )
 
 // fakeBackends answers at once, as healthy Redis masters would, so the

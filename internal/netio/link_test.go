@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

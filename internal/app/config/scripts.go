@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 )
 
 // ScriptConfig declares by hand what a lock script is, for a script the

@@ -1,0 +1,23 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// Backends is what the proxy needs from its backend connections: N
+// independent Redis masters, each taking commands without blocking and
+// answering each through a resp.Receiver.
+type Backends interface {
+	N() int
+	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time)
+	// Undo sends a compare-and-delete that must run after everything sent
+	// to the node before it, even if the connection it goes out on is lost:
+	// then the backend keeps its later form for the next connection, run
+	// after the earlier connections are killed. rcv gets one result.
+	Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
+	// Health is each backend's state, for INFO.
+	Health() []netio.Health
+}

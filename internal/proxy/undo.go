@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// takeUndoLocked hands over the nodes to undo now, once every backend has
+// been sent the command, so that on each the undo follows what it undoes.
+// It allocates only when there is something to undo.
+func (o *op) takeUndoLocked() []int {
+	if !o.dispatched || o.undoCmd == nil {
+		return nil
+	}
+	return o.undo.Take(nil)
+}
+
+// sendUndo runs compare-and-delete with this attempt's token on each node.
+// It does not depend on the client: the backends deliver it even across a
+// lost connection, after the command it undoes.
+func (o *op) sendUndo(nodes []int) {
+	if len(nodes) == 0 {
+		return
+	}
+	sc, later := undoScript, undoLaterScript
+	if o.undoSc != nil {
+		sc, later = o.undoSc, o.laterSc
+	}
+	build := func(offset time.Duration, known bool) []byte {
+		o.mu.Lock()
+		settled := o.settledAt
+		o.mu.Unlock()
+		var at int64 // the master's clock when the reply could first leave
+		switch {
+		case settled.IsZero():
+			at = undoAnyCopy // no reply yet: no retry can have been granted
+		case known:
+			// A little earlier than measured, so that a retry granted just
+			// after the reply is never taken for this attempt.
+			at = settled.Add(offset).Add(-2 * time.Millisecond).UnixMilli()
+		}
+		return laterForm(o.undoCmd, sc, later, at)
+	}
+	for _, n := range nodes {
+		o.e.be.Undo(n, o.undoCmd, sc, build, later, undoReceiver{o.e.stats}, n)
+	}
+}
+
+// undoReceiver counts undo results.
+type undoReceiver struct{ s *stats }
+
+func (u undoReceiver) Receive(node int, r resp.Result) {
+	if u.s != nil {
+		u.s.undone(r.Err == nil && r.V.Kind == resp.KindInt)
+	}
+}
+
+// appendUndoCmd encodes EVALSHA of an undo script (sc): nkeys, the keys,
+// one token for all or one per key, then the TTL, recentUndo and a place for
+// the least age, in ms. The undo scripts and their later forms take the same
+// arguments (the former ignore the last three), so the later form is this
+// command with the other SHA1 and the age filled in (laterForm), built only
+// when it is written.
+func appendUndoCmd(dst []byte, sc *resp.Script, keys, tokens [][]byte, ttl time.Duration) []byte {
+	dst = resp.AppendArrayHeader(dst, 6+len(keys)+len(tokens))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, sc.Sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, t := range tokens {
+		dst = resp.AppendBulk(dst, t)
+	}
+	dst = resp.AppendBulkInt(dst, ttl.Milliseconds())
+	dst = resp.AppendBulkInt(dst, recentUndo.Milliseconds())
+	return resp.AppendBulkString(dst, undoAtZero)
+}
+
+// laterForm is cmd, an EVALSHA of now, as an EVALSHA of later, with its
+// last argument, the master's clock (ms) before which a copy is this
+// attempt's (see readyLocked), set to at.
+func laterForm(cmd []byte, now, later *resp.Script, at int64) []byte {
+	out := append([]byte(nil), cmd...)
+	if i := bytes.Index(out, []byte(now.Sha)); i >= 0 {
+		copy(out[i:], later.Sha)
+	}
+	copy(out[len(out)-2-len(undoAtZero):], fmt.Sprintf("%013d", max(0, min(at, undoAnyCopy))))
+	return out
+}
+
+// undoAtZero holds the place of that instant in an undo command: thirteen
+// digits, so the later form changes no length. undoAnyCopy is an instant
+// after every copy.
+const (
+	undoAtZero  = "0000000000000"
+	undoAnyCopy = 9_999_999_999_999
+)
+
+// recentUndo is how recently a key must have been set for a later undo to
+// delete it: a resumed master runs the late SET and the undo queued on the
+// new connection within a few milliseconds of each other.
+const recentUndo = 10 * time.Millisecond
