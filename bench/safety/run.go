@@ -63,6 +63,10 @@ type Scenario struct {
 	MaxTTL         time.Duration
 	TTLMin, TTLMax time.Duration // the contenders' TTLs
 	Think          time.Duration // a contender's work takes up to this
+	// BackendTimeout, when set, is the proxies' backend_timeout in this
+	// scenario, for faults whose load alone (on a small machine, under the
+	// race detector) can take a reply past the default.
+	BackendTimeout time.Duration
 
 	// Clients besides the contenders, spread over the proxy slots.
 	Extenders   int // holders that extend with redsync's extend-or-acquire script
@@ -107,7 +111,7 @@ func Scenarios() []Scenario {
 		{Name: "ghost-cut", About: "a majority's links are cut mid-command (masters hung, or links slowed past the backend timeout) during acquires on 32 keys: no token of an acquire answered nil may stay on a majority",
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleGhostCut, Recovers: true},
 		{Name: "greedy", About: "a greedy client pipelines 4x256 GETs of 64KiB values: locks keep being granted, keys nobody else uses are never refused",
-			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true},
+			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true, BackendTimeout: 250 * time.Millisecond},
 		{Name: "fenced-pause", About: "as control-pause, on a fenced register: the paused holder's write carries a number lower than the next holder's and is refused; no update is lost",
 			Faults: scheduleNone, Drive: drivePause, FencedRegisters: true, RefusesStale: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
@@ -236,6 +240,7 @@ func (o Options) shaped(sc Scenario) Options {
 	set(&o.TTLMin, sc.TTLMin)
 	set(&o.TTLMax, sc.TTLMax)
 	set(&o.Think, sc.Think)
+	set(&o.BackendTimeout, sc.BackendTimeout)
 	if sc.Quarantine != "" {
 		o.Quarantine = sc.Quarantine
 	}
