@@ -1,12 +1,9 @@
 package integration
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 )
 
 // Laravel's cache lock (Cache::lock on the redis store: Debian's
@@ -67,14 +64,5 @@ func TestLaravelCacheLockThroughProxy(t *testing.T) {
 // without the lock: the program must then report lost updates.
 func TestLaravelContentionControlLosesUpdates(t *testing.T) {
 	argv, _ := requireLaravel(t)
-	lt := loneTarget(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, argv[0], argv[1], "--addr", lt.addr, "--scenario", "contention", "--no-lock").CombinedOutput()
-	if err == nil {
-		t.Fatalf("contention without the lock passed: the check cannot see lost updates\n%s", out)
-	}
-	if !strings.Contains(string(out), `"step":"error"`) || !strings.Contains(string(out), "lost ") {
-		t.Fatalf("contention without the lock failed for another reason: %v\n%s", err, out)
-	}
+	testContentionControl(t, `"step":"error"`, argv...)
 }

@@ -291,3 +291,22 @@ func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
 		t.Errorf("a majority holding the token: %v", err)
 	}
 }
+
+// testContentionControl runs a lock program's contention scenario without
+// the lock against one lone Redis: the program must then report lost
+// updates (errStep is how its trace spells an error step), which shows that
+// its counter check can fail.
+func testContentionControl(t *testing.T, errStep string, argv ...string) {
+	t.Helper()
+	lt := loneTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append(argv[1:len(argv):len(argv)], "--addr", lt.addr, "--scenario", "contention", "--no-lock")
+	out, err := exec.CommandContext(ctx, argv[0], args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("contention without the lock passed: the check cannot see lost updates\n%s", out)
+	}
+	if !strings.Contains(string(out), errStep) || !strings.Contains(string(out), "lost ") {
+		t.Fatalf("contention without the lock failed for another reason: %v\n%s", err, out)
+	}
+}

@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // redis-py's Lock (Debian's python3-redis, run by Debian's /usr/bin/python3)
@@ -61,14 +59,5 @@ func TestRedisPyLockThroughProxy(t *testing.T) {
 // that its counter check can fail.
 func TestRedisPyContentionControlLosesUpdates(t *testing.T) {
 	argv, _ := requireRedisPy(t)
-	lt := loneTarget(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, argv[0], argv[1], "--addr", lt.addr, "--scenario", "contention", "--no-lock").CombinedOutput()
-	if err == nil {
-		t.Fatalf("contention without the lock passed: the check cannot see lost updates\n%s", out)
-	}
-	if !strings.Contains(string(out), `"step": "error"`) || !strings.Contains(string(out), "lost ") {
-		t.Fatalf("contention without the lock failed for another reason: %v\n%s", err, out)
-	}
+	testContentionControl(t, `"step": "error"`, argv...)
 }
