@@ -132,3 +132,67 @@ func TestRetryWithTheSameTokenThroughAnotherProxyKeepsTheLock(t *testing.T) {
 		t.Fatalf("a third client got %v, %v while the retry held the lock (masters %v hold the retry's token; before the heal %v)", ok, err, c.holders(key, "try"), before)
 	}
 }
+
+// The same retry as above, whose holder then lengthens its lock (SET ...
+// IFEQ with a longer PX; redis-py's extend adds to what is left in the same
+// way). The first proxy's delayed undo sees a copy whose PTTL is above the
+// failed attempt's TTL: re-armed since that attempt, so the holder's, and it
+// must stay. The third client is refused while the holder's validity lasts.
+func TestRetryWithTheSameTokenKeepsTheLockItLengthened(t *testing.T) {
+	c := newCluster(t, 3)
+	var relayed []string
+	var relays []*faultnet.Relay
+	for _, s := range c.servers {
+		r, err := faultnet.Listen(s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		relays = append(relays, r)
+		relayed = append(relayed, r.Addr())
+	}
+	first, _ := startApp(t, relayed, backendTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	viaFirst, viaSecond := proxyClient(t, first.Addr(), 2), c.client(2)
+	key := uniqueKey("same-token-lengthened")
+
+	relays[0].BlackHole(true)
+	relays[1].BlackHole(true)
+	if ok, err := viaFirst.SetNX(ctx, key, "try", 10*time.Second).Result(); ok || err != nil {
+		t.Fatalf("first try, with two masters cut off: %v, %v; want nil", ok, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h := first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0; h = first.Pool().Health() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first proxy keeps no undo for the cut-off masters: %+v", h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if ok, err := viaSecond.SetNX(ctx, key, "try", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("the retry through the second proxy: %v, %v", ok, err)
+	}
+	c.eventuallyHolders(key, "try", 3)
+	heldUntil := time.Now().Add(20 * time.Second)
+	if r, err := viaSecond.Do(ctx, "SET", key, "try", "IFEQ", "try", "PX", "20000").Result(); r != "OK" || err != nil {
+		t.Fatalf("the holder lengthens its lock to 20 s: %v, %v", r, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	before := c.holders(key, "try")
+	relays[0].BlackHole(false)
+	relays[1].BlackHole(false)
+	deadline = time.Now().Add(10 * time.Second)
+	for h := first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0; h = first.Pool().Health() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first proxy's undos never ran: %+v", h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ok, err := viaSecond.SetNX(ctx, key, "third", time.Second).Result()
+	if !time.Now().Before(heldUntil) {
+		t.Fatalf("the machine was too slow: the holder's lock ran out before the third client tried, so this run shows nothing")
+	}
+	if ok || err != nil {
+		t.Fatalf("a third client got %v, %v while the holder held the lengthened lock (masters %v hold its token; before the heal %v)", ok, err, c.holders(key, "try"), before)
+	}
+}

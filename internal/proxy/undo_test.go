@@ -77,3 +77,57 @@ func TestLaterUndoSparesARetryGrantedAfterTheReply(t *testing.T) {
 		})
 	}
 }
+
+// A retry with the same token whose holder has since lengthened its lock
+// (an additive extend, or an extend to a longer TTL) holds a copy whose
+// PTTL is above the failed attempt's TTL: that copy was re-armed after
+// the attempt set it, so it is the holder's lock, never this attempt's
+// late SET. The later undo must leave it, however recent its PTTL looks.
+func TestLaterUndoSparesARetryWhoseLockWasLengthened(t *testing.T) {
+	s, err := redisproc.Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("redis-server: %v (run ./test.sh, which installs it)", err)
+	}
+	t.Cleanup(s.Stop)
+	for _, sc := range []*resp.Script{undoLaterScript, undoPerKeyLaterScript} {
+		if _, err := s.Do("SCRIPT", "LOAD", string(sc.Body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ttl := 9 * time.Second
+	for _, form := range []struct {
+		name string
+		cmd  func(keys, tokens [][]byte, at int64) []byte
+	}{
+		{"one token", func(keys, tokens [][]byte, at int64) []byte {
+			return laterForm(appendUndoCmd(nil, undoScript, keys, tokens[:1], ttl), undoScript, undoLaterScript, at)
+		}},
+		{"a token per key", func(keys, tokens [][]byte, at int64) []byte {
+			return laterForm(appendUndoCmd(nil, undoPerKeyScript, keys, tokens, ttl), undoPerKeyScript, undoPerKeyLaterScript, at)
+		}},
+	} {
+		t.Run(form.name, func(t *testing.T) {
+			key := strings.ReplaceAll(form.name, " ", "-") + ":lengthened"
+			// Granted to the retry after the attempt's reply left, then
+			// extended by 5 s: its PTTL is now above the attempt's TTL.
+			if r, err := s.Do("SET", key, "tok", "PX", strconv.FormatInt((ttl+5*time.Second).Milliseconds(), 10)); err != nil || r != "OK" {
+				t.Fatalf("SET: %q %v", r, err)
+			}
+			at := time.Now().Add(-time.Second).UnixMilli() // the reply left a second ago
+			v, err := resp.NewReader(bufio.NewReader(bytes.NewReader(form.cmd([][]byte{[]byte(key)}, [][]byte{[]byte("tok")}, at))), resp.ReaderLimits{}).Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args []string
+			for _, e := range v.Elems {
+				args = append(args, string(e.Str))
+			}
+			if r, err := s.Do(args...); err != nil || r != "0" {
+				t.Errorf("later undo = %q, %v; want 0 keys deleted", r, err)
+			}
+			if r, _ := s.Do("EXISTS", key); r != "1" {
+				t.Errorf("the holder's lengthened lock was deleted by a failed attempt's later undo")
+			}
+		})
+	}
+}
