@@ -11,7 +11,9 @@ var (
 	// master's clock), or within the last ARGV[3] ms (a late SET that a hung
 	// master, resumed, ran together with this undo); either is deleted. A
 	// copy set in between is a retry with the same token, granted since
-	// through another proxy: it stays.
+	// through another proxy: it stays. So does a copy with more than ttl
+	// left, or no expiry: the attempt set it with ttl, so it was re-armed
+	// since (a same-token holder that lengthened its lock).
 	undoLaterScript = resp.NewScript([]byte(`local n = 0
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -19,7 +21,7 @@ local ttl = tonumber(ARGV[2])
 for _, k in ipairs(KEYS) do
   if redis.call('get', k) == ARGV[1] then
     local p = redis.call('pttl', k)
-    if p >= ttl - tonumber(ARGV[3]) or now - (ttl - p) <= tonumber(ARGV[4]) then n = n + redis.call('del', k) end
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[3]) or now - (ttl - p) <= tonumber(ARGV[4])) then n = n + redis.call('del', k) end
   end
 end
 return n`))

@@ -46,7 +46,7 @@ local ttl = tonumber(ARGV[#KEYS + 1])
 for i, k in ipairs(KEYS) do
   if redis.call('get', k) == ARGV[i] then
     local p = redis.call('pttl', k)
-    if p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3]) then n = n + redis.call('del', k) end
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3])) then n = n + redis.call('del', k) end
   end
 end
 return n`))
