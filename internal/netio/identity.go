@@ -103,8 +103,7 @@ const (
 type handshake struct {
 	l    *Link
 	gen  uint64
-	kill int64     // for hsKill: the connection it kills
-	sent time.Time // for hsTime: when it was sent
+	kill int64 // for hsKill: the connection it kills
 }
 
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
@@ -133,7 +132,7 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.pushLocked(entry{rcv: h, tag: hsAuth, deadline: deadline})
 	}
 	l.wbuf = resp.AppendCommand(l.wbuf, "TIME")
-	l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, sent: time.Now()}, tag: hsTime, deadline: deadline})
+	l.pushLocked(entry{rcv: h, tag: hsTime, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "SETNAME", "redlock-proxy")
 	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "INFO")
@@ -202,10 +201,14 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 			sec, _ := strconv.ParseInt(string(r.V.Elems[0].Str), 10, 64)
 			usec, _ := strconv.ParseInt(string(r.V.Elems[1].Str), 10, 64)
 			if sec > 0 {
+				// The master read its clock somewhere between the send and
+				// now: taking now never overstates the offset, so a kept
+				// undo never dates the reply instant later than it was (a
+				// TIME answered late by a master hung while the connection
+				// opened would put the midpoint seconds off).
 				master := time.Unix(sec, usec*1000)
-				local := h.sent.Add(time.Since(h.sent) / 2)
 				l.mu.Lock()
-				l.clockOffset, l.clockKnown = master.Sub(local), true
+				l.clockOffset, l.clockKnown = master.Sub(time.Now()), true
 				l.mu.Unlock()
 			}
 		}
