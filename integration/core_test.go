@@ -389,3 +389,33 @@ func TestEmbeddedDefault(t *testing.T) {
 }
 
 var _ = config.Default
+
+// An extend answered as failed must leave the caller's lock as it was
+// (docs/contract.md: "A failed extend never removes the caller's lock
+// anywhere"): the caller, told the extend failed, keeps relying on the
+// validity its acquire gave it. Here the extend asks for a TTL too short
+// to leave any validity (a min_validity above the new TTL does the same):
+// it is answered nil, and a second client must still be refused while the
+// first acquire's validity lasts.
+func TestFailedShortExtendLeavesTheLockAsItWas(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("short-extend")
+	if ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	heldUntil := time.Now().Add(9 * time.Second)
+	v, err := cl.Do(ctx, "SET", key, "tok", "IFEQ", "tok", "PX", "1").Result()
+	if !errors.Is(err, redis.Nil) {
+		t.Fatalf("SET IFEQ PX 1 = %v, %v; want nil: 1 ms leaves no validity", v, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	ok, err := c.client(2).SetNX(ctx, key, "second", 10*time.Second).Result()
+	if !time.Now().Before(heldUntil) {
+		t.Fatalf("the machine was too slow: the first lock ran out before the second client tried")
+	}
+	if ok || err != nil {
+		t.Fatalf("a second client got %v, %v after the holder's extend was answered as failed (holders of the first token: %v)", ok, err, c.holders(key, "tok"))
+	}
+}
