@@ -410,6 +410,17 @@ func TestFailedShortExtendLeavesTheLockAsItWas(t *testing.T) {
 	if !errors.Is(err, redis.Nil) {
 		t.Fatalf("SET IFEQ PX 1 = %v, %v; want nil: 1 ms leaves no validity", v, err)
 	}
+	// The same through an extend script (the compare-and-pexpire most
+	// libraries send): 0, and the lock left alone.
+	const extend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+	if n, err := cl.Eval(ctx, extend, []string{key}, "tok", "1").Int(); n != 0 || err != nil {
+		t.Fatalf("extend script with a 1 ms TTL = %v, %v; want 0: 1 ms leaves no validity", n, err)
+	}
+	for i, d := range c.pttls(key) {
+		if d < 9*time.Second {
+			t.Fatalf("master %d: PTTL %v after two extends answered as failed; want the 10 s lock as it was", i, d)
+		}
+	}
 	time.Sleep(20 * time.Millisecond)
 	ok, err := c.client(2).SetNX(ctx, key, "second", 10*time.Second).Result()
 	if !time.Now().Before(heldUntil) {

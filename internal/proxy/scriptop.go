@@ -22,6 +22,12 @@ type scriptCall struct {
 	lowMs    int64    // least PTTL that is not "too little", or 0
 	keys     [][]byte // copies, kept only when a reply template shows them
 	argv     [][]byte
+	// readOnly: an extend whose TTL cannot leave any validity. The
+	// backends only report the keys' states and the answer is the role's
+	// failure: the caller's lock is left exactly as it was (an extend sent
+	// as asked would re-arm it to that TTL and still be answered as
+	// failed, shortening a lock its holder was told it still has).
+	readOnly bool
 	success  bool        // the decision, for a reply filled again as it leaves
 	caseAt   script.Case // the case the reply was filled in
 }
@@ -167,15 +173,19 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
+		t := c.s.eng.timing
+		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
+	}
 
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opScript, c.done)
-	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low}
+	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
-	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
+	if (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire) && !a.ReadOnly {
 		// A failed acquire is undone wherever it was not refused; a failed
 		// extend-or-acquire only where it took a free key (see undoFate). A
 		// failed extend never is: it would delete the caller's lock where
@@ -189,7 +199,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		}
 	}
 	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
-	c.startOp(o, c.cmd, cl.Reference())
+	c.startOp(o, c.cmd, cl.ReferenceFor(a))
 }
 
 func sameAll(b [][]byte) bool {
@@ -253,6 +263,8 @@ func (o *op) scriptVote(v resp.Value) quorum.Vote {
 	switch {
 	case !ok:
 		return quorum.Unknown
+	case o.sc.readOnly:
+		return quorum.Refused
 	case acted || o.sc.class.Role.Query():
 		return quorum.Granted
 	}

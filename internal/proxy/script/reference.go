@@ -182,6 +182,19 @@ type CallArgs struct {
 	// Companion, when set, names each lock key's companion: Companion
 	// followed by the key (see the KEYS above).
 	Companion string
+	// ReadOnly sends the query reference instead of the role's: the
+	// backends only report the keys' states, for a call the proxy already
+	// knows must fail (an extend whose TTL cannot leave any validity).
+	ReadOnly bool
+}
+
+// ReferenceFor returns the script a call with these arguments runs: the
+// role's reference, or the query reference for a read-only call.
+func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
+	if a.ReadOnly {
+		return refQuery
+	}
+	return c.Reference()
 }
 
 // AppendReference encodes EVALSHA of the class's reference script for a
@@ -191,13 +204,13 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	companions := a.Companion != "" && !c.Role.Query()
+	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly
 	nk := len(keys)
 	if companions {
 		nk *= 2
 	}
 	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok)
-	dst = append(dst, evalsha[c.Reference()]...)
+	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
