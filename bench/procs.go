@@ -68,9 +68,7 @@ func startProxy(bin string, backends []string, procs int, logFile *os.File, extr
 	cmd := exec.Command(bin, args...)
 	fmt.Fprintf(logFile, "== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
 	cmd.Stderr = logFile
-	if procs > 0 {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
-	}
+	cmd.Env = proxyEnv(os.Environ(), procs)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -92,6 +90,21 @@ func startProxy(bin string, backends []string, procs int, logFile *os.File, extr
 	}
 	p.stop()
 	return nil, fmt.Errorf("proxy on %s did not become ready; its log is in %s", addr, logFile.Name())
+}
+
+// proxyEnv is the proxy's environment: the bench's own without GOMAXPROCS
+// (a user's proxy picks its own), plus GOMAXPROCS=procs when procs > 0.
+func proxyEnv(env []string, procs int) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			out = append(out, kv)
+		}
+	}
+	if procs > 0 {
+		out = append(out, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	}
+	return out
 }
 
 func (p *proxyProc) pid() int { return p.cmd.Process.Pid }

@@ -21,11 +21,19 @@ type report struct {
 	Finished   time.Time     `json:"finished"`
 	Host       string        `json:"host"`
 	Duration   time.Duration `json:"duration_per_point"`
-	ProxyProcs int           `json:"proxy_gomaxprocs"`
+	ProxyProcs int           `json:"proxy_gomaxprocs"` // 0: not set, the proxy's default
 	Rounds     int           `json:"rounds"`
 	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
 	Results    []result      `json:"results"`
 	Pipelined  []pipeResult  `json:"pipelined"`
+}
+
+// procsNote says how the proxy process was run.
+func (r *report) procsNote() string {
+	if r.ProxyProcs > 0 {
+		return fmt.Sprintf("The proxy ran with GOMAXPROCS=%d (-proxy-procs), not its default", r.ProxyProcs)
+	}
+	return "The proxy ran as users run it: default settings, GOMAXPROCS not set (the proxy sets it from the CPU count or CPU quota)"
 }
 
 func (r *report) find(series string, n, clients int) (result, bool) {
@@ -145,6 +153,7 @@ func (r *report) verdict(t target, met, notMet string) string {
 const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
 
 func (r *report) printTable(w io.Writer) {
+	fmt.Fprintf(w, "\n%s.\n", r.procsNote())
 	fmt.Fprintf(w, "\n%-3s %-8s %-8s %12s %10s %10s %10s %8s %12s %12s\n", "N", "clients", "series", "cycles/s", "p50", "p99", "p999", "errors", "proxy CPU/op", "redis CPU/op")
 	for _, n := range r.ns() {
 		for _, c := range r.clients() {
@@ -176,8 +185,8 @@ func (r *report) printTable(w io.Writer) {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown, proxy GOMAXPROCS %d.\n\n",
-		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.ProxyProcs)
+	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown.\n%s.\n\n",
+		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.procsNote())
 	b.WriteString("Lock cycle = `SET key token NX PX 30000` + compare-and-delete release, random keys, go-redis clients.\n")
 	b.WriteString("`lone` is the same client code on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
 	b.WriteString("| N | clients | series | cycles/s | vs lone | p50 | p99 | p999 | errors | proxy CPU/op | Redis CPU/op |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

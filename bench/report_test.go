@@ -109,3 +109,23 @@ func TestWroteNamesEveryFile(t *testing.T) {
 		}
 	}
 }
+
+// By default the proxy runs as users run it: no GOMAXPROCS of the bench's
+// leaks into its environment, and the report says so.
+func TestProxyDefaults(t *testing.T) {
+	env := []string{"HOME=/h", "GOMAXPROCS=3", "PATH=/bin"}
+	if got := strings.Join(proxyEnv(env, 0), " "); got != "HOME=/h PATH=/bin" {
+		t.Errorf("proxyEnv(0) = %q", got)
+	}
+	if got := strings.Join(proxyEnv(env, 2), " "); got != "HOME=/h PATH=/bin GOMAXPROCS=2" {
+		t.Errorf("proxyEnv(2) = %q", got)
+	}
+	r := sampleReport(false)
+	if md := r.markdown(); !strings.Contains(md, "GOMAXPROCS not set") {
+		t.Errorf("report.md does not say the proxy ran with its defaults:\n%s", md)
+	}
+	r.ProxyProcs = 1
+	if md := r.markdown(); !strings.Contains(md, "GOMAXPROCS=1 (-proxy-procs)") {
+		t.Errorf("report.md does not say the proxy's GOMAXPROCS was set:\n%s", md)
+	}
+}
