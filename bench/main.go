@@ -195,8 +195,9 @@ func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs
 						closeRS()
 					}
 					res.Series, res.N = series, n
-					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  proxy CPU/op %s",
-						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors, proxyCPU(res))
+					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  CPU per cycle: proxy %s, backends %s",
+						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors,
+						cpuCell(res.ProxyCPUCycle, series == "proxy"), cpuCell(res.BackendCPUCycle, true))
 					samples[i] = append(samples[i], res)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 type pipeResult struct {
@@ -110,8 +111,8 @@ func (r *report) targets() []target {
 			Present: len(ratios) > 0, Value: med})
 	}
 	p1, ok4 := r.find("proxy", ns[0], c)
-	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU/op N=%d / N=%d, %d clients", n, ns[0], c), Want: "<= 2.5",
-		Present: ok1 && ok4 && p1.ProxyCPU > 0 && n != ns[0], Value: float64(p.ProxyCPU) / float64(p1.ProxyCPU)})
+	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle N=%d / N=%d, %d clients", n, ns[0], c), Want: "<= 2.5",
+		Present: ok1 && ok4 && p1.ProxyCPUCycle > 0 && n != ns[0], Value: float64(p.ProxyCPUCycle) / float64(p1.ProxyCPUCycle)})
 	for i := range ts {
 		switch ts[i].Want[:2] {
 		case ">=":
@@ -127,13 +128,63 @@ func (r *report) targets() []target {
 	return ts
 }
 
-// proxyCPU shows the proxy's CPU per operation, or a dash for a series
-// that runs no proxy.
-func proxyCPU(x result) string {
-	if x.Series != "proxy" {
+// cpuCell shows a CPU time per cycle or per command, or a dash when none
+// was measured (a series that runs no proxy).
+func cpuCell(d time.Duration, measured bool) string {
+	if !measured {
 		return "–"
 	}
-	return x.ProxyCPU.Round(100 * time.Nanosecond).String()
+	return d.Round(100 * time.Nanosecond).String()
+}
+
+// columns are the table's and report.md's columns, short (table) and long
+// (report.md) names.
+var columns = []struct{ short, long string }{
+	{"N", "N"}, {"clients", "clients"}, {"series", "series"}, {"cycles/s", "cycles/s"}, {"vs lone", "vs lone"},
+	{"p50", "p50 cycle"}, {"p50/lone", "p50 vs lone"}, {"p99", "p99"}, {"p99.9", "p99.9"}, {"errors", "errors"},
+	{"proxy/cycle", "proxy CPU per cycle"}, {"proxy/cmd", "proxy CPU per command"},
+	{"backend/cycle", "backend CPU per cycle"}, {"backend/cmd", "backend CPU per command"},
+}
+
+// cpuLegend says which CPU column is which.
+const cpuLegend = "A lock cycle is one acquire (`SET key token NX PX 30000`) and one release (compare-and-delete script): two commands. " +
+	"CPU columns: the proxy process's own CPU time, and all backends' (the series' Redis servers), " +
+	"read from /proc, per cycle and per command (half a cycle)."
+
+// seriesOrder is the order of a row group.
+var seriesOrder = []string{"lone", "proxy", "redsync"}
+
+// row is one result's cells, against lone Redis at the same client count.
+func (r *report) row(x result) []string {
+	l, _ := r.find("lone", x.N, x.Clients)
+	ratio := func(a, b float64) string {
+		if b <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
+	proxy := x.Series == "proxy"
+	return []string{strconv.Itoa(x.N), strconv.Itoa(x.Clients), x.Series, fmt.Sprintf("%.0f", x.PerSec),
+		ratio(x.PerSec, l.PerSec), us(x.P50), ratio(float64(x.P50), float64(l.P50)), us(x.P99), us(x.P999),
+		strconv.FormatInt(x.Errors, 10),
+		cpuCell(x.ProxyCPUCycle, proxy), cpuCell(x.ProxyCPUCmd, proxy),
+		cpuCell(x.BackendCPUCycle, true), cpuCell(x.BackendCPUCmd, true)}
+}
+
+// rows lists every result's cells, grouped by N, then clients.
+func (r *report) rows() [][]string {
+	var out [][]string
+	for _, n := range r.ns() {
+		for _, c := range r.clients() {
+			for _, s := range seriesOrder {
+				if x, ok := r.find(s, n, c); ok {
+					out = append(out, r.row(x))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // verdict says whether a target was met; after a -quick run, as an
@@ -153,20 +204,35 @@ func (r *report) verdict(t target, met, notMet string) string {
 const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
 
 func (r *report) printTable(w io.Writer) {
-	fmt.Fprintf(w, "\n%s.\n", r.procsNote())
-	fmt.Fprintf(w, "\n%-3s %-8s %-8s %12s %10s %10s %10s %8s %12s %12s\n", "N", "clients", "series", "cycles/s", "p50", "p99", "p999", "errors", "proxy CPU/op", "redis CPU/op")
-	for _, n := range r.ns() {
-		for _, c := range r.clients() {
-			for _, s := range []string{"lone", "proxy", "redsync"} {
-				x, ok := r.find(s, n, c)
-				if !ok {
-					continue
-				}
-				fmt.Fprintf(w, "%-3d %-8d %-8s %12.0f %10v %10v %10v %8d %12s %12v\n", n, c, s, x.PerSec,
-					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
+	fmt.Fprintf(w, "\n%s.\n%s\n\n", r.procsNote(), cpuLegend)
+	rows := r.rows()
+	width := make([]int, len(columns))
+	for i, c := range columns {
+		width[i] = len(c.short)
+	}
+	for _, row := range rows {
+		for i, cell := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
+		}
+	}
+	line := func(cells []string) {
+		for i, cell := range cells {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			if i < 3 { // N, clients, series: left-aligned
+				fmt.Fprint(w, cell+pad+" ")
+			} else {
+				fmt.Fprint(w, " "+pad+cell)
 			}
 		}
+		fmt.Fprintln(w)
+	}
+	var head []string
+	for _, c := range columns {
+		head = append(head, c.short)
+	}
+	line(head)
+	for _, row := range rows {
+		line(row)
 	}
 	for _, p := range r.Pipelined {
 		fmt.Fprintf(w, "pipelined -P 16 -c 50, N=%d: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
@@ -187,26 +253,15 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown.\n%s.\n\n",
 		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.procsNote())
-	b.WriteString("Lock cycle = `SET key token NX PX 30000` + compare-and-delete release, random keys, go-redis clients.\n")
-	b.WriteString("`lone` is the same client code on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
-	b.WriteString("| N | clients | series | cycles/s | vs lone | p50 | p99 | p999 | errors | proxy CPU/op | Redis CPU/op |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, n := range r.ns() {
-		for _, c := range r.clients() {
-			l, _ := r.find("lone", n, c)
-			for _, s := range []string{"lone", "proxy", "redsync"} {
-				x, ok := r.find(s, n, c)
-				if !ok {
-					continue
-				}
-				ratio := ""
-				if l.PerSec > 0 {
-					ratio = fmt.Sprintf("%.2fx", x.PerSec/l.PerSec)
-				}
-				fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %v | %v | %v | %d | %s | %v |\n", n, c, s, x.PerSec, ratio,
-					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
-			}
-		}
+	b.WriteString("Every cycle locks a key of its own (no contention); the Redis series use go-redis clients. ")
+	b.WriteString("`lone` is the same client code as `proxy` on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
+	b.WriteString(cpuLegend + "\n\n|")
+	for _, c := range columns {
+		b.WriteString(" " + c.long + " |")
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", len(columns)) + "\n")
+	for _, row := range r.rows() {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	if len(r.Pipelined) > 0 {
 		b.WriteString("\n| pipelined (redis-benchmark -P 16 -c 50, SET NX PX random keys) | lone SET/s | proxy SET/s | ratio |\n|---|---|---|---|\n")

@@ -13,47 +13,59 @@ func sampleReport(quick bool) *report {
 	r := &report{Quick: quick, Rounds: 1, Duration: time.Second}
 	for _, n := range []int{1, 5} {
 		r.Results = append(r.Results,
-			result{Series: "lone", N: n, Clients: 50, PerSec: 50000, P50: time.Millisecond, RedisCPU: 7 * time.Microsecond},
-			result{Series: "proxy", N: n, Clients: 50, PerSec: 12500, P50: 2 * time.Millisecond, ProxyCPU: time.Duration(10*n) * time.Microsecond, RedisCPU: 11 * time.Microsecond},
-			result{Series: "redsync", N: n, Clients: 50, PerSec: 7000, P50: 7 * time.Millisecond, RedisCPU: 55 * time.Microsecond})
+			result{Series: "lone", N: n, Clients: 50, PerSec: 50000, P50: time.Millisecond,
+				BackendCPUCycle: 14 * time.Microsecond, BackendCPUCmd: 7 * time.Microsecond},
+			result{Series: "proxy", N: n, Clients: 50, PerSec: 12500, P50: 2 * time.Millisecond,
+				ProxyCPUCycle: time.Duration(20*n) * time.Microsecond, ProxyCPUCmd: time.Duration(10*n) * time.Microsecond,
+				BackendCPUCycle: 22 * time.Microsecond, BackendCPUCmd: 11 * time.Microsecond},
+			result{Series: "redsync", N: n, Clients: 50, PerSec: 7000, P50: 7 * time.Millisecond,
+				BackendCPUCycle: 110 * time.Microsecond, BackendCPUCmd: 55 * time.Microsecond})
 	}
 	r.Pipelined = []pipeResult{{N: 5, Lone: 973000, Proxy: 141437}}
 	return r
 }
 
-// Rows of series that run no proxy show a dash for its CPU, not 0s.
+// Rows of series that run no proxy show a dash for its CPU, not 0s; a
+// proxy row shows its CPU per cycle and per command (half of it).
 func TestNoProxyNoProxyCPU(t *testing.T) {
 	var table bytes.Buffer
 	r := sampleReport(false)
 	r.printTable(&table)
 	md := r.markdown()
-	// The proxy CPU column: the ninth field of a table row, the tenth cell
-	// of a report.md row.
+	// The series, the proxy's CPU per cycle and per command, the backends'
+	// per cycle: fields 2, 10, 11 and 12 of a table row and of a report.md
+	// row.
 	var cells [][]string
 	for _, line := range strings.Split(table.String(), "\n") {
-		if f := strings.Fields(line); len(f) == 10 {
-			cells = append(cells, []string{f[2], f[8]})
+		if f := strings.Fields(line); len(f) == len(columns) && f[0] != "N" {
+			cells = append(cells, []string{f[2], f[10], f[11], f[12]})
 		}
 	}
 	for _, line := range strings.Split(md, "\n") {
-		if f := strings.Split(strings.Trim(line, "|"), "|"); len(f) == 11 {
-			cells = append(cells, []string{strings.TrimSpace(f[2]), strings.TrimSpace(f[9])})
+		if f := strings.Split(strings.Trim(line, "|"), "|"); len(f) == len(columns) && strings.TrimSpace(f[0]) != "N" && !strings.HasPrefix(f[0], "-") {
+			for i := range f {
+				f[i] = strings.TrimSpace(f[i])
+			}
+			cells = append(cells, []string{f[2], f[10], f[11], f[12]})
 		}
 	}
 	rows := 0
 	for _, c := range cells {
-		series, cpu := c[0], c[1]
+		series, cycle, cmd, backend := c[0], c[1], c[2], c[3]
 		switch series {
 		case "lone", "redsync":
 			rows++
-			if cpu != "–" {
-				t.Errorf("a %s row shows a proxy CPU of %q; want –", series, cpu)
+			if cycle != "–" || cmd != "–" {
+				t.Errorf("a %s row shows a proxy CPU of %q, %q; want –", series, cycle, cmd)
 			}
 		case "proxy":
 			rows++
-			if !strings.HasSuffix(cpu, "µs") {
-				t.Errorf("a proxy row shows a proxy CPU of %q", cpu)
+			if cycle != "20µs" && cycle != "100µs" || cmd != "10µs" && cmd != "50µs" {
+				t.Errorf("a proxy row shows a proxy CPU of %q per cycle, %q per command", cycle, cmd)
 			}
+		}
+		if !strings.HasSuffix(backend, "µs") {
+			t.Errorf("a %s row shows a backend CPU of %q", series, backend)
 		}
 	}
 	if rows != 12 {
@@ -61,6 +73,30 @@ func TestNoProxyNoProxyCPU(t *testing.T) {
 	}
 	if !strings.Contains(table.String(), "MET") || strings.Contains(table.String()+md, "indicative") {
 		t.Errorf("a full run's targets are marked indicative:\n%s", table.String())
+	}
+	for _, want := range []string{"proxy CPU per cycle", "proxy CPU per command", "backend CPU per cycle", "p50 vs lone", "two commands"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	// p50 against lone Redis's: 2ms / 1ms.
+	if !strings.Contains(md, "| 2ms | 2.00x |") {
+		t.Errorf("report.md lacks the proxy's p50 against lone Redis's:\n%s", md)
+	}
+}
+
+// CPU time is spread over cycles, and over commands, two a cycle.
+func TestCPUPerCycleAndCommand(t *testing.T) {
+	r := result{Cycles: 1000}
+	r.setCPU(50*time.Millisecond, 20*time.Millisecond)
+	if r.ProxyCPUCycle != 50*time.Microsecond || r.ProxyCPUCmd != 25*time.Microsecond ||
+		r.BackendCPUCycle != 20*time.Microsecond || r.BackendCPUCmd != 10*time.Microsecond {
+		t.Errorf("setCPU: %+v", r)
+	}
+	var none result
+	none.setCPU(time.Second, time.Second)
+	if none.ProxyCPUCycle != 0 || none.BackendCPUCmd != 0 {
+		t.Errorf("setCPU without cycles: %+v", none)
 	}
 }
 
