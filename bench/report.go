@@ -17,6 +17,15 @@ type pipeResult struct {
 	Proxy float64 `json:"proxy_set_per_sec"`
 }
 
+// etcdInfo says how the etcd series ran.
+type etcdInfo struct {
+	Members int    `json:"members"`
+	Version string `json:"version"`
+	DataFS  string `json:"data_fs"`         // the file system of the members' data directories
+	Tmpfs   bool   `json:"tmpfs"`           // -etcd-tmpfs: on /dev/shm, not the temporary directory
+	WithN   int    `json:"measured_with_n"` // its rounds took turns with this N's series
+}
+
 type report struct {
 	Started    time.Time     `json:"started"`
 	Finished   time.Time     `json:"finished"`
@@ -27,6 +36,7 @@ type report struct {
 	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
 	Results    []result      `json:"results"`
 	Pipelined  []pipeResult  `json:"pipelined"`
+	Etcd       *etcdInfo     `json:"etcd,omitempty"` // nil: no etcd series
 }
 
 // procsNote says how the proxy process was run.
@@ -46,15 +56,22 @@ func (r *report) find(series string, n, clients int) (result, bool) {
 	return result{}, false
 }
 
-func (r *report) ns() []int      { return r.distinct(func(x result) int { return x.N }) }
-func (r *report) clients() []int { return r.distinct(func(x result) int { return x.Clients }) }
+// ns lists the backend counts of the Redis series (etcd's N is its
+// cluster's size).
+func (r *report) ns() []int {
+	return r.distinct(func(x result) (int, bool) { return x.N, x.Series != "etcd" })
+}
 
-// distinct lists the values of f over the results, sorted.
-func (r *report) distinct(f func(result) int) []int {
+func (r *report) clients() []int {
+	return r.distinct(func(x result) (int, bool) { return x.Clients, true })
+}
+
+// distinct lists the values of f over the results it keeps, sorted.
+func (r *report) distinct(f func(result) (int, bool)) []int {
 	seen := map[int]bool{}
 	var out []int
 	for _, x := range r.Results {
-		if v := f(x); !seen[v] {
+		if v, keep := f(x); keep && !seen[v] {
 			seen[v] = true
 			out = append(out, v)
 		}
@@ -146,17 +163,41 @@ var columns = []struct{ short, long string }{
 	{"backend/cycle", "backend CPU per cycle"}, {"backend/cmd", "backend CPU per command"},
 }
 
-// cpuLegend says which CPU column is which.
-const cpuLegend = "A lock cycle is one acquire (`SET key token NX PX 30000`) and one release (compare-and-delete script): two commands. " +
-	"CPU columns: the proxy process's own CPU time, and all backends' (the series' Redis servers), " +
-	"read from /proc, per cycle and per command (half a cycle)."
+// cpuLegend says what a cycle is and which CPU column is which.
+func (r *report) cpuLegend() string {
+	backends := "the series' Redis servers"
+	if r.Etcd != nil {
+		backends += ", or etcd's members"
+	}
+	return "A lock cycle is one acquire (`SET key token NX PX 30000`) and one release (compare-and-delete script): two commands. " +
+		"CPU columns: the proxy process's own CPU time, and all backends' (" + backends + "), " +
+		"read from /proc, per cycle and per command (half a cycle)."
+}
 
 // seriesOrder is the order of a row group.
 var seriesOrder = []string{"lone", "proxy", "redsync"}
 
+// point is series at n backends and c clients; etcd's at its own size.
+func (r *report) point(series string, n, c int) (result, bool) {
+	if series == "etcd" {
+		n = etcdMembers
+	}
+	return r.find(series, n, c)
+}
+
+// loneFor is lone Redis at x's client count, measured in the same rounds.
+func (r *report) loneFor(x result) result {
+	n := x.N
+	if x.Series == "etcd" && r.Etcd != nil {
+		n = r.Etcd.WithN
+	}
+	l, _ := r.find("lone", n, x.Clients)
+	return l
+}
+
 // row is one result's cells, against lone Redis at the same client count.
 func (r *report) row(x result) []string {
-	l, _ := r.find("lone", x.N, x.Clients)
+	l := r.loneFor(x)
 	ratio := func(a, b float64) string {
 		if b <= 0 {
 			return ""
@@ -172,7 +213,8 @@ func (r *report) row(x result) []string {
 		cpuCell(x.BackendCPUCycle, true), cpuCell(x.BackendCPUCmd, true)}
 }
 
-// rows lists every result's cells, grouped by N, then clients.
+// rows lists every result's cells, grouped by N, then clients; etcd's
+// last, a group of its own.
 func (r *report) rows() [][]string {
 	var out [][]string
 	for _, n := range r.ns() {
@@ -184,7 +226,29 @@ func (r *report) rows() [][]string {
 			}
 		}
 	}
+	for _, c := range r.clients() {
+		if x, ok := r.find("etcd", etcdMembers, c); ok {
+			out = append(out, r.row(x))
+		}
+	}
 	return out
+}
+
+// etcdNote says how the etcd series ran, or nothing when it did not.
+func (r *report) etcdNote() string {
+	e := r.Etcd
+	if e == nil {
+		return ""
+	}
+	where := "the temporary directory"
+	if e.Tmpfs {
+		where = "/dev/shm (-etcd-tmpfs)"
+	}
+	return fmt.Sprintf("`etcd` is go.etcd.io/etcd/client/v3/concurrency's Mutex (Lock, then Unlock: a transaction and a delete) "+
+		"on a %d-member etcd %s cluster (its N column is the members), one client with one session (lease) per concurrent locker; "+
+		"its rounds took turns with N=%d's and its vs-lone ratios are against that lone Redis. "+
+		"The members' data directories are in %s, on %s; etcd syncs every write to disk, "+
+		"the Redis servers run without persistence.", e.Members, e.Version, e.WithN, where, e.DataFS)
 }
 
 // verdict says whether a target was met; after a -quick run, as an
@@ -204,7 +268,7 @@ func (r *report) verdict(t target, met, notMet string) string {
 const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
 
 func (r *report) printTable(w io.Writer) {
-	fmt.Fprintf(w, "\n%s.\n%s\n\n", r.procsNote(), cpuLegend)
+	fmt.Fprintf(w, "\n%s.\n%s\n\n", r.procsNote(), r.cpuLegend())
 	rows := r.rows()
 	width := make([]int, len(columns))
 	for i, c := range columns {
@@ -255,7 +319,10 @@ func (r *report) markdown() string {
 		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.procsNote())
 	b.WriteString("Every cycle locks a key of its own (no contention); the Redis series use go-redis clients. ")
 	b.WriteString("`lone` is the same client code as `proxy` on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
-	b.WriteString(cpuLegend + "\n\n|")
+	if note := r.etcdNote(); note != "" {
+		b.WriteString(note + "\n\n")
+	}
+	b.WriteString(r.cpuLegend() + "\n\n|")
 	for _, c := range columns {
 		b.WriteString(" " + c.long + " |")
 	}
@@ -296,8 +363,9 @@ func (r *report) svg() string {
 		return b.String() + "</svg>"
 	}
 	n := ns[len(ns)-1]
-	colors := map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f"}
-	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis (no Redlock)", "redsync": "redsync (client-side Redlock)"}
+	colors := map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f", "etcd": "#2ca02c"}
+	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis (no Redlock)", "redsync": "redsync (client-side Redlock)",
+		"etcd": fmt.Sprintf("etcd Mutex (%d members)", etcdMembers)}
 
 	// Left: throughput.
 	x0, y0, pw, ph := 70.0, 50.0, 380.0, 300.0
@@ -323,10 +391,10 @@ func (r *report) svg() string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%v" text-anchor="middle">%d</text>`, xpos(i), y0+ph+18, c)
 	}
 	fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">concurrent clients</text>`, x0+pw/2, y0+ph+36)
-	for _, s := range []string{"lone", "redsync", "proxy"} {
+	for _, s := range []string{"lone", "redsync", "etcd", "proxy"} {
 		var pts []string
 		for i, c := range cs {
-			if x, ok := r.find(s, n, c); ok {
+			if x, ok := r.point(s, n, c); ok {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpos(i), ypos(x.PerSec)))
 			}
 		}
@@ -336,7 +404,11 @@ func (r *report) svg() string {
 			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`, xy[0], xy[1], colors[s])
 		}
 	}
-	for k, s := range []string{"proxy", "lone", "redsync"} {
+	legend := []string{"proxy", "lone", "redsync"}
+	if r.Etcd != nil {
+		legend = append(legend, "etcd")
+	}
+	for k, s := range legend {
 		fmt.Fprintf(&b, `<rect x="%v" y="%v" width="12" height="12" fill="%s"/><text x="%v" y="%v">%s</text>`,
 			x0+10, y0+8+float64(k)*18, colors[s], x0+28, y0+18+float64(k)*18, names[s])
 	}
@@ -351,8 +423,8 @@ func (r *report) svg() string {
 	x1 := 560.0
 	fmt.Fprintf(&b, `<text x="%v" y="25" font-size="15" font-weight="bold">Lock cycle latency, %d clients (log scale)</text>`, x1, c)
 	maxL := 0.0
-	for _, s := range []string{"lone", "proxy", "redsync"} {
-		if x, ok := r.find(s, n, c); ok {
+	for _, s := range []string{"lone", "proxy", "redsync", "etcd"} {
+		if x, ok := r.point(s, n, c); ok {
 			maxL = math.Max(maxL, float64(x.P999))
 		}
 	}
@@ -371,15 +443,15 @@ func (r *report) svg() string {
 	for g, pct := range []string{"p50", "p99", "p999"} {
 		gx := x1 + 20 + float64(g)*120
 		fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">%s</text>`, gx+45, y0+ph+18, pct)
-		for k, s := range []string{"lone", "proxy", "redsync"} {
-			x, ok := r.find(s, n, c)
+		for k, s := range []string{"lone", "proxy", "redsync", "etcd"} {
+			x, ok := r.point(s, n, c)
 			if !ok {
 				continue
 			}
 			v := []time.Duration{x.P50, x.P99, x.P999}[g]
 			top := ly(float64(v))
-			fmt.Fprintf(&b, `<rect x="%v" y="%.1f" width="28" height="%.1f" fill="%s"><title>%s %s %v</title></rect>`,
-				gx+float64(k)*32, top, y0+ph-top, colors[s], s, pct, v)
+			fmt.Fprintf(&b, `<rect x="%v" y="%.1f" width="22" height="%.1f" fill="%s"><title>%s %s %v</title></rect>`,
+				gx+float64(k)*25, top, y0+ph-top, colors[s], s, pct, v)
 		}
 	}
 	if len(r.Pipelined) > 0 {

@@ -21,6 +21,9 @@ func sampleReport(quick bool) *report {
 			result{Series: "redsync", N: n, Clients: 50, PerSec: 7000, P50: 7 * time.Millisecond,
 				BackendCPUCycle: 110 * time.Microsecond, BackendCPUCmd: 55 * time.Microsecond})
 	}
+	r.Results = append(r.Results, result{Series: "etcd", N: etcdMembers, Clients: 50, PerSec: 700, P50: 10 * time.Millisecond,
+		BackendCPUCycle: time.Millisecond, BackendCPUCmd: 500 * time.Microsecond})
+	r.Etcd = &etcdInfo{Members: etcdMembers, Version: "3.4.23", DataFS: "ext4", WithN: 5}
 	r.Pipelined = []pipeResult{{N: 5, Lone: 973000, Proxy: 141437}}
 	return r
 }
@@ -53,7 +56,7 @@ func TestNoProxyNoProxyCPU(t *testing.T) {
 	for _, c := range cells {
 		series, cycle, cmd, backend := c[0], c[1], c[2], c[3]
 		switch series {
-		case "lone", "redsync":
+		case "lone", "redsync", "etcd":
 			rows++
 			if cycle != "–" || cmd != "–" {
 				t.Errorf("a %s row shows a proxy CPU of %q, %q; want –", series, cycle, cmd)
@@ -64,12 +67,12 @@ func TestNoProxyNoProxyCPU(t *testing.T) {
 				t.Errorf("a proxy row shows a proxy CPU of %q per cycle, %q per command", cycle, cmd)
 			}
 		}
-		if !strings.HasSuffix(backend, "µs") {
+		if _, err := time.ParseDuration(backend); err != nil {
 			t.Errorf("a %s row shows a backend CPU of %q", series, backend)
 		}
 	}
-	if rows != 12 {
-		t.Fatalf("read %d rows of the table and report.md, want 12:\n%s\n%s", rows, table.String(), md)
+	if rows != 14 {
+		t.Fatalf("read %d rows of the table and report.md, want 14:\n%s\n%s", rows, table.String(), md)
 	}
 	if !strings.Contains(table.String(), "MET") || strings.Contains(table.String()+md, "indicative") {
 		t.Errorf("a full run's targets are marked indicative:\n%s", table.String())
@@ -82,6 +85,38 @@ func TestNoProxyNoProxyCPU(t *testing.T) {
 	// p50 against lone Redis's: 2ms / 1ms.
 	if !strings.Contains(md, "| 2ms | 2.00x |") {
 		t.Errorf("report.md lacks the proxy's p50 against lone Redis's:\n%s", md)
+	}
+}
+
+// etcd's rows are a group of their own, last, against the lone Redis its
+// rounds took turns with; the report says how etcd ran; the chart draws it.
+func TestEtcdSeries(t *testing.T) {
+	r := sampleReport(false)
+	if got := r.ns(); len(got) != 2 || got[0] != 1 || got[1] != 5 {
+		t.Errorf("ns() = %v: etcd's cluster size is no N of the Redis series", got)
+	}
+	rows := r.rows()
+	last := rows[len(rows)-1]
+	if last[2] != "etcd" || last[0] != "3" || last[4] != "0.01x" || last[6] != "10.00x" {
+		t.Errorf("the last row is %q; want etcd's, 0.01x lone's cycles/s and 10x its p50", last)
+	}
+	md := r.markdown()
+	for _, want := range []string{"3-member etcd 3.4.23 cluster", "in the temporary directory, on ext4", "took turns with N=5's"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	r.Etcd.Tmpfs, r.Etcd.DataFS = true, "tmpfs"
+	if md := r.markdown(); !strings.Contains(md, "in /dev/shm (-etcd-tmpfs), on tmpfs") {
+		t.Errorf("report.md does not say etcd's data was on a tmpfs")
+	}
+	if svg := r.svg(); !strings.Contains(svg, "etcd Mutex (3 members)") {
+		t.Errorf("the chart has no etcd series")
+	}
+	r.Etcd = nil
+	r.Results = r.Results[:len(r.Results)-1]
+	if md := r.markdown(); strings.Contains(md, "etcd") {
+		t.Errorf("a run without etcd speaks of it:\n%s", md)
 	}
 }
 
@@ -138,11 +173,14 @@ func TestHumanCounts(t *testing.T) {
 
 // The closing line names every file the run wrote.
 func TestWroteNamesEveryFile(t *testing.T) {
-	got := wrote("bench/results")
-	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName} {
+	got := wrote("bench/results", true)
+	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName, etcdLogName} {
 		if !strings.Contains(got, filepath.Join("bench/results", f)) {
 			t.Errorf("%q does not name %s", got, f)
 		}
+	}
+	if got := wrote("bench/results", false); strings.Contains(got, etcdLogName) {
+		t.Errorf("%q names etcd's log of a run without etcd", got)
 	}
 }
 
