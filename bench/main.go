@@ -15,7 +15,9 @@
 // cluster (/usr/bin/etcd; -etcd=false skips it); plus redis-benchmark -P 16
 // pipelined SETs against the proxy and a lone Redis. A lock cycle is an
 // acquire and a release; CPU is reported per cycle and per command (half a
-// cycle). It prints progress (stderr) and a table (stdout), and writes
+// cycle). At the largest N it also measures the memory of 10,000 idle
+// client connections to a fresh proxy and to a lone Redis (-idle=false
+// skips it). It prints progress (stderr) and a table (stdout), and writes
 // report.md, chart.svg, results.json and the proxies' and etcd's logs
 // under -out. Every process it starts is stopped on every exit path,
 // SIGINT and SIGTERM included.
@@ -58,6 +60,7 @@ func main() {
 	procs := flag.Int("proxy-procs", 0, "GOMAXPROCS of the proxy process (0: not set, the proxy's default)")
 	render := flag.String("render", "", "write report.md and chart.svg under -out from an earlier results.json, without measuring")
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
+	idle := flag.Bool("idle", true, fmt.Sprintf("also measure the memory of %d idle client connections to the proxy (largest N) and to a lone Redis", idleConns))
 	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
 	flag.Parse()
 
@@ -109,7 +112,7 @@ func main() {
 	}
 	handleSignals()
 	rep, err := throughput(options{ns: ns, clients: clients, d: *dur, rounds: *rounds, pipe: *pipeline, procs: *procs,
-		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs})
+		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle})
 	check(err)
 	rep.Quick = *quick
 	check(rep.write(*out))
@@ -177,6 +180,7 @@ type options struct {
 	proxyLog    *os.File // the proxies' stderr
 	etcdLog     *os.File // etcd's; nil: no etcd series
 	etcdTmpfs   bool     // etcd's data on /dev/shm, not the temporary directory
+	idle        bool     // measure idle connections' memory
 }
 
 // throughput runs the whole comparison. Every child process it starts is
@@ -323,7 +327,66 @@ func (b *bencher) measureN(n int, largest bool) error {
 			b.rep.Pipelined = append(b.rep.Pipelined, pipeResult{N: n, Lone: l, Proxy: p})
 		}
 	}
+	if o.idle && largest {
+		idle, err := b.measureIdle(addrs)
+		if err != nil {
+			return fmt.Errorf("idle connections: %w", err)
+		}
+		b.rep.Idle = idle
+	}
 	return nil
+}
+
+// measureIdle measures the memory of idle client connections to a fresh
+// proxy over addrs (its admin address serving the heap profile) and to a
+// fresh lone Redis (maxclients raised to hold them).
+func (b *bencher) measureIdle(addrs []string) (*idleResult, error) {
+	if err := raiseNoFile(idleConns + 1024); err != nil {
+		return nil, err
+	}
+	res := &idleResult{Conns: idleConns, N: len(addrs)}
+	port, err := redisproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", port)
+	px, err := startProxy(b.bin, addrs, b.o.procs, b.o.proxyLog, "-admin", admin)
+	if err != nil {
+		return nil, err
+	}
+	stopProxy := atExit(px.stop)
+	defer stopProxy()
+	var heaps []goHeap
+	var heapErr error
+	sample := func() {
+		h, err := fetchHeap(admin)
+		if err != nil && heapErr == nil {
+			heapErr = err
+		}
+		heaps = append(heaps, h)
+	}
+	if res.ProxyKiB, err = idleGrowth(px.Addr, px.pid(), idleConns, sample); err != nil {
+		return nil, err
+	}
+	if heapErr != nil {
+		return nil, fmt.Errorf("the proxy's heap profile: %w", heapErr)
+	}
+	res.ProxyHeapKiB = float64(heaps[1].HeapInuse-heaps[0].HeapInuse) / 1024 / idleConns
+	res.ProxyStackKiB = float64(heaps[1].StackInuse-heaps[0].StackInuse) / 1024 / idleConns
+	res.ProxySites = heapSites(heaps[0], heaps[1], idleConns)
+	stopProxy()
+
+	rs, err := redisproc.Start(b.tmp, "--maxclients", strconv.Itoa(idleConns+100))
+	if err != nil {
+		return nil, err
+	}
+	defer atExit(rs.Stop)()
+	if res.RedisKiB, err = idleGrowth(rs.Addr, redisPID(rs.Addr), idleConns, nil); err != nil {
+		return nil, err
+	}
+	progress("%d idle connections: proxy (N=%d) %.1f KiB each (Go heap %.1f, stacks %.1f), lone Redis %.1f KiB each",
+		idleConns, res.N, res.ProxyKiB, res.ProxyHeapKiB, res.ProxyStackKiB, res.RedisKiB)
+	return res, nil
 }
 
 // median picks the sample with the median throughput.

@@ -36,7 +36,8 @@ type report struct {
 	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
 	Results    []result      `json:"results"`
 	Pipelined  []pipeResult  `json:"pipelined"`
-	Etcd       *etcdInfo     `json:"etcd,omitempty"` // nil: no etcd series
+	Etcd       *etcdInfo     `json:"etcd,omitempty"`             // nil: no etcd series
+	Idle       *idleResult   `json:"idle_connections,omitempty"` // nil: not measured
 }
 
 // procsNote says how the proxy process was run.
@@ -301,6 +302,9 @@ func (r *report) printTable(w io.Writer) {
 	for _, p := range r.Pipelined {
 		fmt.Fprintf(w, "pipelined -P 16 -c 50, N=%d: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
 	}
+	for _, l := range r.idleLines() {
+		fmt.Fprintln(w, l)
+	}
 	fmt.Fprintln(w, "\ntargets:")
 	if r.Quick {
 		fmt.Fprintf(w, "  (%s)\n", indicativeNote)
@@ -336,6 +340,13 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "| N=%d | %.0f | %.0f | %.2fx |\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
 		}
 	}
+	if lines := r.idleLines(); len(lines) > 0 {
+		m := r.Idle
+		b.WriteString("\n## Memory per idle connection\n\n")
+		fmt.Fprintf(&b, "| %d idle connections | RSS per connection |\n|---|---|\n| redlock-proxy (N=%d) | %.1f KiB |\n| lone Redis | %.1f KiB |\n\n",
+			m.Conns, m.N, m.ProxyKiB, m.RedisKiB)
+		b.WriteString(lines[1] + "\n")
+	}
 	b.WriteString("\n## Targets\n\n")
 	if r.Quick {
 		b.WriteString("Targets are " + indicativeNote + ".\n\n")
@@ -349,6 +360,43 @@ func (r *report) markdown() string {
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
 	return b.String()
+}
+
+// idleLines describe the idle connections' memory, or nothing when it was
+// not measured: the RSS per connection of the proxy and of lone Redis, then
+// where the proxy's goes.
+func (r *report) idleLines() []string {
+	m := r.Idle
+	if m == nil {
+		return nil
+	}
+	lines := []string{
+		fmt.Sprintf("%d idle client connections (each answered one PING, then idle), resident memory (/proc VmRSS) per connection: "+
+			"redlock-proxy (N=%d) %.1f KiB, lone Redis %.1f KiB.", m.Conns, m.N, m.ProxyKiB, m.RedisKiB),
+	}
+	where := fmt.Sprintf("Where the proxy's goes (its Go runtime's statistics and sampled heap profile): per connection the heap in use grows by %.1f KiB "+
+		"and goroutine stacks by %.1f KiB (one goroutine per connection; Go starts a stack at 2 KiB and grows it by doubling)",
+		m.ProxyHeapKiB, m.ProxyStackKiB)
+	var sites []string
+	for _, s := range m.ProxySites {
+		fn := s.Func[strings.LastIndex(s.Func, "/")+1:]
+		what := ""
+		switch {
+		case strings.HasSuffix(s.Func, "internal/proxy.newReader"):
+			what = " (the client's read buffer, allocated whole; only the pages written to are resident)"
+		case strings.HasSuffix(s.Func, "internal/proxy.newClient"):
+			what = " (the client's state)"
+		case s.Func == "runtime.malg":
+			what = " (the goroutine's descriptor)"
+		}
+		sites = append(sites, fmt.Sprintf("%s %.1f KiB%s", fn, s.KiB, what))
+	}
+	if len(sites) > 0 {
+		where += "; the heap's largest allocation sites: " + strings.Join(sites, "; ")
+	}
+	lines = append(lines, where+". The client's done channel carries empty structs, so its buffer takes no memory. "+
+		"RSS counts neither process's kernel socket buffers.")
+	return lines
 }
 
 // svg draws throughput against clients (left) and latency percentiles at
