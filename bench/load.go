@@ -25,17 +25,19 @@ var releaseScript = redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] the
 // for the Redis series two commands (SET NX PX, then the compare-and-delete
 // script); CPU is given per cycle and per command (half a cycle).
 type result struct {
-	Series  string        `json:"series"`  // lone, proxy, redsync, etcd
-	N       int           `json:"n"`       // backends (etcd: cluster members)
-	Clients int           `json:"clients"` // concurrent clients
-	Cycles  int64         `json:"cycles"`  // completed lock cycles
-	Errors  int64         `json:"errors"`  // failed cycles
-	Elapsed time.Duration `json:"elapsed"` // measured time
-	PerSec  float64       `json:"per_sec"` // lock cycles per second
-	P50     time.Duration `json:"p50"`     // cycle latency percentiles
-	P90     time.Duration `json:"p90"`     //
-	P99     time.Duration `json:"p99"`     //
-	P999    time.Duration `json:"p999"`    //
+	Series  string        `json:"series"`                // lone, proxy, redsync, etcd
+	N       int           `json:"n"`                     // backends (etcd: cluster members)
+	Clients int           `json:"clients"`               // concurrent clients
+	Cycles  int64         `json:"cycles"`                // completed lock cycles
+	Errors  int64         `json:"errors"`                // failed cycles
+	Error   string        `json:"first_error,omitempty"` // the first failed cycle's error
+	Elapsed time.Duration `json:"elapsed"`               // measured time
+	PerSec  float64       `json:"per_sec"`               // lock cycles per second
+	P50     time.Duration `json:"p50"`                   // cycle latency percentiles
+	P90     time.Duration `json:"p90"`                   //
+	P99     time.Duration `json:"p99"`                   //
+	P999    time.Duration `json:"p999"`                  //
+	Hist    histogram     `json:"histogram,omitempty"`   // cycles per latency bucket (report's histogram_lower_bounds_us)
 
 	ProxyCPUCycle   time.Duration `json:"proxy_cpu_per_cycle"`     // the proxy process's CPU per lock cycle
 	ProxyCPUCmd     time.Duration `json:"proxy_cpu_per_command"`   // the same per command (half a cycle)
@@ -108,6 +110,7 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 	defer cancel()
 	var measuring atomic.Bool
 	var cycles, errs atomic.Int64
+	var firstErr atomic.Pointer[string]
 	lat := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	var seq atomic.Int64
@@ -127,6 +130,8 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 				}
 				if err != nil {
 					errs.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
 					continue
 				}
 				cycles.Add(1)
@@ -157,7 +162,11 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 		return all[min(len(all)-1, int(p*float64(len(all))))]
 	}
 	r := result{Clients: clients, Cycles: n, Errors: e, Elapsed: elapsed,
-		PerSec: float64(n) / elapsed.Seconds(), P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), P999: pct(0.999)}
+		PerSec: float64(n) / elapsed.Seconds(), P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), P999: pct(0.999),
+		Hist: newHistogram(all)}
+	if e := firstErr.Load(); e != nil {
+		r.Error = *e
+	}
 	r.setCPU(p1-p0, r1-r0)
 	return r
 }

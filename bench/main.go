@@ -54,11 +54,11 @@ func main() {
 	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
 	nsFlag := flag.String("n", "1,3,5", "backend counts")
 	rounds := flag.Int("rounds", 1, "interleaved rounds; the median is reported")
-	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, results.json and the proxies' log")
+	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, latency.svg, results.json and the logs")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
 	procs := flag.Int("proxy-procs", 0, "GOMAXPROCS of the proxy process (0: not set, the proxy's default)")
-	render := flag.String("render", "", "write report.md and chart.svg under -out from an earlier results.json, without measuring")
+	render := flag.String("render", "", "write report.md and the charts under -out from an earlier results.json, without measuring")
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
 	idle := flag.Bool("idle", true, fmt.Sprintf("also measure the memory of %d idle client connections to the proxy (largest N) and to a lone Redis", idleConns))
 	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
@@ -130,10 +130,10 @@ const (
 // wrote names every file a run leaves under dir.
 func wrote(dir string, etcd bool) string {
 	var files []string
-	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName} {
+	for _, f := range []string{"report.md", "chart.svg", "latency.svg", "results.json", proxyLogName} {
 		files = append(files, filepath.Join(dir, f))
 	}
-	what := "the table, the chart, every measurement, the proxies' log"
+	what := "the table, the charts, every measurement, the proxies' log"
 	if etcd {
 		files = append(files, filepath.Join(dir, etcdLogName))
 		what += ", etcd's log"
@@ -192,7 +192,7 @@ func throughput(o options) (*report, error) {
 	}
 	defer atExit(func() { os.RemoveAll(tmp) })()
 	ns, d, rounds := o.ns, o.d, o.rounds
-	rep := &report{Started: time.Now(), Duration: d, Rounds: rounds, Host: hostInfo(), ProxyProcs: o.procs}
+	rep := &report{Started: time.Now(), Duration: d, Rounds: rounds, Host: hostInfo(), ProxyProcs: o.procs, HistBounds: histBounds()}
 	var cluster *etcdCluster
 	if o.etcdLog != nil {
 		// First, so that a missing or broken etcd fails the run at once.
@@ -306,6 +306,9 @@ func (b *bencher) measureN(n int, largest bool) error {
 				progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  CPU per cycle: proxy %s, backends %s",
 					res.N, c, s, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors,
 					cpuCell(res.ProxyCPUCycle, s == "proxy"), cpuCell(res.BackendCPUCycle, true))
+				if res.Error != "" {
+					progress("  first error: %s", res.Error)
+				}
 				samples[i] = append(samples[i], res)
 			}
 		}
@@ -426,6 +429,9 @@ func (r *report) write(dir string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), []byte(r.svg()), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latency.svg"), []byte(r.latencySVG()), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.markdown()), 0o644)

@@ -38,6 +38,7 @@ type report struct {
 	Pipelined  []pipeResult  `json:"pipelined"`
 	Etcd       *etcdInfo     `json:"etcd,omitempty"`             // nil: no etcd series
 	Idle       *idleResult   `json:"idle_connections,omitempty"` // nil: not measured
+	HistBounds []float64     `json:"histogram_lower_bounds_us"`  // the latency histograms' buckets
 }
 
 // procsNote says how the proxy process was run.
@@ -359,6 +360,11 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, r.verdict(t, "met", "**not met**"))
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
+	if len(r.HistBounds) > 0 {
+		fmt.Fprintf(&b, "\n## Cycle latency at N=%d\n\n", r.histN())
+		b.WriteString(r.latencyTable())
+		b.WriteString("\n![latency histograms](latency.svg)\n")
+	}
 	return b.String()
 }
 
@@ -411,7 +417,7 @@ func (r *report) svg() string {
 		return b.String() + "</svg>"
 	}
 	n := ns[len(ns)-1]
-	colors := map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f", "etcd": "#2ca02c"}
+	colors := seriesColors
 	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis (no Redlock)", "redsync": "redsync (client-side Redlock)",
 		"etcd": fmt.Sprintf("etcd Mutex (%d members)", etcdMembers)}
 
@@ -545,4 +551,141 @@ func human(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// histN is the N whose series the latency histograms show: the one etcd's
+// rounds took turns with, or else the largest.
+func (r *report) histN() int {
+	if r.Etcd != nil {
+		return r.Etcd.WithN
+	}
+	ns := r.ns()
+	if len(ns) == 0 {
+		return 0
+	}
+	return ns[len(ns)-1]
+}
+
+// histClients are the client counts the latency histograms show: 1, 10
+// and 50 where measured, or else the three smallest.
+func (r *report) histClients() []int {
+	cs := r.clients()
+	var out []int
+	for _, c := range cs {
+		if c == 1 || c == 10 || c == 50 {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		out = cs[:min(3, len(cs))]
+	}
+	return out
+}
+
+// histSeries are the series a latency histogram draws, in the order of
+// the table.
+var histSeries = []string{"lone", "proxy", "redsync", "etcd"}
+
+var seriesColors = map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f", "etcd": "#2ca02c"}
+
+// latencyTable is report.md's percentiles of the histograms' series.
+func (r *report) latencyTable() string {
+	var b strings.Builder
+	n := r.histN()
+	fmt.Fprintf(&b, "| clients | series | p50 | p90 | p99 | p99.9 |\n|---|---|---|---|---|---|\n")
+	for _, c := range r.histClients() {
+		for _, s := range histSeries {
+			x, ok := r.point(s, n, c)
+			if !ok {
+				continue
+			}
+			us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", c, s, us(x.P50), us(x.P90), us(x.P99), us(x.P999))
+		}
+	}
+	return b.String()
+}
+
+// latencySVG draws the lock cycles' latency histograms: a panel per client
+// count (1, 10, 50), the share of cycles in each log-spaced bucket, a step
+// line per series.
+func (r *report) latencySVG() string {
+	const W, H = 960, 400
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, W, H)
+	b.WriteString(`<rect width="100%" height="100%" fill="white"/>`)
+	n := r.histN()
+	cs := r.histClients()
+	title := fmt.Sprintf("Lock cycle latency: share of cycles per bucket (log-spaced, %d per decade), N=%d", histPerDecade, n)
+	if r.Etcd != nil {
+		title += fmt.Sprintf(", etcd %d members", r.Etcd.Members)
+	}
+	fmt.Fprintf(&b, `<text x="20" y="25" font-size="15" font-weight="bold">%s</text>`, title)
+	const y0, ph, pw = 70.0, 240.0, 270.0
+	for k, c := range cs {
+		x0 := 60 + float64(k)*310
+		var hs []struct {
+			s string
+			h histogram
+		}
+		maxShare := 0.0
+		for _, s := range histSeries {
+			x, ok := r.point(s, n, c)
+			if !ok || len(x.Hist) != histLen || x.Hist.total() == 0 {
+				continue
+			}
+			hs = append(hs, struct {
+				s string
+				h histogram
+			}{s, x.Hist})
+			for _, v := range x.Hist {
+				maxShare = math.Max(maxShare, float64(v)/float64(x.Hist.total()))
+			}
+		}
+		maxShare = niceCeil(maxShare * 100)
+		xpos := func(i int) float64 { return x0 + pw*float64(i)/histLen }
+		ypos := func(pct float64) float64 { return y0 + ph - ph*pct/maxShare }
+		fmt.Fprintf(&b, `<text x="%.1f" y="%v" font-weight="bold" text-anchor="middle">%d client%s</text>`, x0+pw/2, y0-12, c, plural(c))
+		for t := 0; t <= 2; t++ {
+			v := maxShare * float64(t) / 2
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="end">%s%%</text>`,
+				x0, ypos(v), x0+pw, ypos(v), x0-4, ypos(v)+4, human(v))
+		}
+		for d, label := range []string{"10µs", "100µs", "1ms", "10ms", "100ms", "1s"} {
+			xi := xpos(1 + d*histPerDecade)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%v" x2="%.1f" y2="%v" stroke="#ddd"/><text x="%.1f" y="%v" text-anchor="middle">%s</text>`,
+				xi, y0, xi, y0+ph+4, xi, y0+ph+18, label)
+		}
+		for _, e := range hs {
+			tot := float64(e.h.total())
+			pts := []string{fmt.Sprintf("%.1f,%.1f", xpos(0), ypos(0))}
+			for i, v := range e.h {
+				y := ypos(100 * float64(v) / tot)
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", xpos(i), y, xpos(i+1), y))
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpos(histLen), ypos(0)))
+			fmt.Fprintf(&b, `<polyline fill="%s" fill-opacity="0.08" stroke="%s" stroke-width="2" points="%s"><title>%s, %d clients</title></polyline>`,
+				seriesColors[e.s], seriesColors[e.s], strings.Join(pts, " "), e.s, c)
+		}
+	}
+	fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">cycle latency (acquire + release)</text>`, W/2, y0+ph+38)
+	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis", "redsync": "redsync", "etcd": "etcd Mutex"}
+	lx := 60.0
+	for _, s := range histSeries {
+		if s == "etcd" && r.Etcd == nil {
+			continue
+		}
+		fmt.Fprintf(&b, `<rect x="%v" y="%v" width="12" height="12" fill="%s"/><text x="%v" y="%v">%s</text>`,
+			lx, H-30, seriesColors[s], lx+18, H-20, names[s])
+		lx += 160
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -174,7 +174,7 @@ func TestHumanCounts(t *testing.T) {
 // The closing line names every file the run wrote.
 func TestWroteNamesEveryFile(t *testing.T) {
 	got := wrote("bench/results", true)
-	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName, etcdLogName} {
+	for _, f := range []string{"report.md", "chart.svg", "latency.svg", "results.json", proxyLogName, etcdLogName} {
 		if !strings.Contains(got, filepath.Join("bench/results", f)) {
 			t.Errorf("%q does not name %s", got, f)
 		}
