@@ -270,7 +270,11 @@ func (r *report) verdict(t target, met, notMet string) string {
 const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
 
 func (r *report) printTable(w io.Writer) {
-	fmt.Fprintf(w, "\n%s.\n%s\n\n", r.procsNote(), r.cpuLegend())
+	fmt.Fprintf(w, "\n%s.\n%s\n", r.procsNote(), strings.ReplaceAll(r.cpuLegend(), "`", ""))
+	if note := r.etcdNote(); note != "" {
+		fmt.Fprintln(w, strings.ReplaceAll(note, "`", ""))
+	}
+	fmt.Fprintln(w)
 	rows := r.rows()
 	width := make([]int, len(columns))
 	for i, c := range columns {
@@ -494,7 +498,7 @@ func (r *report) svg() string {
 		fmt.Fprintf(&b, `<line x1="%v" y1="%.1f" x2="%v" y2="%.1f" stroke="#ddd"/><text x="%v" y="%.1f" text-anchor="end">%v</text>`,
 			x1, ly(d), x1+360, ly(d), x1-6, ly(d)+4, time.Duration(d))
 	}
-	for g, pct := range []string{"p50", "p99", "p999"} {
+	for g, pct := range []string{"p50", "p99", "p99.9"} {
 		gx := x1 + 20 + float64(g)*120
 		fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">%s</text>`, gx+45, y0+ph+18, pct)
 		for k, s := range []string{"lone", "proxy", "redsync", "etcd"} {
