@@ -21,20 +21,28 @@ import (
 // releaseScript is the compare-and-delete every single-instance lock uses.
 var releaseScript = redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
 
-// result is one measurement.
+// result is one measurement. A lock cycle is one acquire and one release:
+// for the Redis series two commands (SET NX PX, then the compare-and-delete
+// script); CPU is given per cycle and per command (half a cycle).
 type result struct {
-	Series   string        `json:"series"`    // proxy, lone, redsync
-	N        int           `json:"n"`         // backends
-	Clients  int           `json:"clients"`   // concurrent clients
-	Cycles   int64         `json:"cycles"`    // completed lock cycles
-	Errors   int64         `json:"errors"`    // failed cycles
-	Elapsed  time.Duration `json:"elapsed"`   // measured time
-	PerSec   float64       `json:"per_sec"`   // lock cycles per second
-	P50      time.Duration `json:"p50"`       // cycle latency
-	P99      time.Duration `json:"p99"`       //
-	P999     time.Duration `json:"p999"`      //
-	ProxyCPU time.Duration `json:"proxy_cpu"` // proxy CPU per lock operation (SET or release)
-	RedisCPU time.Duration `json:"redis_cpu"` // all Redis servers' CPU per lock operation
+	Series  string        `json:"series"`                // lone, proxy, redsync, etcd
+	N       int           `json:"n"`                     // backends (etcd: cluster members)
+	Clients int           `json:"clients"`               // concurrent clients
+	Cycles  int64         `json:"cycles"`                // completed lock cycles
+	Errors  int64         `json:"errors"`                // failed cycles
+	Error   string        `json:"first_error,omitempty"` // the first failed cycle's error
+	Elapsed time.Duration `json:"elapsed"`               // measured time
+	PerSec  float64       `json:"per_sec"`               // lock cycles per second
+	P50     time.Duration `json:"p50"`                   // cycle latency percentiles
+	P90     time.Duration `json:"p90"`                   //
+	P99     time.Duration `json:"p99"`                   //
+	P999    time.Duration `json:"p999"`                  //
+	Hist    histogram     `json:"histogram,omitempty"`   // cycles per latency bucket (report's histogram_lower_bounds_us)
+
+	ProxyCPUCycle   time.Duration `json:"proxy_cpu_per_cycle"`     // the proxy process's CPU per lock cycle
+	ProxyCPUCmd     time.Duration `json:"proxy_cpu_per_command"`   // the same per command (half a cycle)
+	BackendCPUCycle time.Duration `json:"backend_cpu_per_cycle"`   // all backends' CPU (Redis servers or etcd members) per cycle
+	BackendCPUCmd   time.Duration `json:"backend_cpu_per_command"` // the same per command (half a cycle)
 }
 
 // cycleFunc runs one lock cycle (acquire, release) for worker w.
@@ -102,6 +110,7 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 	defer cancel()
 	var measuring atomic.Bool
 	var cycles, errs atomic.Int64
+	var firstErr atomic.Pointer[string]
 	lat := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	var seq atomic.Int64
@@ -121,6 +130,8 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 				}
 				if err != nil {
 					errs.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
 					continue
 				}
 				cycles.Add(1)
@@ -151,12 +162,25 @@ func run(clients int, d time.Duration, cycle cycleFunc, cpu func() (proxy, redis
 		return all[min(len(all)-1, int(p*float64(len(all))))]
 	}
 	r := result{Clients: clients, Cycles: n, Errors: e, Elapsed: elapsed,
-		PerSec: float64(n) / elapsed.Seconds(), P50: pct(0.50), P99: pct(0.99), P999: pct(0.999)}
-	if ops := 2 * n; ops > 0 { // a cycle is two lock operations
-		r.ProxyCPU = (p1 - p0) / time.Duration(ops)
-		r.RedisCPU = (r1 - r0) / time.Duration(ops)
+		PerSec: float64(n) / elapsed.Seconds(), P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), P999: pct(0.999),
+		Hist: newHistogram(all)}
+	if e := firstErr.Load(); e != nil {
+		r.Error = *e
 	}
+	r.setCPU(p1-p0, r1-r0)
 	return r
+}
+
+// setCPU spreads the CPU time that the proxy and the backends used while
+// r was measured over its cycles, and over its commands (two a cycle).
+func (r *result) setCPU(proxy, backends time.Duration) {
+	if r.Cycles <= 0 {
+		return
+	}
+	r.ProxyCPUCycle = proxy / time.Duration(r.Cycles)
+	r.ProxyCPUCmd = proxy / time.Duration(2*r.Cycles)
+	r.BackendCPUCycle = backends / time.Duration(r.Cycles)
+	r.BackendCPUCmd = backends / time.Duration(2*r.Cycles)
 }
 
 // pipelined runs redis-benchmark with -P 16 against addr and returns SETs

@@ -10,19 +10,25 @@
 // proxy (as its own process, so its CPU is measured apart), then for each
 // client count and each N runs, interleaved: (a) the proxy over N backends,
 // (b) the same client code against one lone Redis, (c) client-side Redlock
-// (redsync) over the same N backends; plus redis-benchmark -P 16 pipelined
-// SETs against the proxy and a lone Redis. It prints progress (stderr) and a
-// table (stdout), and writes report.md, chart.svg, results.json and the
-// proxies' own log (proxy.log) under -out.
+// (redsync) over the same N backends, and at the largest N (d) etcd's lock
+// (go.etcd.io/etcd/client/v3/concurrency's Mutex) on a three-member etcd
+// cluster (/usr/bin/etcd; -etcd=false skips it); plus redis-benchmark -P 16
+// pipelined SETs against the proxy and a lone Redis. A lock cycle is an
+// acquire and a release; CPU is reported per cycle and per command (half a
+// cycle). At the largest N it also measures the memory of 10,000 idle
+// client connections to a fresh proxy and to a lone Redis (-idle=false
+// skips it). It prints progress (stderr) and a table (stdout), and writes
+// report.md, chart.svg, results.json and the proxies' and etcd's logs
+// under -out. Every process it starts is stopped on every exit path,
+// SIGINT and SIGTERM included.
 //
-// The proxy runs with GOMAXPROCS=1 by default (-proxy-procs): on a small
-// machine it shares the cores with N Redis servers and the load generator,
-// and measured here that costs ~20% less CPU per operation than letting its
-// scheduler spin on every core, for the same throughput.
+// The proxy runs as users run it: its own binary, its default settings, no
+// GOMAXPROCS in its environment (it sets GOMAXPROCS from the CPU count or
+// the container's CPU quota). -proxy-procs N sets GOMAXPROCS=N instead, to
+// compare.
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -48,11 +54,14 @@ func main() {
 	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
 	nsFlag := flag.String("n", "1,3,5", "backend counts")
 	rounds := flag.Int("rounds", 1, "interleaved rounds; the median is reported")
-	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, results.json and the proxies' log")
+	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, latency.svg, results.json and the logs")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
-	procs := flag.Int("proxy-procs", 1, "GOMAXPROCS of the proxy process (0: Go's default, the CPU count)")
-	render := flag.String("render", "", "write report.md and chart.svg under -out from an earlier results.json, without measuring")
+	procs := flag.Int("proxy-procs", 0, "GOMAXPROCS of the proxy process (0: not set, the proxy's default)")
+	render := flag.String("render", "", "write report.md and the charts under -out from an earlier results.json, without measuring")
+	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
+	idle := flag.Bool("idle", true, fmt.Sprintf("also measure the memory of %d idle client connections to the proxy (largest N) and to a lone Redis", idleConns))
+	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
 	flag.Parse()
 
 	if *render != "" {
@@ -83,7 +92,7 @@ func main() {
 	}
 	if *quick {
 		*dur = time.Second
-		*clientsFlag = "1,50"
+		*clientsFlag = "1,10,50"
 		*nsFlag = "1,5"
 	}
 	clients, err := ints(*clientsFlag)
@@ -95,28 +104,48 @@ func main() {
 	proxyLog, err := os.Create(filepath.Join(*out, proxyLogName))
 	check(err)
 	defer proxyLog.Close()
-	rep, err := throughput(ns, clients, *dur, *rounds, *pipeline, *procs, proxyLog)
+	var etcdLog *os.File
+	if *etcd {
+		etcdLog, err = os.Create(filepath.Join(*out, etcdLogName))
+		check(err)
+		defer etcdLog.Close()
+	}
+	handleSignals()
+	rep, err := throughput(options{ns: ns, clients: clients, d: *dur, rounds: *rounds, pipe: *pipeline, procs: *procs,
+		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle})
 	check(err)
 	rep.Quick = *quick
 	check(rep.write(*out))
 	rep.printTable(os.Stdout)
-	fmt.Printf("\n%s\n", wrote(*out))
+	fmt.Printf("\n%s\n", wrote(*out, *etcd))
 }
 
-// proxyLogName is the file under -out that holds the proxies' log.
-const proxyLogName = "proxy.log"
+// proxyLogName and etcdLogName are the files under -out that hold the
+// proxies' and the etcd members' logs.
+const (
+	proxyLogName = "proxy.log"
+	etcdLogName  = "etcd.log"
+)
 
 // wrote names every file a run leaves under dir.
-func wrote(dir string) string {
+func wrote(dir string, etcd bool) string {
 	var files []string
-	for _, f := range []string{"report.md", "chart.svg", "results.json", proxyLogName} {
+	for _, f := range []string{"report.md", "chart.svg", "latency.svg", "results.json", proxyLogName} {
 		files = append(files, filepath.Join(dir, f))
 	}
-	return "wrote " + strings.Join(files, ", ") + " (the table, the chart, every measurement, the proxies' log)"
+	what := "the table, the charts, every measurement, the proxies' log"
+	if etcd {
+		files = append(files, filepath.Join(dir, etcdLogName))
+		what += ", etcd's log"
+	}
+	return "wrote " + strings.Join(files, ", ") + " (" + what + ")"
 }
 
+// check ends the run on an error, in one line, after stopping every child
+// process.
 func check(err error) {
 	if err != nil {
+		runCleanups()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -135,96 +164,232 @@ func ints(s string) ([]int, error) {
 }
 
 func progress(format string, a ...any) {
+	if exiting.Load() {
+		return
+	}
 	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
 
-// throughput runs the whole comparison.
-func throughput(ns, clients []int, d time.Duration, rounds int, pipe bool, procs int, proxyLog *os.File) (*report, error) {
+// options are a throughput run's settings.
+type options struct {
+	ns, clients []int
+	d           time.Duration
+	rounds      int
+	pipe        bool
+	procs       int      // the proxy's GOMAXPROCS; 0: not set
+	proxyLog    *os.File // the proxies' stderr
+	etcdLog     *os.File // etcd's; nil: no etcd series
+	etcdTmpfs   bool     // etcd's data on /dev/shm, not the temporary directory
+	idle        bool     // measure idle connections' memory
+}
+
+// throughput runs the whole comparison. Every child process it starts is
+// stopped when it returns, and on every other exit path (see atExit).
+func throughput(o options) (*report, error) {
 	tmp, err := os.MkdirTemp("", "redlock-bench-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer atExit(func() { os.RemoveAll(tmp) })()
+	ns, d, rounds := o.ns, o.d, o.rounds
+	rep := &report{Started: time.Now(), Duration: d, Rounds: rounds, Host: hostInfo(), ProxyProcs: o.procs, HistBounds: histBounds()}
+	var cluster *etcdCluster
+	if o.etcdLog != nil {
+		// First, so that a missing or broken etcd fails the run at once.
+		dataRoot := tmp
+		if o.etcdTmpfs {
+			if dataRoot, err = os.MkdirTemp("/dev/shm", "redlock-bench-etcd-"); err != nil {
+				return nil, fmt.Errorf("etcd on tmpfs: %w", err)
+			}
+			defer atExit(func() { os.RemoveAll(dataRoot) })()
+		}
+		progress("starting etcd (%d members, data in %s)", etcdMembers, dataRoot)
+		if cluster, err = startEtcd(dataRoot, o.etcdLog); err != nil {
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
+		defer atExit(cluster.stop)()
+		rep.Etcd = &etcdInfo{Members: etcdMembers, Version: cluster.Version, DataFS: fsName(dataRoot), Tmpfs: o.etcdTmpfs, WithN: ns[len(ns)-1]}
+	}
 	progress("building the proxy")
 	bin, err := buildProxy(tmp)
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{Started: time.Now(), Duration: d, Rounds: rounds, Host: hostInfo(), ProxyProcs: procs}
 	lone, err := redisproc.Start(tmp)
 	if err != nil {
 		return nil, err
 	}
-	defer lone.Stop()
-	lonePID := redisPID(lone.Addr)
+	defer atExit(lone.Stop)()
+	b := &bencher{o: o, rep: rep, tmp: tmp, bin: bin, lone: lone, lonePID: redisPID(lone.Addr), cluster: cluster}
 	for _, n := range ns {
-		servers, err := redisproc.StartN(tmp, n)
-		if err != nil {
+		if err := b.measureN(n, n == ns[len(ns)-1]); err != nil {
 			return nil, err
-		}
-		var addrs []string
-		var pids []int
-		for _, s := range servers {
-			addrs = append(addrs, s.Addr)
-			pids = append(pids, redisPID(s.Addr))
-		}
-		px, err := startProxy(bin, addrs, procs, proxyLog)
-		if err != nil {
-			return nil, err
-		}
-		progress("N=%d: proxy %s over %s", n, px.Addr, strings.Join(addrs, ","))
-		for _, c := range clients {
-			var samples [3][]result
-			for r := 0; r < rounds; r++ {
-				// Interleaved: the three series take turns, so drift in
-				// the machine's load touches them alike.
-				for i, series := range []string{"lone", "proxy", "redsync"} {
-					var res result
-					switch series {
-					case "lone":
-						cl := redis.NewClient(&redis.Options{Addr: lone.Addr, PoolSize: c, MaxRetries: -1})
-						res = run(c, d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, cpuOf([]int{lonePID}) })
-						cl.Close()
-					case "proxy":
-						cl := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: c, MaxRetries: -1})
-						res = run(c, d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) })
-						cl.Close()
-					case "redsync":
-						rs, closeRS := newRedsync(addrs, c)
-						res = run(c, d, redsyncCycle(rs), func() (time.Duration, time.Duration) { return 0, cpuOf(pids) })
-						closeRS()
-					}
-					res.Series, res.N = series, n
-					progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  proxy CPU/op %s",
-						n, c, series, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors, proxyCPU(res))
-					samples[i] = append(samples[i], res)
-				}
-			}
-			for i := range samples {
-				rep.Results = append(rep.Results, median(samples[i]))
-			}
-		}
-		if pipe && (n == ns[len(ns)-1]) {
-			for r := 0; r < rounds; r++ {
-				l, err := pipelined(lone.Addr, 50, 16, 400000)
-				if err != nil {
-					return nil, err
-				}
-				p, err := pipelined(px.Addr, 50, 16, 200000)
-				if err != nil {
-					return nil, err
-				}
-				progress("N=%d pipelined -P 16 -c 50: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)", n, l, p, p/l)
-				rep.Pipelined = append(rep.Pipelined, pipeResult{N: n, Lone: l, Proxy: p})
-			}
-		}
-		px.stop()
-		for _, s := range servers {
-			s.Stop()
 		}
 	}
 	rep.Finished = time.Now()
 	return rep, nil
+}
+
+// bencher is what the measurements of every N share.
+type bencher struct {
+	o        options
+	rep      *report
+	tmp, bin string
+	lone     *redisproc.Server
+	lonePID  int
+	cluster  *etcdCluster // nil: no etcd series
+}
+
+// measureN measures every series at every client count over N backends
+// (and, at the largest N, etcd and the pipelined runs); its servers and
+// proxy are stopped when it returns.
+func (b *bencher) measureN(n int, largest bool) error {
+	o := b.o
+	servers, err := redisproc.StartN(b.tmp, n)
+	if err != nil {
+		return err
+	}
+	defer atExit(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})()
+	var addrs []string
+	var pids []int
+	for _, s := range servers {
+		addrs = append(addrs, s.Addr)
+		pids = append(pids, redisPID(s.Addr))
+	}
+	px, err := startProxy(b.bin, addrs, o.procs, o.proxyLog)
+	if err != nil {
+		return err
+	}
+	defer atExit(px.stop)()
+	progress("N=%d: proxy %s over %s", n, px.Addr, strings.Join(addrs, ","))
+	series := []string{"lone", "proxy", "redsync"}
+	if b.cluster != nil && largest {
+		// etcd's rounds take turns with the largest N's.
+		series = append(series, "etcd")
+	}
+	for _, c := range o.clients {
+		samples := make([][]result, len(series))
+		for r := 0; r < o.rounds; r++ {
+			// Interleaved: the series take turns, so drift in the
+			// machine's load touches them alike.
+			for i, s := range series {
+				var res result
+				switch s {
+				case "lone":
+					cl := redis.NewClient(&redis.Options{Addr: b.lone.Addr, PoolSize: c, MaxRetries: -1})
+					res = run(c, o.d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, cpuOf([]int{b.lonePID}) })
+					cl.Close()
+				case "proxy":
+					cl := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: c, MaxRetries: -1})
+					res = run(c, o.d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) })
+					cl.Close()
+				case "redsync":
+					rs, closeRS := newRedsync(addrs, c)
+					res = run(c, o.d, redsyncCycle(rs), func() (time.Duration, time.Duration) { return 0, cpuOf(pids) })
+					closeRS()
+				case "etcd":
+					l, err := newEtcdLocker(b.cluster, c)
+					if err != nil {
+						return err
+					}
+					res = run(c, o.d, l.cycle(), func() (time.Duration, time.Duration) { return 0, cpuOf(b.cluster.pids()) })
+					l.close()
+				}
+				res.Series, res.N = s, n
+				if s == "etcd" {
+					res.N = etcdMembers
+				}
+				progress("N=%d clients=%-3d %-8s %9.0f cycles/s  p50 %-9v p99 %-9v errors %d  CPU per cycle: proxy %s, backends %s",
+					res.N, c, s, res.PerSec, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Errors,
+					cpuCell(res.ProxyCPUCycle, s == "proxy"), cpuCell(res.BackendCPUCycle, true))
+				if res.Error != "" {
+					progress("  first error: %s", res.Error)
+				}
+				samples[i] = append(samples[i], res)
+			}
+		}
+		for i := range samples {
+			b.rep.Results = append(b.rep.Results, median(samples[i]))
+		}
+	}
+	if o.pipe && largest {
+		for r := 0; r < o.rounds; r++ {
+			l, err := pipelined(b.lone.Addr, 50, 16, 400000)
+			if err != nil {
+				return err
+			}
+			p, err := pipelined(px.Addr, 50, 16, 200000)
+			if err != nil {
+				return err
+			}
+			progress("N=%d pipelined -P 16 -c 50: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)", n, l, p, p/l)
+			b.rep.Pipelined = append(b.rep.Pipelined, pipeResult{N: n, Lone: l, Proxy: p})
+		}
+	}
+	if o.idle && largest {
+		idle, err := b.measureIdle(addrs)
+		if err != nil {
+			return fmt.Errorf("idle connections: %w", err)
+		}
+		b.rep.Idle = idle
+	}
+	return nil
+}
+
+// measureIdle measures the memory of idle client connections to a fresh
+// proxy over addrs (its admin address serving the heap profile) and to a
+// fresh lone Redis (maxclients raised to hold them).
+func (b *bencher) measureIdle(addrs []string) (*idleResult, error) {
+	if err := raiseNoFile(idleConns + 1024); err != nil {
+		return nil, err
+	}
+	res := &idleResult{Conns: idleConns, N: len(addrs)}
+	port, err := redisproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", port)
+	px, err := startProxy(b.bin, addrs, b.o.procs, b.o.proxyLog, "-admin", admin)
+	if err != nil {
+		return nil, err
+	}
+	stopProxy := atExit(px.stop)
+	defer stopProxy()
+	var heaps []goHeap
+	var heapErr error
+	sample := func() {
+		h, err := fetchHeap(admin)
+		if err != nil && heapErr == nil {
+			heapErr = err
+		}
+		heaps = append(heaps, h)
+	}
+	if res.ProxyKiB, err = idleGrowth(px.Addr, px.pid(), idleConns, sample); err != nil {
+		return nil, err
+	}
+	if heapErr != nil {
+		return nil, fmt.Errorf("the proxy's heap profile: %w", heapErr)
+	}
+	res.ProxyHeapKiB = float64(heaps[1].HeapInuse-heaps[0].HeapInuse) / 1024 / idleConns
+	res.ProxyStackKiB = float64(heaps[1].StackInuse-heaps[0].StackInuse) / 1024 / idleConns
+	res.ProxySites = heapSites(heaps[0], heaps[1], idleConns)
+	stopProxy()
+
+	rs, err := redisproc.Start(b.tmp, "--maxclients", strconv.Itoa(idleConns+100))
+	if err != nil {
+		return nil, err
+	}
+	defer atExit(rs.Stop)()
+	if res.RedisKiB, err = idleGrowth(rs.Addr, redisPID(rs.Addr), idleConns, nil); err != nil {
+		return nil, err
+	}
+	progress("%d idle connections: proxy (N=%d) %.1f KiB each (Go heap %.1f, stacks %.1f), lone Redis %.1f KiB each",
+		idleConns, res.N, res.ProxyKiB, res.ProxyHeapKiB, res.ProxyStackKiB, res.RedisKiB)
+	return res, nil
 }
 
 // median picks the sample with the median throughput.
@@ -266,7 +431,8 @@ func (r *report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), []byte(r.svg()), 0o644); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, "latency.svg"), []byte(r.latencySVG()), 0o644); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.markdown()), 0o644)
 }
-
-var _ = context.Background

@@ -6,9 +6,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,8 +43,22 @@ func buildProxy(dir string) (string, error) {
 	bin := filepath.Join(dir, "redlock-proxy")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the proxy: %w\n%s", err, out)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("building the proxy: %w", err)
+	}
+	built := make(chan struct{})
+	go func() { // owned by buildProxy: ends when the build does, which it waits for
+		err = cmd.Wait()
+		close(built)
+	}()
+	// An exit while it builds waits for the build, which would otherwise
+	// write into dir after dir is removed.
+	defer atExit(func() { <-built })()
+	<-built
+	if err != nil {
+		return "", fmt.Errorf("building the proxy: %w\n%s", err, out.String())
 	}
 	return bin, nil
 }
@@ -68,9 +87,8 @@ func startProxy(bin string, backends []string, procs int, logFile *os.File, extr
 	cmd := exec.Command(bin, args...)
 	fmt.Fprintf(logFile, "== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
 	cmd.Stderr = logFile
-	if procs > 0 {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
-	}
+	cmd.Env = proxyEnv(os.Environ(), procs)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the bench
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -92,6 +110,21 @@ func startProxy(bin string, backends []string, procs int, logFile *os.File, extr
 	}
 	p.stop()
 	return nil, fmt.Errorf("proxy on %s did not become ready; its log is in %s", addr, logFile.Name())
+}
+
+// proxyEnv is the proxy's environment: the bench's own without GOMAXPROCS
+// (a user's proxy picks its own), plus GOMAXPROCS=procs when procs > 0.
+func proxyEnv(env []string, procs int) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			out = append(out, kv)
+		}
+	}
+	if procs > 0 {
+		out = append(out, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	}
+	return out
 }
 
 func (p *proxyProc) pid() int { return p.cmd.Process.Pid }
@@ -160,4 +193,76 @@ func redisPID(addr string) int {
 func hostPort(addr string) (string, string) {
 	h, p, _ := net.SplitHostPort(addr)
 	return h, p
+}
+
+// cleanups are the stops of the run's child processes (Redis servers,
+// proxies, etcd members), so that every exit path stops them: the normal
+// one by deferring what atExit returns, an error by check, SIGINT or
+// SIGTERM by handleSignals.
+var cleanups struct {
+	sync.Mutex
+	next   int
+	fns    map[int]func()
+	closed bool // runCleanups has run: the process is exiting
+}
+
+// atExit registers stop and returns a function that runs it once and
+// unregisters it. Once the process is exiting, it runs stop at once and
+// never returns: nothing more is started.
+func atExit(stop func()) func() {
+	cleanups.Lock()
+	if cleanups.closed {
+		cleanups.Unlock()
+		stop()
+		select {}
+	}
+	defer cleanups.Unlock()
+	if cleanups.fns == nil {
+		cleanups.fns = map[int]func(){}
+	}
+	id := cleanups.next
+	cleanups.next++
+	var once sync.Once
+	run := func() { once.Do(stop) }
+	cleanups.fns[id] = run
+	return func() {
+		cleanups.Lock()
+		delete(cleanups.fns, id)
+		cleanups.Unlock()
+		run()
+	}
+}
+
+// runCleanups stops whatever is still registered, newest first.
+func runCleanups() {
+	cleanups.Lock()
+	var ids []int
+	for id := range cleanups.fns {
+		ids = append(ids, id)
+	}
+	fns := cleanups.fns
+	cleanups.fns, cleanups.closed = nil, true
+	cleanups.Unlock()
+	slices.Sort(ids)
+	for i := len(ids) - 1; i >= 0; i-- {
+		fns[ids[i]]()
+	}
+}
+
+// exiting is set once a signal has come: progress then keeps quiet about
+// the measurements that the stopped servers cut short.
+var exiting atomic.Bool
+
+// handleSignals stops the child processes and exits on SIGINT or SIGTERM.
+// Its goroutine lives as long as the process.
+func handleSignals() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() { // owned by the process: waits for a signal until exit
+		s := <-ch
+		exiting.Store(true)
+		fmt.Fprintf(os.Stderr, "bench: %v: stopping the servers\n", s)
+		runCleanups()
+		os.Exit(130)
+	}()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 type pipeResult struct {
@@ -16,16 +17,36 @@ type pipeResult struct {
 	Proxy float64 `json:"proxy_set_per_sec"`
 }
 
+// etcdInfo says how the etcd series ran.
+type etcdInfo struct {
+	Members int    `json:"members"`
+	Version string `json:"version"`
+	DataFS  string `json:"data_fs"`         // the file system of the members' data directories
+	Tmpfs   bool   `json:"tmpfs"`           // -etcd-tmpfs: on /dev/shm, not the temporary directory
+	WithN   int    `json:"measured_with_n"` // its rounds took turns with this N's series
+}
+
 type report struct {
 	Started    time.Time     `json:"started"`
 	Finished   time.Time     `json:"finished"`
 	Host       string        `json:"host"`
 	Duration   time.Duration `json:"duration_per_point"`
-	ProxyProcs int           `json:"proxy_gomaxprocs"`
+	ProxyProcs int           `json:"proxy_gomaxprocs"` // 0: not set, the proxy's default
 	Rounds     int           `json:"rounds"`
 	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
 	Results    []result      `json:"results"`
 	Pipelined  []pipeResult  `json:"pipelined"`
+	Etcd       *etcdInfo     `json:"etcd,omitempty"`             // nil: no etcd series
+	Idle       *idleResult   `json:"idle_connections,omitempty"` // nil: not measured
+	HistBounds []float64     `json:"histogram_lower_bounds_us"`  // the latency histograms' buckets
+}
+
+// procsNote says how the proxy process was run.
+func (r *report) procsNote() string {
+	if r.ProxyProcs > 0 {
+		return fmt.Sprintf("The proxy ran with GOMAXPROCS=%d (-proxy-procs), not its default", r.ProxyProcs)
+	}
+	return "The proxy ran as users run it: default settings, GOMAXPROCS not set (the proxy sets it from the CPU count or CPU quota)"
 }
 
 func (r *report) find(series string, n, clients int) (result, bool) {
@@ -37,15 +58,22 @@ func (r *report) find(series string, n, clients int) (result, bool) {
 	return result{}, false
 }
 
-func (r *report) ns() []int      { return r.distinct(func(x result) int { return x.N }) }
-func (r *report) clients() []int { return r.distinct(func(x result) int { return x.Clients }) }
+// ns lists the backend counts of the Redis series (etcd's N is its
+// cluster's size).
+func (r *report) ns() []int {
+	return r.distinct(func(x result) (int, bool) { return x.N, x.Series != "etcd" })
+}
 
-// distinct lists the values of f over the results, sorted.
-func (r *report) distinct(f func(result) int) []int {
+func (r *report) clients() []int {
+	return r.distinct(func(x result) (int, bool) { return x.Clients, true })
+}
+
+// distinct lists the values of f over the results it keeps, sorted.
+func (r *report) distinct(f func(result) (int, bool)) []int {
 	seen := map[int]bool{}
 	var out []int
 	for _, x := range r.Results {
-		if v := f(x); !seen[v] {
+		if v, keep := f(x); keep && !seen[v] {
 			seen[v] = true
 			out = append(out, v)
 		}
@@ -102,8 +130,8 @@ func (r *report) targets() []target {
 			Present: len(ratios) > 0, Value: med})
 	}
 	p1, ok4 := r.find("proxy", ns[0], c)
-	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU/op N=%d / N=%d, %d clients", n, ns[0], c), Want: "<= 2.5",
-		Present: ok1 && ok4 && p1.ProxyCPU > 0 && n != ns[0], Value: float64(p.ProxyCPU) / float64(p1.ProxyCPU)})
+	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle N=%d / N=%d, %d clients", n, ns[0], c), Want: "<= 2.5",
+		Present: ok1 && ok4 && p1.ProxyCPUCycle > 0 && n != ns[0], Value: float64(p.ProxyCPUCycle) / float64(p1.ProxyCPUCycle)})
 	for i := range ts {
 		switch ts[i].Want[:2] {
 		case ">=":
@@ -119,13 +147,110 @@ func (r *report) targets() []target {
 	return ts
 }
 
-// proxyCPU shows the proxy's CPU per operation, or a dash for a series
-// that runs no proxy.
-func proxyCPU(x result) string {
-	if x.Series != "proxy" {
+// cpuCell shows a CPU time per cycle or per command, or a dash when none
+// was measured (a series that runs no proxy).
+func cpuCell(d time.Duration, measured bool) string {
+	if !measured {
 		return "–"
 	}
-	return x.ProxyCPU.Round(100 * time.Nanosecond).String()
+	return d.Round(100 * time.Nanosecond).String()
+}
+
+// columns are the table's and report.md's columns, short (table) and long
+// (report.md) names.
+var columns = []struct{ short, long string }{
+	{"N", "N"}, {"clients", "clients"}, {"series", "series"}, {"cycles/s", "cycles/s"}, {"vs lone", "vs lone"},
+	{"p50", "p50 cycle"}, {"p50/lone", "p50 vs lone"}, {"p99", "p99"}, {"p99.9", "p99.9"}, {"errors", "errors"},
+	{"proxy/cycle", "proxy CPU per cycle"}, {"proxy/cmd", "proxy CPU per command"},
+	{"backend/cycle", "backend CPU per cycle"}, {"backend/cmd", "backend CPU per command"},
+}
+
+// cpuLegend says what a cycle is and which CPU column is which.
+func (r *report) cpuLegend() string {
+	backends := "the series' Redis servers"
+	if r.Etcd != nil {
+		backends += ", or etcd's members"
+	}
+	return "A lock cycle is one acquire (`SET key token NX PX 30000`) and one release (compare-and-delete script): two commands. " +
+		"CPU columns: the proxy process's own CPU time, and all backends' (" + backends + "), " +
+		"read from /proc, per cycle and per command (half a cycle)."
+}
+
+// seriesOrder is the order of a row group.
+var seriesOrder = []string{"lone", "proxy", "redsync"}
+
+// point is series at n backends and c clients; etcd's at its own size.
+func (r *report) point(series string, n, c int) (result, bool) {
+	if series == "etcd" {
+		n = etcdMembers
+	}
+	return r.find(series, n, c)
+}
+
+// loneFor is lone Redis at x's client count, measured in the same rounds.
+func (r *report) loneFor(x result) result {
+	n := x.N
+	if x.Series == "etcd" && r.Etcd != nil {
+		n = r.Etcd.WithN
+	}
+	l, _ := r.find("lone", n, x.Clients)
+	return l
+}
+
+// row is one result's cells, against lone Redis at the same client count.
+func (r *report) row(x result) []string {
+	l := r.loneFor(x)
+	ratio := func(a, b float64) string {
+		if b <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
+	proxy := x.Series == "proxy"
+	return []string{strconv.Itoa(x.N), strconv.Itoa(x.Clients), x.Series, fmt.Sprintf("%.0f", x.PerSec),
+		ratio(x.PerSec, l.PerSec), us(x.P50), ratio(float64(x.P50), float64(l.P50)), us(x.P99), us(x.P999),
+		strconv.FormatInt(x.Errors, 10),
+		cpuCell(x.ProxyCPUCycle, proxy), cpuCell(x.ProxyCPUCmd, proxy),
+		cpuCell(x.BackendCPUCycle, true), cpuCell(x.BackendCPUCmd, true)}
+}
+
+// rows lists every result's cells, grouped by N, then clients; etcd's
+// last, a group of its own.
+func (r *report) rows() [][]string {
+	var out [][]string
+	for _, n := range r.ns() {
+		for _, c := range r.clients() {
+			for _, s := range seriesOrder {
+				if x, ok := r.find(s, n, c); ok {
+					out = append(out, r.row(x))
+				}
+			}
+		}
+	}
+	for _, c := range r.clients() {
+		if x, ok := r.find("etcd", etcdMembers, c); ok {
+			out = append(out, r.row(x))
+		}
+	}
+	return out
+}
+
+// etcdNote says how the etcd series ran, or nothing when it did not.
+func (r *report) etcdNote() string {
+	e := r.Etcd
+	if e == nil {
+		return ""
+	}
+	where := "the temporary directory"
+	if e.Tmpfs {
+		where = "/dev/shm (-etcd-tmpfs)"
+	}
+	return fmt.Sprintf("`etcd` is go.etcd.io/etcd/client/v3/concurrency's Mutex (Lock, then Unlock: a transaction and a delete) "+
+		"on a %d-member etcd %s cluster (its N column is the members), one client with one session (lease) per concurrent locker; "+
+		"its rounds took turns with N=%d's and its vs-lone ratios are against that lone Redis. "+
+		"The members' data directories are in %s, on %s; etcd syncs every write to disk, "+
+		"the Redis servers run without persistence.", e.Members, e.Version, e.WithN, where, e.DataFS)
 }
 
 // verdict says whether a target was met; after a -quick run, as an
@@ -145,22 +270,45 @@ func (r *report) verdict(t target, met, notMet string) string {
 const indicativeNote = "indicative only: a -quick run measures one short round per point; run without -quick (and with -rounds 3) to judge the targets"
 
 func (r *report) printTable(w io.Writer) {
-	fmt.Fprintf(w, "\n%-3s %-8s %-8s %12s %10s %10s %10s %8s %12s %12s\n", "N", "clients", "series", "cycles/s", "p50", "p99", "p999", "errors", "proxy CPU/op", "redis CPU/op")
-	for _, n := range r.ns() {
-		for _, c := range r.clients() {
-			for _, s := range []string{"lone", "proxy", "redsync"} {
-				x, ok := r.find(s, n, c)
-				if !ok {
-					continue
-				}
-				fmt.Fprintf(w, "%-3d %-8d %-8s %12.0f %10v %10v %10v %8d %12s %12v\n", n, c, s, x.PerSec,
-					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
+	fmt.Fprintf(w, "\n%s.\n%s\n", r.procsNote(), strings.ReplaceAll(r.cpuLegend(), "`", ""))
+	if note := r.etcdNote(); note != "" {
+		fmt.Fprintln(w, strings.ReplaceAll(note, "`", ""))
+	}
+	fmt.Fprintln(w)
+	rows := r.rows()
+	width := make([]int, len(columns))
+	for i, c := range columns {
+		width[i] = len(c.short)
+	}
+	for _, row := range rows {
+		for i, cell := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
+		}
+	}
+	line := func(cells []string) {
+		for i, cell := range cells {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			if i < 3 { // N, clients, series: left-aligned
+				fmt.Fprint(w, cell+pad+" ")
+			} else {
+				fmt.Fprint(w, " "+pad+cell)
 			}
 		}
+		fmt.Fprintln(w)
+	}
+	var head []string
+	for _, c := range columns {
+		head = append(head, c.short)
+	}
+	line(head)
+	for _, row := range rows {
+		line(row)
 	}
 	for _, p := range r.Pipelined {
 		fmt.Fprintf(w, "pipelined -P 16 -c 50, N=%d: lone %.0f SET/s, proxy %.0f SET/s (%.2fx)\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
+	}
+	for _, l := range r.idleLines() {
+		fmt.Fprintln(w, l)
 	}
 	fmt.Fprintln(w, "\ntargets:")
 	if r.Quick {
@@ -176,34 +324,33 @@ func (r *report) printTable(w io.Writer) {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown, proxy GOMAXPROCS %d.\n\n",
-		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.ProxyProcs)
-	b.WriteString("Lock cycle = `SET key token NX PX 30000` + compare-and-delete release, random keys, go-redis clients.\n")
-	b.WriteString("`lone` is the same client code on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
-	b.WriteString("| N | clients | series | cycles/s | vs lone | p50 | p99 | p999 | errors | proxy CPU/op | Redis CPU/op |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, n := range r.ns() {
-		for _, c := range r.clients() {
-			l, _ := r.find("lone", n, c)
-			for _, s := range []string{"lone", "proxy", "redsync"} {
-				x, ok := r.find(s, n, c)
-				if !ok {
-					continue
-				}
-				ratio := ""
-				if l.PerSec > 0 {
-					ratio = fmt.Sprintf("%.2fx", x.PerSec/l.PerSec)
-				}
-				fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %v | %v | %v | %d | %s | %v |\n", n, c, s, x.PerSec, ratio,
-					x.P50.Round(time.Microsecond), x.P99.Round(time.Microsecond), x.P999.Round(time.Microsecond), x.Errors,
-					proxyCPU(x), x.RedisCPU.Round(100*time.Nanosecond))
-			}
-		}
+	fmt.Fprintf(&b, "# redlock-proxy benchmark\n\n%s, %s to %s, %v per point, %d round(s), median shown.\n%s.\n\n",
+		r.Host, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Duration, r.Rounds, r.procsNote())
+	b.WriteString("Every cycle locks a key of its own (no contention); the Redis series use go-redis clients. ")
+	b.WriteString("`lone` is the same client code as `proxy` on one Redis; `redsync` is client-side Redlock over the proxy's backends.\n\n")
+	if note := r.etcdNote(); note != "" {
+		b.WriteString(note + "\n\n")
+	}
+	b.WriteString(r.cpuLegend() + "\n\n|")
+	for _, c := range columns {
+		b.WriteString(" " + c.long + " |")
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", len(columns)) + "\n")
+	for _, row := range r.rows() {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	if len(r.Pipelined) > 0 {
 		b.WriteString("\n| pipelined (redis-benchmark -P 16 -c 50, SET NX PX random keys) | lone SET/s | proxy SET/s | ratio |\n|---|---|---|---|\n")
 		for _, p := range r.Pipelined {
 			fmt.Fprintf(&b, "| N=%d | %.0f | %.0f | %.2fx |\n", p.N, p.Lone, p.Proxy, p.Proxy/p.Lone)
 		}
+	}
+	if lines := r.idleLines(); len(lines) > 0 {
+		m := r.Idle
+		b.WriteString("\n## Memory per idle connection\n\n")
+		fmt.Fprintf(&b, "| %d idle connections | RSS per connection |\n|---|---|\n| redlock-proxy (N=%d) | %.1f KiB |\n| lone Redis | %.1f KiB |\n\n",
+			m.Conns, m.N, m.ProxyKiB, m.RedisKiB)
+		b.WriteString(lines[1] + "\n")
 	}
 	b.WriteString("\n## Targets\n\n")
 	if r.Quick {
@@ -217,7 +364,49 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, r.verdict(t, "met", "**not met**"))
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
+	if len(r.HistBounds) > 0 {
+		fmt.Fprintf(&b, "\n## Cycle latency at N=%d\n\n", r.histN())
+		b.WriteString(r.latencyTable())
+		b.WriteString("\n![latency histograms](latency.svg)\n")
+	}
 	return b.String()
+}
+
+// idleLines describe the idle connections' memory, or nothing when it was
+// not measured: the RSS per connection of the proxy and of lone Redis, then
+// where the proxy's goes.
+func (r *report) idleLines() []string {
+	m := r.Idle
+	if m == nil {
+		return nil
+	}
+	lines := []string{
+		fmt.Sprintf("%d idle client connections (each answered one PING, then idle), resident memory (/proc VmRSS) per connection: "+
+			"redlock-proxy (N=%d) %.1f KiB, lone Redis %.1f KiB.", m.Conns, m.N, m.ProxyKiB, m.RedisKiB),
+	}
+	where := fmt.Sprintf("Where the proxy's goes (its Go runtime's statistics and sampled heap profile): per connection the heap in use grows by %.1f KiB "+
+		"and goroutine stacks by %.1f KiB (one goroutine per connection; Go starts a stack at 2 KiB and grows it by doubling)",
+		m.ProxyHeapKiB, m.ProxyStackKiB)
+	var sites []string
+	for _, s := range m.ProxySites {
+		fn := s.Func[strings.LastIndex(s.Func, "/")+1:]
+		what := ""
+		switch {
+		case strings.HasSuffix(s.Func, "internal/proxy.newReader"):
+			what = " (the client's read buffer, allocated whole; only the pages written to are resident)"
+		case strings.HasSuffix(s.Func, "internal/proxy.newClient"):
+			what = " (the client's state)"
+		case s.Func == "runtime.malg":
+			what = " (the goroutine's descriptor)"
+		}
+		sites = append(sites, fmt.Sprintf("%s %.1f KiB%s", fn, s.KiB, what))
+	}
+	if len(sites) > 0 {
+		where += "; the heap's largest allocation sites: " + strings.Join(sites, "; ")
+	}
+	lines = append(lines, where+". The client's done channel carries empty structs, so its buffer takes no memory. "+
+		"RSS counts neither process's kernel socket buffers.")
+	return lines
 }
 
 // svg draws throughput against clients (left) and latency percentiles at
@@ -232,8 +421,9 @@ func (r *report) svg() string {
 		return b.String() + "</svg>"
 	}
 	n := ns[len(ns)-1]
-	colors := map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f"}
-	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis (no Redlock)", "redsync": "redsync (client-side Redlock)"}
+	colors := seriesColors
+	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis (no Redlock)", "redsync": "redsync (client-side Redlock)",
+		"etcd": fmt.Sprintf("etcd Mutex (%d members)", etcdMembers)}
 
 	// Left: throughput.
 	x0, y0, pw, ph := 70.0, 50.0, 380.0, 300.0
@@ -259,10 +449,10 @@ func (r *report) svg() string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%v" text-anchor="middle">%d</text>`, xpos(i), y0+ph+18, c)
 	}
 	fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">concurrent clients</text>`, x0+pw/2, y0+ph+36)
-	for _, s := range []string{"lone", "redsync", "proxy"} {
+	for _, s := range []string{"lone", "redsync", "etcd", "proxy"} {
 		var pts []string
 		for i, c := range cs {
-			if x, ok := r.find(s, n, c); ok {
+			if x, ok := r.point(s, n, c); ok {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpos(i), ypos(x.PerSec)))
 			}
 		}
@@ -272,7 +462,11 @@ func (r *report) svg() string {
 			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`, xy[0], xy[1], colors[s])
 		}
 	}
-	for k, s := range []string{"proxy", "lone", "redsync"} {
+	legend := []string{"proxy", "lone", "redsync"}
+	if r.Etcd != nil {
+		legend = append(legend, "etcd")
+	}
+	for k, s := range legend {
 		fmt.Fprintf(&b, `<rect x="%v" y="%v" width="12" height="12" fill="%s"/><text x="%v" y="%v">%s</text>`,
 			x0+10, y0+8+float64(k)*18, colors[s], x0+28, y0+18+float64(k)*18, names[s])
 	}
@@ -287,8 +481,8 @@ func (r *report) svg() string {
 	x1 := 560.0
 	fmt.Fprintf(&b, `<text x="%v" y="25" font-size="15" font-weight="bold">Lock cycle latency, %d clients (log scale)</text>`, x1, c)
 	maxL := 0.0
-	for _, s := range []string{"lone", "proxy", "redsync"} {
-		if x, ok := r.find(s, n, c); ok {
+	for _, s := range []string{"lone", "proxy", "redsync", "etcd"} {
+		if x, ok := r.point(s, n, c); ok {
 			maxL = math.Max(maxL, float64(x.P999))
 		}
 	}
@@ -304,18 +498,18 @@ func (r *report) svg() string {
 		fmt.Fprintf(&b, `<line x1="%v" y1="%.1f" x2="%v" y2="%.1f" stroke="#ddd"/><text x="%v" y="%.1f" text-anchor="end">%v</text>`,
 			x1, ly(d), x1+360, ly(d), x1-6, ly(d)+4, time.Duration(d))
 	}
-	for g, pct := range []string{"p50", "p99", "p999"} {
+	for g, pct := range []string{"p50", "p99", "p99.9"} {
 		gx := x1 + 20 + float64(g)*120
 		fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">%s</text>`, gx+45, y0+ph+18, pct)
-		for k, s := range []string{"lone", "proxy", "redsync"} {
-			x, ok := r.find(s, n, c)
+		for k, s := range []string{"lone", "proxy", "redsync", "etcd"} {
+			x, ok := r.point(s, n, c)
 			if !ok {
 				continue
 			}
 			v := []time.Duration{x.P50, x.P99, x.P999}[g]
 			top := ly(float64(v))
-			fmt.Fprintf(&b, `<rect x="%v" y="%.1f" width="28" height="%.1f" fill="%s"><title>%s %s %v</title></rect>`,
-				gx+float64(k)*32, top, y0+ph-top, colors[s], s, pct, v)
+			fmt.Fprintf(&b, `<rect x="%v" y="%.1f" width="22" height="%.1f" fill="%s"><title>%s %s %v</title></rect>`,
+				gx+float64(k)*25, top, y0+ph-top, colors[s], s, pct, v)
 		}
 	}
 	if len(r.Pipelined) > 0 {
@@ -361,4 +555,141 @@ func human(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// histN is the N whose series the latency histograms show: the one etcd's
+// rounds took turns with, or else the largest.
+func (r *report) histN() int {
+	if r.Etcd != nil {
+		return r.Etcd.WithN
+	}
+	ns := r.ns()
+	if len(ns) == 0 {
+		return 0
+	}
+	return ns[len(ns)-1]
+}
+
+// histClients are the client counts the latency histograms show: 1, 10
+// and 50 where measured, or else the three smallest.
+func (r *report) histClients() []int {
+	cs := r.clients()
+	var out []int
+	for _, c := range cs {
+		if c == 1 || c == 10 || c == 50 {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		out = cs[:min(3, len(cs))]
+	}
+	return out
+}
+
+// histSeries are the series a latency histogram draws, in the order of
+// the table.
+var histSeries = []string{"lone", "proxy", "redsync", "etcd"}
+
+var seriesColors = map[string]string{"proxy": "#d62728", "lone": "#1f77b4", "redsync": "#7f7f7f", "etcd": "#2ca02c"}
+
+// latencyTable is report.md's percentiles of the histograms' series.
+func (r *report) latencyTable() string {
+	var b strings.Builder
+	n := r.histN()
+	fmt.Fprintf(&b, "| clients | series | p50 | p90 | p99 | p99.9 |\n|---|---|---|---|---|---|\n")
+	for _, c := range r.histClients() {
+		for _, s := range histSeries {
+			x, ok := r.point(s, n, c)
+			if !ok {
+				continue
+			}
+			us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", c, s, us(x.P50), us(x.P90), us(x.P99), us(x.P999))
+		}
+	}
+	return b.String()
+}
+
+// latencySVG draws the lock cycles' latency histograms: a panel per client
+// count (1, 10, 50), the share of cycles in each log-spaced bucket, a step
+// line per series.
+func (r *report) latencySVG() string {
+	const W, H = 960, 400
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, W, H)
+	b.WriteString(`<rect width="100%" height="100%" fill="white"/>`)
+	n := r.histN()
+	cs := r.histClients()
+	title := fmt.Sprintf("Lock cycle latency: share of cycles per bucket (log-spaced, %d per decade), N=%d", histPerDecade, n)
+	if r.Etcd != nil {
+		title += fmt.Sprintf(", etcd %d members", r.Etcd.Members)
+	}
+	fmt.Fprintf(&b, `<text x="20" y="25" font-size="15" font-weight="bold">%s</text>`, title)
+	const y0, ph, pw = 70.0, 240.0, 270.0
+	for k, c := range cs {
+		x0 := 60 + float64(k)*310
+		var hs []struct {
+			s string
+			h histogram
+		}
+		maxShare := 0.0
+		for _, s := range histSeries {
+			x, ok := r.point(s, n, c)
+			if !ok || len(x.Hist) != histLen || x.Hist.total() == 0 {
+				continue
+			}
+			hs = append(hs, struct {
+				s string
+				h histogram
+			}{s, x.Hist})
+			for _, v := range x.Hist {
+				maxShare = math.Max(maxShare, float64(v)/float64(x.Hist.total()))
+			}
+		}
+		maxShare = niceCeil(maxShare * 100)
+		xpos := func(i int) float64 { return x0 + pw*float64(i)/histLen }
+		ypos := func(pct float64) float64 { return y0 + ph - ph*pct/maxShare }
+		fmt.Fprintf(&b, `<text x="%.1f" y="%v" font-weight="bold" text-anchor="middle">%d client%s</text>`, x0+pw/2, y0-12, c, plural(c))
+		for t := 0; t <= 2; t++ {
+			v := maxShare * float64(t) / 2
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="end">%s%%</text>`,
+				x0, ypos(v), x0+pw, ypos(v), x0-4, ypos(v)+4, human(v))
+		}
+		for d, label := range []string{"10µs", "100µs", "1ms", "10ms", "100ms", "1s"} {
+			xi := xpos(1 + d*histPerDecade)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%v" x2="%.1f" y2="%v" stroke="#ddd"/><text x="%.1f" y="%v" text-anchor="middle">%s</text>`,
+				xi, y0, xi, y0+ph+4, xi, y0+ph+18, label)
+		}
+		for _, e := range hs {
+			tot := float64(e.h.total())
+			pts := []string{fmt.Sprintf("%.1f,%.1f", xpos(0), ypos(0))}
+			for i, v := range e.h {
+				y := ypos(100 * float64(v) / tot)
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", xpos(i), y, xpos(i+1), y))
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpos(histLen), ypos(0)))
+			fmt.Fprintf(&b, `<polyline fill="%s" fill-opacity="0.08" stroke="%s" stroke-width="2" points="%s"><title>%s, %d clients</title></polyline>`,
+				seriesColors[e.s], seriesColors[e.s], strings.Join(pts, " "), e.s, c)
+		}
+	}
+	fmt.Fprintf(&b, `<text x="%v" y="%v" text-anchor="middle">cycle latency (acquire + release)</text>`, W/2, y0+ph+38)
+	names := map[string]string{"proxy": "redlock-proxy", "lone": "lone Redis", "redsync": "redsync", "etcd": "etcd Mutex"}
+	lx := 60.0
+	for _, s := range histSeries {
+		if s == "etcd" && r.Etcd == nil {
+			continue
+		}
+		fmt.Fprintf(&b, `<rect x="%v" y="%v" width="12" height="12" fill="%s"/><text x="%v" y="%v">%s</text>`,
+			lx, H-30, seriesColors[s], lx+18, H-20, names[s])
+		lx += 160
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
