@@ -430,3 +430,46 @@ func TestFailedShortExtendLeavesTheLockAsItWas(t *testing.T) {
 		t.Fatalf("a second client got %v, %v after the holder's extend was answered as failed (holders of the first token: %v)", ok, err, c.holders(key, "tok"))
 	}
 }
+
+// An extend to a shorter TTL that fails because too few masters answered
+// in time must not shorten the lock anywhere: the hung masters run it when
+// they resume, and the caller, told the extend failed, keeps relying on the
+// validity its acquire gave it. The extend only lengthens on its first step;
+// the TTL as asked is set once the success leaves.
+func TestFailedShorteningExtendLeavesTheLockAsItWas(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("shorten-fails")
+	if ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const extend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+	n, err := cl.Eval(ctx, extend, []string{key}, "tok", "2000").Int()
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 0 || err != nil {
+		t.Fatalf("extend with two of three masters hung = %v, %v; want 0", n, err)
+	}
+	// The resumed masters run the queued extend; then every master must
+	// still hold the 10 s lock.
+	time.Sleep(200 * time.Millisecond)
+	for i, d := range c.pttls(key) {
+		if d < 8*time.Second {
+			t.Fatalf("master %d: PTTL %v after a shortening extend answered as failed; want the 10 s lock as it was", i, d)
+		}
+	}
+	// A successful shortening extend sets the TTL as asked on every master.
+	if n, err := cl.Eval(ctx, extend, []string{key}, "tok", "3000").Int(); n != 1 || err != nil {
+		t.Fatalf("extend = %v, %v; want 1", n, err)
+	}
+	c.checkPTTLs(t, "after a successful shortening extend", key, "tok", 2500*time.Millisecond, 3*time.Second)
+}

@@ -173,15 +173,24 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	var exact []byte
 	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
+		if !a.ReadOnly && !cl.Additive {
+			// Two steps: the extend never shortens the lock, and once it
+			// succeeded the same call without KeepLonger sets the TTL as
+			// asked (op.final).
+			exact = cl.AppendReference(nil, keys, argv, a)
+			a.KeepLonger = true
+		}
 	}
 
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
+	o.exactCmd = exact
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}

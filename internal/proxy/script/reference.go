@@ -26,14 +26,14 @@ import (
 // ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
 // token), [3] least PTTL in ms that is not "too little" (0: no minimum),
 // [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
-// key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
+// key without TTL, 4: keep: an extend never shortens, see KeepLonger), [6] longest TTL in ms an added TTL may reach, [7] n,
 // [8] longest value a detailed answer brings back (a longer one comes back
 // as nil), then one token per key (none for a query without token).
 
 const refPrelude = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
-local additive, nottl = flags % 2 == 1, flags % 4 >= 2
+local additive, nottl, keep = flags % 2 == 1, flags % 4 >= 2, flags % 8 >= 4
 local cs, pts, vs = {}, {}, {}
 for i = 1, n do
   local v = redis.call('get', KEYS[i])
@@ -54,7 +54,10 @@ local function reply(acted)
     out[#out + 1] = cs[i]
     out[#out + 1] = pts[i]
     if vs[i] and #vs[i] > maxv then out[#out + 1] = false else out[#out + 1] = vs[i] end
-    out[#out + 1] = redis.call('pttl', KEYS[i])
+    local after = redis.call('pttl', KEYS[i])
+    -- Kept longer: report the TTL the extend's second step will set.
+    if keep and acted == 1 and after > ttl then after = ttl end
+    out[#out + 1] = after
   end
   return out
 end
@@ -97,7 +100,7 @@ return reply(all)`))
   if additive and pts[i] + ttl > cap then return reply(0) end
 end
 for i = 1, n do
-  if additive then rearm(i, pts[i] + ttl) else rearm(i, ttl) end
+  if additive then rearm(i, pts[i] + ttl) elseif keep then rearm(i, math.max(ttl, pts[i])) else rearm(i, ttl) end
 end
 return reply(1)`))
 
@@ -108,8 +111,10 @@ if c == 0 then
   return reply(1)
 end
 if c == 1 or (c == 2 and nottl) then
-  redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
-  if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ttl) end
+  local ms = ttl
+  if keep then ms = math.max(ttl, pts[1]) end
+  redis.call('set', KEYS[1], ARGV[9], 'PX', ms)
+  if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
   return reply(1)
 end
 return reply(0)`))
@@ -182,6 +187,13 @@ type CallArgs struct {
 	// Companion, when set, names each lock key's companion: Companion
 	// followed by the key (see the KEYS above).
 	Companion string
+	// KeepLonger makes an extend that replaces the TTL never shorten a
+	// lock: each key gets the longer of the TTL and what it has left (a
+	// detailed answer reports the TTL as the call asked). The proxy sends
+	// the call again without it, setting the TTL as asked, only once the
+	// extend succeeded: an extend answered as failed then leaves every
+	// master's lock at least as long as it was.
+	KeepLonger bool
 	// ReadOnly sends the query reference instead of the role's: the
 	// backends only report the keys' states, for a call the proxy already
 	// knows must fail (an extend whose TTL cannot leave any validity).
@@ -247,6 +259,9 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	}
 	if c.NoTTLActs {
 		flags |= 2
+	}
+	if a.KeepLonger && !c.Additive && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
+		flags |= 4
 	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
 		dst = appendInt(dst, n)
