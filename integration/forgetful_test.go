@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 )
@@ -74,62 +76,88 @@ func contains(s []int, x int) bool {
 // redsync's retries do not meet that, and with one proxy its link order
 // keeps them safe, so the fleet is where the promise breaks.)
 func TestRetryWithTheSameTokenThroughAnotherProxyKeepsTheLock(t *testing.T) {
+	r := retryThroughAnotherProxy(t, "same-token")
+	heldUntil := r.retried.Add(10 * time.Second)
+	// A delayed undo deletes a copy set before the failed attempt's reply
+	// left, or within its last 10 ms (a late SET that a hung master runs
+	// together with it): a retry granted in the 10 ms before the undo
+	// reaches the master is the window that remains (docs/contract.md).
+	r.healAndCheckThirdRefused(heldUntil, "while the retry held the lock")
+}
+
+// sameTokenRetry is a failed first try through a proxy cut off from two of
+// three masters (which keeps their undos for its next connections), then
+// the same token's retry granted through a second proxy.
+type sameTokenRetry struct {
+	t         *testing.T
+	c         *cluster
+	relays    []*faultnet.Relay
+	first     *app.App
+	viaSecond *redis.Client
+	key       string
+	retried   time.Time // when the retry was sent
+}
+
+func retryThroughAnotherProxy(t *testing.T, name string) *sameTokenRetry {
 	c := newCluster(t, 3) // the second proxy, straight to the masters
+	r := &sameTokenRetry{t: t, c: c, key: uniqueKey(name)}
 	var relayed []string
-	var relays []*faultnet.Relay
 	for _, s := range c.servers {
-		r, err := faultnet.Listen(s.Addr)
+		rl, err := faultnet.Listen(s.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { r.Close() })
-		relays = append(relays, r)
-		relayed = append(relayed, r.Addr())
+		t.Cleanup(func() { rl.Close() })
+		r.relays = append(r.relays, rl)
+		relayed = append(relayed, rl.Addr())
 	}
-	first, _ := startApp(t, relayed, backendTimeout(50*time.Millisecond))
+	r.first, _ = startApp(t, relayed, backendTimeout(50*time.Millisecond))
 	ctx := context.Background()
-	viaFirst, viaSecond := proxyClient(t, first.Addr(), 2), c.client(2)
-	key := uniqueKey("same-token")
+	viaFirst := proxyClient(t, r.first.Addr(), 2)
+	r.viaSecond = c.client(2)
 
-	relays[0].BlackHole(true)
-	relays[1].BlackHole(true)
-	if ok, err := viaFirst.SetNX(ctx, key, "try", 10*time.Second).Result(); ok || err != nil {
+	r.relays[0].BlackHole(true)
+	r.relays[1].BlackHole(true)
+	if ok, err := viaFirst.SetNX(ctx, r.key, "try", 10*time.Second).Result(); ok || err != nil {
 		t.Fatalf("first try, with two masters cut off: %v, %v; want nil", ok, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h := first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0; h = first.Pool().Health() {
+	for h := r.first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0; h = r.first.Pool().Health() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first proxy keeps no undo for the cut-off masters: %+v", h)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-
-	heldUntil := time.Now().Add(10 * time.Second)
-	if ok, err := viaSecond.SetNX(ctx, key, "try", 10*time.Second).Result(); !ok || err != nil {
+	r.retried = time.Now()
+	if ok, err := r.viaSecond.SetNX(ctx, r.key, "try", 10*time.Second).Result(); !ok || err != nil {
 		t.Fatalf("the retry through the second proxy: %v, %v", ok, err)
 	}
-	c.eventuallyHolders(key, "try", 3)
-	// A delayed undo deletes a copy set before the failed attempt's reply
-	// left, or within its last 10 ms (a late SET that a hung master runs
-	// together with it): a retry granted in the 10 ms before the undo
-	// reaches the master is the window that remains (docs/contract.md).
+	c.eventuallyHolders(r.key, "try", 3)
+	return r
+}
+
+// healAndCheckThirdRefused reconnects the first proxy, waits until its
+// kept undos ran, and checks that a third client is refused before
+// heldUntil.
+func (r *sameTokenRetry) healAndCheckThirdRefused(heldUntil time.Time, while string) {
+	t := r.t
 	time.Sleep(50 * time.Millisecond)
-	before := c.holders(key, "try")
-	relays[0].BlackHole(false)
-	relays[1].BlackHole(false)
-	deadline = time.Now().Add(10 * time.Second)
-	for h := first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0; h = first.Pool().Health() {
+	before := r.c.holders(r.key, "try")
+	r.relays[0].BlackHole(false)
+	r.relays[1].BlackHole(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for h := r.first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0; h = r.first.Pool().Health() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first proxy's undos never ran: %+v", h)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ok, err := viaSecond.SetNX(ctx, key, "third", time.Second).Result()
+	ok, err := r.viaSecond.SetNX(context.Background(), r.key, "third", time.Second).Result()
 	if !time.Now().Before(heldUntil) {
-		t.Fatalf("the machine was too slow: the retry's lock ran out before the third client tried, so this run shows nothing")
+		t.Fatalf("the machine was too slow: the holder's lock ran out before the third client tried, so this run shows nothing")
 	}
 	if ok || err != nil {
-		t.Fatalf("a third client got %v, %v while the retry held the lock (masters %v hold the retry's token; before the heal %v)", ok, err, c.holders(key, "try"), before)
+		t.Fatalf("a third client got %v, %v %s (masters %v hold the retry's token; before the heal %v)", ok, err, while, r.c.holders(r.key, "try"), before)
 	}
 }
 
@@ -139,60 +167,10 @@ func TestRetryWithTheSameTokenThroughAnotherProxyKeepsTheLock(t *testing.T) {
 // failed attempt's TTL: re-armed since that attempt, so the holder's, and it
 // must stay. The third client is refused while the holder's validity lasts.
 func TestRetryWithTheSameTokenKeepsTheLockItLengthened(t *testing.T) {
-	c := newCluster(t, 3)
-	var relayed []string
-	var relays []*faultnet.Relay
-	for _, s := range c.servers {
-		r, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		relays = append(relays, r)
-		relayed = append(relayed, r.Addr())
-	}
-	first, _ := startApp(t, relayed, backendTimeout(50*time.Millisecond))
-	ctx := context.Background()
-	viaFirst, viaSecond := proxyClient(t, first.Addr(), 2), c.client(2)
-	key := uniqueKey("same-token-lengthened")
-
-	relays[0].BlackHole(true)
-	relays[1].BlackHole(true)
-	if ok, err := viaFirst.SetNX(ctx, key, "try", 10*time.Second).Result(); ok || err != nil {
-		t.Fatalf("first try, with two masters cut off: %v, %v; want nil", ok, err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h := first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0; h = first.Pool().Health() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first proxy keeps no undo for the cut-off masters: %+v", h)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	if ok, err := viaSecond.SetNX(ctx, key, "try", 10*time.Second).Result(); !ok || err != nil {
-		t.Fatalf("the retry through the second proxy: %v, %v", ok, err)
-	}
-	c.eventuallyHolders(key, "try", 3)
+	r := retryThroughAnotherProxy(t, "same-token-lengthened")
 	heldUntil := time.Now().Add(20 * time.Second)
-	if r, err := viaSecond.Do(ctx, "SET", key, "try", "IFEQ", "try", "PX", "20000").Result(); r != "OK" || err != nil {
-		t.Fatalf("the holder lengthens its lock to 20 s: %v, %v", r, err)
+	if v, err := r.viaSecond.Do(context.Background(), "SET", r.key, "try", "IFEQ", "try", "PX", "20000").Result(); v != "OK" || err != nil {
+		t.Fatalf("the holder lengthens its lock to 20 s: %v, %v", v, err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	before := c.holders(key, "try")
-	relays[0].BlackHole(false)
-	relays[1].BlackHole(false)
-	deadline = time.Now().Add(10 * time.Second)
-	for h := first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0; h = first.Pool().Health() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first proxy's undos never ran: %+v", h)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ok, err := viaSecond.SetNX(ctx, key, "third", time.Second).Result()
-	if !time.Now().Before(heldUntil) {
-		t.Fatalf("the machine was too slow: the holder's lock ran out before the third client tried, so this run shows nothing")
-	}
-	if ok || err != nil {
-		t.Fatalf("a third client got %v, %v while the holder held the lengthened lock (masters %v hold its token; before the heal %v)", ok, err, c.holders(key, "try"), before)
-	}
+	r.healAndCheckThirdRefused(heldUntil, "while the holder held the lengthened lock")
 }
