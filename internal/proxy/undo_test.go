@@ -17,16 +17,7 @@ import (
 // could leave (at) or within the last recentUndo; a copy set in between (a
 // retry with the same token, granted through another proxy) stays.
 func TestLaterUndoSparesARetryGrantedAfterTheReply(t *testing.T) {
-	s, err := redisproc.Start(t.TempDir())
-	if err != nil {
-		t.Fatalf("redis-server: %v (run ./test.sh, which installs it)", err)
-	}
-	t.Cleanup(s.Stop)
-	for _, sc := range []*resp.Script{undoLaterScript, undoPerKeyLaterScript} {
-		if _, err := s.Do("SCRIPT", "LOAD", string(sc.Body)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := startUndoRedis(t)
 	ttl := 9 * time.Second
 	for _, form := range []struct {
 		name  string
@@ -84,16 +75,7 @@ func TestLaterUndoSparesARetryGrantedAfterTheReply(t *testing.T) {
 // the attempt set it, so it is the holder's lock, never this attempt's
 // late SET. The later undo must leave it, however recent its PTTL looks.
 func TestLaterUndoSparesARetryWhoseLockWasLengthened(t *testing.T) {
-	s, err := redisproc.Start(t.TempDir())
-	if err != nil {
-		t.Fatalf("redis-server: %v (run ./test.sh, which installs it)", err)
-	}
-	t.Cleanup(s.Stop)
-	for _, sc := range []*resp.Script{undoLaterScript, undoPerKeyLaterScript} {
-		if _, err := s.Do("SCRIPT", "LOAD", string(sc.Body)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := startUndoRedis(t)
 	ttl := 9 * time.Second
 	for _, form := range []struct {
 		name string
@@ -130,4 +112,20 @@ func TestLaterUndoSparesARetryWhoseLockWasLengthened(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startUndoRedis starts a redis-server with the later undo scripts loaded.
+func startUndoRedis(t *testing.T) *redisproc.Server {
+	t.Helper()
+	s, err := redisproc.Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("redis-server: %v (run ./test.sh, which installs it)", err)
+	}
+	t.Cleanup(s.Stop)
+	for _, sc := range []*resp.Script{undoLaterScript, undoPerKeyLaterScript} {
+		if _, err := s.Do("SCRIPT", "LOAD", string(sc.Body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
