@@ -62,7 +62,7 @@ func (l *Link) dial() (net.Conn, error) {
 	if err != nil {
 		return nil, dialError(err)
 	}
-	return c, nil
+	return Raw(c), nil
 }
 
 // dialError words a failed dial without repeating the address, which every
