@@ -3,8 +3,8 @@
 // independent Redis masters. See README.md.
 //
 // main only composes: it reads the configuration, sets up logging and
-// GOMAXPROCS, runs the app until SIGINT or SIGTERM, and exits 0 after a
-// clean shutdown.
+// GOMAXPROCS (the gomaxprocs key), runs the app until SIGINT or SIGTERM,
+// and exits 0 after a clean shutdown.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"go.uber.org/automaxprocs/maxprocs"
@@ -44,6 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if _, err := maxprocs.Set(maxprocs.Logger(func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) })); err != nil {
 		log.Warn("automaxprocs", "err", err)
 	}
+	// automaxprocs set GOMAXPROCS to the CPU quota (or left the
+	// environment's); gomaxprocs decides from there.
+	if cfg.GoMaxProcs > 0 || os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(config.Procs(cfg.GoMaxProcs, runtime.GOMAXPROCS(0)))
+	}
+	log.Debug("gomaxprocs", "procs", runtime.GOMAXPROCS(0))
 	a, err := app.New(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "redlock-proxy: cannot start:", err)

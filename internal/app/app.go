@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"strings"
 	"time"
 
@@ -178,7 +179,8 @@ func (a *App) start() error {
 		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts),
 		"client_auth", cfg.RequirePass != "" || len(cfg.Users) > 0, "client_tls", clientTLS != nil,
 		"backend_auth", cfg.BackendPassword != "", "backend_tls", backendTLS != nil,
-		"max_clients", cfg.MaxClients, "idle_timeout", cfg.IdleTimeout, "command_timeout", cfg.CommandTimeout)
+		"max_clients", cfg.MaxClients, "idle_timeout", cfg.IdleTimeout, "command_timeout", cfg.CommandTimeout,
+		"gomaxprocs", runtime.GOMAXPROCS(0))
 	return nil
 }
 

@@ -13,10 +13,61 @@ type deadline struct {
 	seq uint64
 }
 
-// deadlineHeap orders the deadlines of queued commands, earliest first,
+// deadlines orders the deadlines of queued commands, earliest first,
 // whatever order they were queued in: a 5 ms deadline queued behind a 1 s
-// one fires at 5 ms. Entries of commands already answered stay until they
-// reach the top, where the sweep drops them.
+// one fires at 5 ms. Deadlines that arrive in order (the common case: every
+// command of a link has the same timeout) go to a FIFO, whose answered
+// entries leave from the front as their replies arrive; one earlier than
+// the last in the FIFO goes to a heap, whose answered entries stay until
+// they reach the top, where the sweep drops them.
+type deadlines struct {
+	fifo ring[deadline]
+	heap deadlineHeap
+}
+
+func (d *deadlines) push(x deadline) {
+	if n := d.fifo.len(); n == 0 || !x.at.Before(d.fifo.at(n-1).at) {
+		d.fifo.push(x)
+		return
+	}
+	d.heap.push(x)
+}
+
+// answered drops the FIFO's front entries of commands answered already
+// (sequence numbers below popped).
+func (d *deadlines) answered(popped uint64) {
+	for d.fifo.len() > 0 && d.fifo.at(0).seq < popped {
+		d.fifo.pop()
+	}
+}
+
+// earliest returns the earliest deadline of a command not answered yet,
+// after dropping the answered ones in its way; ok is false when there is
+// none.
+func (d *deadlines) earliest(popped uint64) (x deadline, ok bool) {
+	d.answered(popped)
+	for len(d.heap) > 0 && d.heap[0].seq < popped {
+		d.heap.pop()
+	}
+	switch {
+	case d.fifo.len() > 0 && (len(d.heap) == 0 || !d.heap[0].at.Before(d.fifo.at(0).at)):
+		return *d.fifo.at(0), true
+	case len(d.heap) > 0:
+		return d.heap[0], true
+	}
+	return deadline{}, false
+}
+
+// popEarliest removes the deadline earliest returned.
+func (d *deadlines) popEarliest() {
+	if d.fifo.len() > 0 && (len(d.heap) == 0 || !d.heap[0].at.Before(d.fifo.at(0).at)) {
+		d.fifo.pop()
+		return
+	}
+	d.heap.pop()
+}
+
+// deadlineHeap is a binary heap of deadlines, earliest on top.
 type deadlineHeap []deadline
 
 func (h *deadlineHeap) push(d deadline) {
@@ -73,17 +124,16 @@ func (l *Link) sweep() {
 	l.mu.Lock()
 	l.armedAt = time.Time{}
 	var next time.Time
-	for len(l.deadlines) > 0 {
-		top := l.deadlines[0]
-		if top.seq < l.popped { // answered already
-			l.deadlines.pop()
-			continue
+	for {
+		top, ok := l.deadlines.earliest(l.popped)
+		if !ok {
+			break
 		}
 		if top.at.After(now) {
 			next = top.at
 			break
 		}
-		l.deadlines.pop()
+		l.deadlines.popEarliest()
 		if e := l.q.at(int(top.seq - l.popped)); !e.expired {
 			e.expired = true
 			expired = append(expired, *e)

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -42,6 +43,70 @@ func TestDeadlineHeapOrder(t *testing.T) {
 	for i := 1; i < len(got); i++ {
 		if got[i] < got[i-1] {
 			t.Fatalf("popped out of order: %v", got)
+		}
+	}
+}
+
+// The FIFO and the heap together give every unanswered deadline in order,
+// whatever order they were pushed in and whichever were answered.
+func TestDeadlinesInOrderAcrossFIFOAndHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Now()
+	for round := 0; round < 200; round++ {
+		var d deadlines
+		type item struct {
+			at  time.Time
+			seq uint64
+		}
+		var pending []item
+		var seq, popped uint64
+		for step := 0; step < 100; step++ {
+			switch rng.IntN(3) {
+			case 0, 1: // queue a command; mostly in order, sometimes earlier
+				at := base.Add(time.Duration(seq) * time.Millisecond)
+				if rng.IntN(4) == 0 {
+					at = at.Add(-time.Duration(rng.IntN(50)) * time.Millisecond)
+				}
+				d.push(deadline{at: at, seq: seq})
+				pending = append(pending, item{at, seq})
+				seq++
+			case 2: // the oldest command is answered
+				if popped < seq {
+					popped++
+					d.answered(popped)
+					for i, it := range pending {
+						if it.seq == popped-1 {
+							pending = append(pending[:i], pending[i+1:]...)
+							break
+						}
+					}
+				}
+			}
+			if rng.IntN(10) == 0 { // a sweep takes the earliest one
+				x, ok := d.earliest(popped)
+				if ok != (len(pending) > 0) {
+					t.Fatalf("earliest: ok %v with %d pending", ok, len(pending))
+				}
+				if !ok {
+					continue
+				}
+				min := 0
+				for i, it := range pending {
+					if it.at.Before(pending[min].at) {
+						min = i
+					}
+				}
+				if !x.at.Equal(pending[min].at) {
+					t.Fatalf("earliest %v, want %v", x.at.Sub(base), pending[min].at.Sub(base))
+				}
+				d.popEarliest()
+				for i, it := range pending {
+					if it.seq == x.seq {
+						pending = append(pending[:i], pending[i+1:]...)
+						break
+					}
+				}
+			}
 		}
 	}
 }

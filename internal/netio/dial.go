@@ -62,7 +62,7 @@ func (l *Link) dial() (net.Conn, error) {
 	if err != nil {
 		return nil, dialError(err)
 	}
-	return c, nil
+	return Raw(c), nil
 }
 
 // dialError words a failed dial without repeating the address, which every
@@ -120,8 +120,9 @@ func (r *recorder) Read(p []byte) (int, error) {
 
 // serve runs one connection until it fails or the link closes, and reports
 // whether the connection's identity was verified.
-func (l *Link) serve(c net.Conn) (verified bool) {
-	rec := &recorder{Conn: c}
+func (l *Link) serve(nc net.Conn) (verified bool) {
+	c := &linkConn{Conn: nc}
+	rec := &recorder{Conn: nc}
 	l.mu.Lock()
 	if l.ctx.Err() != nil {
 		l.mu.Unlock()

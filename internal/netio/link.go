@@ -105,17 +105,17 @@ type Link struct {
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
-	conn      net.Conn // nil while down
-	gen       uint64   // counts connections: replies to an older one's identity check are ignored
-	ready     bool     // the current connection passed its identity check: commands may be sent
-	writing   bool     // a goroutine is writing to the current connection
-	spare     []byte   // the other write buffer
+	conn      *linkConn // nil while down
+	gen       uint64    // counts connections: replies to an older one's identity check are ignored
+	ready     bool      // the current connection passed its identity check: commands may be sent
+	writing   bool      // a goroutine is writing to the current connection
+	spare     []byte    // the other write buffer
 	wbuf      []byte
 	q         ring[entry]
 	loaded    map[string]bool // scripts loaded on the current connection
 	timer     *time.Timer
 	armedAt   time.Time // when timer fires; zero when not armed
-	deadlines deadlineHeap
+	deadlines deadlines
 	watch     quorum.Watch
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
@@ -357,6 +357,7 @@ func (l *Link) pushLocked(e entry) {
 // popLocked removes the oldest queued command.
 func (l *Link) popLocked() entry {
 	l.popped++
+	l.deadlines.answered(l.popped)
 	return l.q.pop()
 }
 
@@ -365,7 +366,7 @@ func (l *Link) popLocked() entry {
 // their replies; otherwise the bytes wait and join a later, larger write
 // (made by whoever finishes the current write, or by the reader when a
 // batch is answered). It returns a nil buffer when there is nothing to do.
-func (l *Link) takeWriteLocked() (net.Conn, []byte) {
+func (l *Link) takeWriteLocked() (*linkConn, []byte) {
 	if l.writing || l.conn == nil || len(l.wbuf) == 0 {
 		return nil, nil
 	}
@@ -387,9 +388,15 @@ func (l *Link) takeWriteLocked() (net.Conn, []byte) {
 // goroutine (no hand-off to a writer goroutine), then anything that may be
 // written next. Writes to one connection never overlap, so commands reach
 // the backend in the order they were queued.
-func (l *Link) write(c net.Conn, buf []byte) {
+func (l *Link) write(c *linkConn, buf []byte) {
 	for buf != nil {
-		c.SetWriteDeadline(time.Now().Add(l.opt.DeadAfter))
+		// A write is cut when the backend has not taken its bytes for
+		// DeadAfter/2 to DeadAfter (the deadline moves forward only when
+		// less than half of it is left, not on every write).
+		if now := time.Now(); c.until.Sub(now) < l.opt.DeadAfter/2 {
+			c.until = now.Add(l.opt.DeadAfter)
+			c.SetWriteDeadline(c.until)
+		}
 		_, err := c.Write(buf)
 		if err != nil {
 			c.Close() // the reader sees it and cleans up
@@ -410,6 +417,14 @@ func (l *Link) write(c net.Conn, buf []byte) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// linkConn is a link's connection with the write deadline in force on it,
+// which only the connection's writer of the moment touches (writes to one
+// connection never overlap).
+type linkConn struct {
+	net.Conn
+	until time.Time
 }
 
 // readLoop matches replies to queued commands, in order.
@@ -437,7 +452,7 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		if len(l.batchEnds) > 0 {
 			lat = now.Sub(l.batchEnds[0].at)
 		}
-		var wc net.Conn
+		var wc *linkConn
 		var wbuf []byte
 		if len(l.batchEnds) > 0 && l.batchEnds[0].end <= l.replied {
 			// A batch is answered: what queued meanwhile goes out now, from

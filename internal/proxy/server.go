@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -181,7 +182,7 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	c := newClient(s, nc)
+	c := newClient(s, netio.Raw(nc))
 	s.clients[c] = struct{}{}
 	n := len(s.clients)
 	s.wg.Add(1)

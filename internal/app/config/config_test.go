@@ -109,6 +109,7 @@ func TestLoadFlags(t *testing.T) {
 		{"log_level warn", []string{"-log_level", "warn"}, func(c *Config) { c.LogLevel = "warn" }},
 		{"log_level error", []string{"-log_level", "error"}, func(c *Config) { c.LogLevel = "error" }},
 		{"log_format", []string{"-log_format", "json"}, func(c *Config) { c.LogFormat = "json" }},
+		{"gomaxprocs", []string{"-gomaxprocs", "2"}, func(c *Config) { c.GoMaxProcs = 2 }},
 		{"last flag wins", []string{"-log_level", "debug", "-log_level", "error"}, func(c *Config) { c.LogLevel = "error" }},
 		{"several", []string{"-listen", ":1", "-max_ttl", "10s", "-backend_timeout", "1s", "-log_format", "json"}, func(c *Config) {
 			c.Listen = ":1"
@@ -200,6 +201,7 @@ scripts:
       missing: -2
 log_level: debug
 log_format: json
+gomaxprocs: 3
 `
 
 // voteWarning is the warning unknown_scripts: vote gives.
@@ -248,8 +250,9 @@ func allKeysConfig() Config {
 			Failure: "int:-1",
 			Replies: Replies{Missing: "-2"},
 		}},
-		LogLevel:  "debug",
-		LogFormat: "json",
+		LogLevel:   "debug",
+		LogFormat:  "json",
+		GoMaxProcs: 3,
 	}
 }
 
@@ -550,6 +553,7 @@ func TestValidateRefusals(t *testing.T) {
 		{"log_level loud", []string{"-log_level", "loud"}, "log_level"},
 		{"log_level upper case", []string{"-log_level", "INFO"}, "log_level"},
 		{"log_format xml", []string{"-log_format", "xml"}, "log_format"},
+		{"gomaxprocs negative", []string{"-gomaxprocs", "-1"}, "gomaxprocs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -932,5 +936,18 @@ func TestRunIDRuleIsWarnedAbout(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "unsafe") || !strings.Contains(warnings[0], "restarted") {
 		t.Errorf("warnings = %q, want one saying run-id is unsafe after a master restart", warnings)
+	}
+}
+
+// gomaxprocs: a positive setting is taken as it is; 0 is half the CPUs the
+// process may use, at least 1.
+func TestProcs(t *testing.T) {
+	for _, tt := range []struct{ setting, cpus, want int }{
+		{0, 1, 1}, {0, 2, 1}, {0, 3, 1}, {0, 4, 2}, {0, 16, 8},
+		{1, 16, 1}, {4, 2, 4},
+	} {
+		if got := Procs(tt.setting, tt.cpus); got != tt.want {
+			t.Errorf("Procs(%d, %d) = %d, want %d", tt.setting, tt.cpus, got, tt.want)
+		}
 	}
 }
