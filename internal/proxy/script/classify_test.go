@@ -232,6 +232,10 @@ func TestRefusalsNameTheProbe(t *testing.T) {
 		{"database 3", `redis.pcall('select', ARGV[1]) return redis.call('del', KEYS[1])`, "k -- 3", []string{"database 3", "only database 0"}, false},
 		{"an endless loop", `while true do end`, "k -- tok", []string{"more than 100000 Lua instructions"}, false},
 		{"no keys", `return 1`, " -- tok", []string{"takes no keys"}, false},
+		{"small TTLs read as seconds", `local ttl = tonumber(ARGV[2])
+if ttl < 1000 then ttl = ttl * 1000 end
+if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ttl) else return 0 end`, "k -- tok 30000",
+			[]string{`ARGV[2] = "7"`, "PTTL 7000 ms", "would have set KEYS[1]'s PTTL 7 ms"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			keys, argv := splitCall(c.call)

@@ -43,7 +43,12 @@
 // between gopher-lua and Redis's Lua 5.1 or between the model and Redis
 // for the allowed commands (the tests run classified scripts and their
 // reference scripts on a real redis-server to keep those small). Each of
-// these changes the reply a client sees, never which client holds a lock.
+// these changes the reply a client sees, never which client holds a lock,
+// with one exception: a script that reads the TTL argument in another unit
+// for values between the probed ones would have its caller count on a
+// lock that the masters keep for a different time. The TTL variants
+// therefore include a very small TTL (7 ms, or 1 s) beside 1234 ms and
+// 59999 ms, the ranges where such a switch is plausible.
 //
 // One latitude is the libraries' own: a script that treats a value as the
 // caller's when its first P bytes equal the token's (bsm/redislock) is

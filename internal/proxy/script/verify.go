@@ -43,9 +43,11 @@ func (c *classifier) variants(cl *Class) []argVariant {
 		}
 	}
 	if cl.TTLArg >= 0 {
-		alts := []string{"1234", "59999"}
+		// A small TTL too: a script that read small values in another unit
+		// would make the lock outlive, or not, what its caller counts on.
+		alts := []string{"7", "1234", "59999"}
 		if cl.TTLUnit == time.Second {
-			alts = []string{"2", "59"}
+			alts = []string{"1", "2", "59"}
 		}
 		for _, v := range alts {
 			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, v)})
