@@ -53,3 +53,20 @@ return 0`
 		t.Fatalf("the released lock is held again on %v (PTTL %v)", nodes, pttls)
 	}
 }
+
+// An extend-or-acquire to a TTL shorter than what its lock has left sets
+// the TTL as asked once it succeeded (its second step).
+func TestExtendOrAcquireShortensOnceItSucceeded(t *testing.T) {
+	s, m := modelServer(3)
+	eoa := `local v = redis.call("get", KEYS[1])
+if v == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end
+if v == false then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) and 1 or 0 end
+return 0`
+	m.set([]int{0, 1, 2}, "k", "tok", 20000)
+	if v := do(t, s, evalArgs(eoa, []string{"k"}, "tok", "5000")...); v.String() != ":1" {
+		t.Fatalf("extend-or-acquire = %v; want :1", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 3 || pttls[0] != 5000 || pttls[1] != 5000 || pttls[2] != 5000 {
+		t.Fatalf("the lock is on %v with PTTL %v; want on every node with 5000", nodes, pttls)
+	}
+}

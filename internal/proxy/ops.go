@@ -38,6 +38,7 @@ type op struct {
 	// exactCmd is an extend's second step: the call as the client asked,
 	// sent to every backend once the extend's success leaves (final).
 	exactCmd []byte
+	exactSc  *resp.Script
 	t1       time.Time
 	done     chan<- struct{}
 

@@ -174,14 +174,19 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
 	var exact []byte
+	var exactSc *resp.Script
 	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
 		if !a.ReadOnly && !cl.Additive {
 			// Two steps: the extend never shortens the lock, and once it
 			// succeeded the same call without KeepLonger sets the TTL as
-			// asked (op.final).
-			exact = cl.AppendReference(nil, keys, argv, a)
+			// asked (op.final). The second step only re-arms: sent after
+			// the client's later pipelined commands, it must not take
+			// again a key they released.
+			ea := a
+			ea.RearmOnly = true
+			exact, exactSc = cl.AppendReference(nil, keys, argv, ea), cl.ReferenceFor(ea)
 			a.KeepLonger = true
 		}
 	}
@@ -190,7 +195,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	o := c.s.eng.newOp(name, opScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
-	o.exactCmd = exact
+	o.exactCmd, o.exactSc = exact, exactSc
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}

@@ -114,9 +114,8 @@ func (o *op) sendExact(cmd []byte, now time.Time) {
 	if cmd == nil {
 		return
 	}
-	sc := o.sc.class.Reference()
 	for n := 0; n < o.e.n; n++ {
-		o.e.be.Send(n, cmd, sc, ignoreReply{}, n, now.Add(o.e.timeout))
+		o.e.be.Send(n, cmd, o.exactSc, ignoreReply{}, n, now.Add(o.e.timeout))
 	}
 }
 

@@ -198,6 +198,11 @@ type CallArgs struct {
 	// backends only report the keys' states, for a call the proxy already
 	// knows must fail (an extend whose TTL cannot leave any validity).
 	ReadOnly bool
+	// RearmOnly sends an extend-or-acquire as the extend reference: it
+	// re-arms a key that holds the token and never takes a free one. The
+	// extend's second step runs so: it may reach the backends after a
+	// release the client pipelined behind the extend.
+	RearmOnly bool
 }
 
 // ReferenceFor returns the script a call with these arguments runs: the
@@ -205,6 +210,9 @@ type CallArgs struct {
 func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
 	if a.ReadOnly {
 		return refQuery
+	}
+	if a.RearmOnly && c.Role == RoleExtendOrAcquire {
+		return refExtend
 	}
 	return c.Reference()
 }
