@@ -70,3 +70,24 @@ return 0`
 		t.Fatalf("the lock is on %v with PTTL %v; want on every node with 5000", nodes, pttls)
 	}
 }
+
+// A lock acquired again with the same token behind its extend and release
+// in one pipeline keeps the TTL its acquisition set: the extend's second
+// step (sent once the extend's reply leaves) never runs after the client's
+// later commands on the same key.
+func TestPipelinedReacquireAfterExtendKeepsItsTTL(t *testing.T) {
+	s, m := modelServer(3)
+	extend := `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+	acquire := `return redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`
+	m.set([]int{0, 1, 2}, "k", "tok", 20000)
+	r := pipeline(t, s,
+		evalArgs(extend, []string{"k"}, "tok", "5000"),
+		evalArgs(releaseText, []string{"k"}, "tok"),
+		evalArgs(acquire, []string{"k"}, "tok", "30000"))
+	if r[0].String() != ":1" || r[1].String() != ":1" || r[2].String() != "+OK" {
+		t.Fatalf("extend, release, acquire = %v; want :1, :1, +OK", r)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 3 || pttls[0] != 30000 || pttls[1] != 30000 || pttls[2] != 30000 {
+		t.Fatalf("the new lock is on %v with PTTL %v; want on every node with the 30000 it was granted", nodes, pttls)
+	}
+}
