@@ -55,6 +55,12 @@ type client struct {
 	created  time.Time
 	lastCmd  string
 
+	// Keys of this batch's extends whose second step (sent when their
+	// reply leaves) is still to come: a later command on one of them waits
+	// for that reply, so that the step never runs after it.
+	exactKeys [][]byte
+	exactBuf  []byte
+
 	rejected      int       // error replies given, to tell answered commands apart
 	partialSince  time.Time // when the command being read started arriving
 	deadline      time.Time // the read deadline in force
@@ -162,6 +168,7 @@ func (c *client) flush() error {
 	}
 	c.slots = c.slots[:0]
 	c.scratch = c.scratch[:0]
+	c.exactKeys, c.exactBuf = c.exactKeys[:0], c.exactBuf[:0]
 	if len(c.out) == 0 {
 		return nil
 	}
@@ -240,4 +247,47 @@ func (c *client) reserveRead() {
 func (c *client) await(ops ...*op) {
 	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3})
 	c.inflight += len(ops)
+}
+
+// noteExact records the keys of an extend whose second step is sent when
+// its reply leaves.
+func (c *client) noteExact(keys [][]byte) {
+	for _, k := range keys {
+		a := len(c.exactBuf)
+		c.exactBuf = append(c.exactBuf, k...)
+		c.exactKeys = append(c.exactKeys, c.exactBuf[a:len(c.exactBuf):len(c.exactBuf)])
+	}
+}
+
+// awaitsExact reports whether a command with these arguments names a key
+// of an extend whose second step is still to be sent.
+func (c *client) awaitsExact(cmd *command, args [][]byte) bool {
+	var keys [][]byte
+	switch {
+	case cmd.name == "eval" || cmd.name == "evalsha":
+		nk, ok := resp.ParseInt(args[2])
+		if !ok || nk < 0 || nk > int64(len(args)-3) {
+			return false // refused before it reaches a backend
+		}
+		keys = args[3 : 3+nk]
+	case cmd.first > 0:
+		last := cmd.last
+		if last < 0 {
+			last = len(args) + last
+		}
+		if last >= len(args) {
+			last = len(args) - 1
+		}
+		for i := cmd.first; i <= last; i += cmd.step {
+			keys = append(keys, args[i])
+		}
+	}
+	for _, k := range keys {
+		for _, x := range c.exactKeys {
+			if string(k) == string(x) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -196,6 +196,9 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
 	o.exactCmd, o.exactSc = exact, exactSc
+	if exact != nil {
+		c.noteExact(keys)
+	}
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
