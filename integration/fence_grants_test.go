@@ -68,3 +68,25 @@ func TestFenceNumberRisesForANewGrantWithTheSameToken(t *testing.T) {
 		t.Fatalf("the number of a grant made after the first was released is %d, not above the first's %d", second, first)
 	}
 }
+
+// A lock removed by force (DEL) takes its fencing state with it, as a
+// release does: a new grant with the same token gets a larger number.
+func TestFenceNumberRisesAfterAForcedDelete(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("fence-del")
+	if ok, err := cl.SetNX(ctx, key, "tok", 5*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	first := fence(t, cl, key, "tok")
+	if n, err := cl.Del(ctx, key).Result(); n != 1 || err != nil {
+		t.Fatalf("DEL = %v, %v; want 1", n, err)
+	}
+	if ok, err := cl.SetNX(ctx, key, "tok", 5*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX again = %v, %v", ok, err)
+	}
+	if second := fence(t, cl, key, "tok"); second <= first {
+		t.Fatalf("the number of a grant made after a forced DEL is %d, not above the first's %d", second, first)
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -84,8 +85,24 @@ func cmdDel(c *client, args [][]byte) {
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("del", opDel, c.done)
-		c.cmd = appendKeyCmd(c.cmd[:0], "DEL", k)
-		c.s.eng.start(ops[i], c.cmd, nil)
+		c.cmd = appendDelCmd(c.cmd[:0], k)
+		c.s.eng.start(ops[i], c.cmd, delScript)
 	}
 	c.await(ops...)
+}
+
+// appendDelCmd encodes a forced delete of key and of its FENCE state, which
+// lives exactly as long as its grant (as a release deletes it too).
+func appendDelCmd(b []byte, key []byte) []byte {
+	b = resp.AppendArrayHeader(b, 5)
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, delScript.Sha)
+	b = resp.AppendBulkString(b, "2")
+	b = resp.AppendBulk(b, key)
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(fenceStatePrefix)+len(key)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, fenceStatePrefix...)
+	b = append(b, key...)
+	return append(b, '\r', '\n')
 }

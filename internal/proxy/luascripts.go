@@ -39,6 +39,11 @@ return n`))
   return redis.error_reply('TOOLONG the value is longer than max_token')
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
+	// delScript is DEL of a lock key (KEYS[1]) that also deletes its FENCE
+	// state (KEYS[2]); it answers as DEL of the lock key.
+	delScript = resp.NewScript([]byte(`local n = redis.call('del', KEYS[1])
+redis.call('del', KEYS[2])
+return n`))
 	// getScript is GET bounded like readScript.
 	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')
