@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -124,6 +125,14 @@ func (r *RawConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// opErr reports err as net.Conn does: one *net.OpError of the read or the
+// write, around the cause (a deadline, a closed connection, an errno).
+// The RawConn's own errors already come as an OpError of its "raw-read"
+// or "raw-write": only their cause is kept.
 func (r *RawConn) opErr(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
 	return &net.OpError{Op: op, Net: "tcp", Source: r.LocalAddr(), Addr: r.RemoteAddr(), Err: err}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,6 +94,9 @@ func TestRawConnDeadlines(t *testing.T) {
 	}
 	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("read past the deadline: %T is not itself a timeout net.Error", err)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) || strings.Count(err.Error(), "tcp") != 1 {
+		t.Fatalf("read past the deadline: %q; want one read error around os.ErrDeadlineExceeded, as net.Conn gives", err)
 	}
 	rc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 	big := make([]byte, 64<<20) // the peer never reads
