@@ -1,7 +1,6 @@
 package netio
 
 import (
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -130,8 +129,7 @@ func (r *RawConn) Write(p []byte) (int, error) {
 // The RawConn's own errors already come as an OpError of its "raw-read"
 // or "raw-write": only their cause is kept.
 func (r *RawConn) opErr(op string, err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
+	if oe, ok := err.(*net.OpError); ok {
 		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: r.LocalAddr(), Addr: r.RemoteAddr(), Err: err}

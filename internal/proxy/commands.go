@@ -404,11 +404,17 @@ const reservedPrefix = "redlock-proxy:"
 // reservedKey reports whether a key of a command (at first..last by step,
 // last -1 meaning the last argument) is one of the proxy's own.
 func reservedKey(args [][]byte, first, last, step int) bool {
+	return anyKey(args, first, last, step, isReserved)
+}
+
+// anyKey reports whether is holds for a key of a command: the arguments at
+// first..last by step, last -1 meaning the last argument.
+func anyKey(args [][]byte, first, last, step int, is func([]byte) bool) bool {
 	if last < 0 {
 		last = len(args) + last
 	}
 	for i := first; i <= last && i < len(args); i += max(step, 1) {
-		if isReserved(args[i]) {
+		if is(args[i]) {
 			return true
 		}
 	}

@@ -262,31 +262,24 @@ func (c *client) noteExact(keys [][]byte) {
 // awaitsExact reports whether a command with these arguments names a key
 // of an extend whose second step is still to be sent.
 func (c *client) awaitsExact(cmd *command, args [][]byte) bool {
-	var keys [][]byte
 	switch {
 	case cmd.name == "eval" || cmd.name == "evalsha":
 		nk, ok := resp.ParseInt(args[2])
 		if !ok || nk < 0 || nk > int64(len(args)-3) {
 			return false // refused before it reaches a backend
 		}
-		keys = args[3 : 3+nk]
+		return anyKey(args, 3, 2+int(nk), 1, c.isExact)
 	case cmd.first > 0:
-		last := cmd.last
-		if last < 0 {
-			last = len(args) + last
-		}
-		if last >= len(args) {
-			last = len(args) - 1
-		}
-		for i := cmd.first; i <= last; i += cmd.step {
-			keys = append(keys, args[i])
-		}
+		return anyKey(args, cmd.first, cmd.last, cmd.step, c.isExact)
 	}
-	for _, k := range keys {
-		for _, x := range c.exactKeys {
-			if string(k) == string(x) {
-				return true
-			}
+	return false
+}
+
+// isExact reports whether key is one of noteExact's.
+func (c *client) isExact(key []byte) bool {
+	for _, x := range c.exactKeys {
+		if string(key) == string(x) {
+			return true
 		}
 	}
 	return false

@@ -60,12 +60,6 @@ func appendBoundedRead(b []byte, sc *resp.Script, key []byte, maxToken int) []by
 	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
-func appendKeyCmd(b []byte, name string, key []byte) []byte {
-	b = resp.AppendArrayHeader(b, 2)
-	b = resp.AppendBulkString(b, name)
-	return resp.AppendBulk(b, key)
-}
-
 func cmdPTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", false) }
 func cmdTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", true) }
 

@@ -38,7 +38,6 @@ type op struct {
 	// exactCmd is an extend's second step: the call as the client asked,
 	// sent to every backend once the extend's success leaves (final).
 	exactCmd []byte
-	exactSc  *resp.Script
 	t1       time.Time
 	done     chan<- struct{}
 
@@ -329,8 +328,8 @@ func (o *op) final(now time.Time) resp.Value {
 	undo := o.takeUndoLocked()
 	v := o.result
 	var exact []byte
-	if o.granted && o.exactCmd != nil {
-		exact, o.exactCmd = o.exactCmd, nil
+	if o.granted {
+		exact = o.exactCmd
 	}
 	o.mu.Unlock()
 	o.sendUndo(undo)

@@ -155,9 +155,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		}
 		a.TTLms = ttl.Milliseconds()
 	}
+	var tokens [][]byte // the tokens an acquiring role writes, one per key
 	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
-		for k := range keys {
-			if tok := cl.TokensOf(argv, len(keys))[k]; len(tok) > c.s.cfg.Limits.MaxToken {
+		tokens = cl.TokensOf(argv, len(keys))
+		for _, tok := range tokens {
+			if len(tok) > c.s.cfg.Limits.MaxToken {
 				c.replyErr(msgTokenTooLong(len(tok), c.s.cfg.Limits.MaxToken))
 				return
 			}
@@ -174,7 +176,6 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
 	var exact []byte
-	var exactSc *resp.Script
 	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
@@ -186,7 +187,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 			// again a key they released.
 			ea := a
 			ea.RearmOnly = true
-			exact, exactSc = cl.AppendReference(nil, keys, argv, ea), cl.ReferenceFor(ea)
+			exact = cl.AppendReference(nil, keys, argv, ea)
 			a.KeepLonger = true
 		}
 	}
@@ -195,7 +196,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	o := c.s.eng.newOp(name, opScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
-	o.exactCmd, o.exactSc = exact, exactSc
+	o.exactCmd = exact
 	if exact != nil {
 		c.noteExact(keys)
 	}
@@ -207,7 +208,6 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// extend-or-acquire only where it took a free key (see undoFate). A
 		// failed extend never is: it would delete the caller's lock where
 		// it is still valid.
-		tokens := cl.TokensOf(argv, len(keys))
 		if sameAll(tokens) {
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, keys, tokens[:1], ttl)
 		} else {

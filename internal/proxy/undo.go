@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
@@ -114,8 +115,9 @@ func (o *op) sendExact(cmd []byte, now time.Time) {
 	if cmd == nil {
 		return
 	}
+	sc := o.sc.class.ReferenceFor(script.CallArgs{RearmOnly: true})
 	for n := 0; n < o.e.n; n++ {
-		o.e.be.Send(n, cmd, o.exactSc, ignoreReply{}, n, now.Add(o.e.timeout))
+		o.e.be.Send(n, cmd, sc, ignoreReply{}, n, now.Add(o.e.timeout))
 	}
 }
 
