@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 )
 
 // The Go lock libraries, unchanged, pointed at the proxy instead of one
@@ -229,8 +228,8 @@ func TestEvalShaSurvivesBackendRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SCRIPT LOAD: %v", err)
 	}
-	if sum := sha1.Sum([]byte(seedRelease)); sha != hex.EncodeToString(sum[:]) {
-		t.Fatalf("SCRIPT LOAD = %s; want the script's own sha1 %x", sha, sum)
+	if sum := script.Sha1([]byte(seedRelease)); sha != sum {
+		t.Fatalf("SCRIPT LOAD = %s; want the script's own sha1 %s", sha, sum)
 	}
 	if ex, err := cl.ScriptExists(ctx, sha, "0000000000000000000000000000000000000000").Result(); err != nil || !ex[0] || ex[1] {
 		t.Fatalf("SCRIPT EXISTS = %v, %v", ex, err)

@@ -24,6 +24,9 @@ return 0`
 
 const oneLineExtend = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
 
+// spacedExtend is the same compare-and-pexpire written with spaces.
+const spacedExtend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+
 // The single-instance lock pattern, unchanged, through the proxy over five
 // real masters.
 func TestSingleInstancePatternOverFiveMasters(t *testing.T) {
@@ -412,8 +415,7 @@ func TestFailedShortExtendLeavesTheLockAsItWas(t *testing.T) {
 	}
 	// The same through an extend script (the compare-and-pexpire most
 	// libraries send): 0, and the lock left alone.
-	const extend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
-	if n, err := cl.Eval(ctx, extend, []string{key}, "tok", "1").Int(); n != 0 || err != nil {
+	if n, err := cl.Eval(ctx, spacedExtend, []string{key}, "tok", "1").Int(); n != 0 || err != nil {
 		t.Fatalf("extend script with a 1 ms TTL = %v, %v; want 0: 1 ms leaves no validity", n, err)
 	}
 	for i, d := range c.pttls(key) {
@@ -449,8 +451,7 @@ func TestFailedShorteningExtendLeavesTheLockAsItWas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const extend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
-	n, err := cl.Eval(ctx, extend, []string{key}, "tok", "2000").Int()
+	n, err := cl.Eval(ctx, spacedExtend, []string{key}, "tok", "2000").Int()
 	for _, i := range []int{1, 2} {
 		if err := c.servers[i].Resume(); err != nil {
 			t.Fatal(err)
@@ -468,7 +469,7 @@ func TestFailedShorteningExtendLeavesTheLockAsItWas(t *testing.T) {
 		}
 	}
 	// A successful shortening extend sets the TTL as asked on every master.
-	if n, err := cl.Eval(ctx, extend, []string{key}, "tok", "3000").Int(); n != 1 || err != nil {
+	if n, err := cl.Eval(ctx, spacedExtend, []string{key}, "tok", "3000").Int(); n != 1 || err != nil {
 		t.Fatalf("extend = %v, %v; want 1", n, err)
 	}
 	c.checkPTTLs(t, "after a successful shortening extend", key, "tok", 2500*time.Millisecond, 3*time.Second)

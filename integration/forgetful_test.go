@@ -52,15 +52,6 @@ func TestMastersThatMayEvictLocksDoNotCount(t *testing.T) {
 	waitGrant(t, cl, uniqueKey("evict"), "t", time.Second, 10*time.Second)
 }
 
-func contains(s []int, x int) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 // redsync, which the README lists as working through the proxy, retries a
 // failed Lock with the same value (its default is 32 tries), and a client
 // of a proxy fleet behind a load balancer may send the retry to another

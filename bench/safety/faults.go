@@ -428,7 +428,7 @@ func scheduleMixed(ctx context.Context, e *Env) {
 // and until their quarantine ends, no lock may be granted.
 func scheduleMajorityDown(ctx context.Context, e *Env) {
 	n := e.C.NumBackends()
-	k := n/2 + 1
+	k := e.C.Majority()
 	for sleepCtx(ctx, 700*time.Millisecond) {
 		down := 1500 * time.Millisecond
 		// Leave time after the quarantine (up to a second longer than the

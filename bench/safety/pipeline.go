@@ -198,7 +198,7 @@ type GreedyConfig struct {
 	Conns    int // connections (default 4)
 	Pipeline int // GETs written at once on each (default 256)
 	Keys     int // large values planted (default 4)
-	Size     int // bytes per value (default 256 KiB)
+	Size     int // bytes per value (default 64 KiB)
 }
 
 // greedyPrefix starts the keys of the greedy client's large values.

@@ -2,7 +2,6 @@ package netio
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -214,5 +213,3 @@ func runFanout(b *testing.B, op func()) {
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
-
-var _ = fmt.Sprint

@@ -1,8 +1,6 @@
 package script
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -406,8 +404,7 @@ func (r *runner) install() {
 		"error_reply":  fn(errorReply),
 		"status_reply": fn(statusReply),
 		"sha1hex": fn(func(L *lua.LState) int {
-			sum := sha1.Sum([]byte(L.CheckString(1)))
-			L.Push(lua.LString(hex.EncodeToString(sum[:])))
+			L.Push(lua.LString(Sha1([]byte(L.CheckString(1)))))
 			return 1
 		}),
 		"log":                fn(func(*lua.LState) int { return 0 }),
