@@ -133,9 +133,6 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}
-	if len(c.exactKeys) > 0 && c.awaitsExact(cmd, args) {
-		c.flush()
-	}
 	started, rejected := c.inflight, c.rejected
 	cmd.fn(c, args)
 	// Commands that started no op and were not rejected were answered here.

@@ -55,12 +55,6 @@ type client struct {
 	created  time.Time
 	lastCmd  string
 
-	// Keys of this batch's extends whose second step (sent when their
-	// reply leaves) is still to come: a later command on one of them waits
-	// for that reply, so that the step never runs after it.
-	exactKeys [][]byte
-	exactBuf  []byte
-
 	rejected      int       // error replies given, to tell answered commands apart
 	partialSince  time.Time // when the command being read started arriving
 	deadline      time.Time // the read deadline in force
@@ -168,7 +162,6 @@ func (c *client) flush() error {
 	}
 	c.slots = c.slots[:0]
 	c.scratch = c.scratch[:0]
-	c.exactKeys, c.exactBuf = c.exactKeys[:0], c.exactBuf[:0]
 	if len(c.out) == 0 {
 		return nil
 	}
@@ -247,40 +240,4 @@ func (c *client) reserveRead() {
 func (c *client) await(ops ...*op) {
 	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3})
 	c.inflight += len(ops)
-}
-
-// noteExact records the keys of an extend whose second step is sent when
-// its reply leaves.
-func (c *client) noteExact(keys [][]byte) {
-	for _, k := range keys {
-		a := len(c.exactBuf)
-		c.exactBuf = append(c.exactBuf, k...)
-		c.exactKeys = append(c.exactKeys, c.exactBuf[a:len(c.exactBuf):len(c.exactBuf)])
-	}
-}
-
-// awaitsExact reports whether a command with these arguments names a key
-// of an extend whose second step is still to be sent.
-func (c *client) awaitsExact(cmd *command, args [][]byte) bool {
-	switch {
-	case cmd.name == "eval" || cmd.name == "evalsha":
-		nk, ok := resp.ParseInt(args[2])
-		if !ok || nk < 0 || nk > int64(len(args)-3) {
-			return false // refused before it reaches a backend
-		}
-		return anyKey(args, 3, 2+int(nk), 1, c.isExact)
-	case cmd.first > 0:
-		return anyKey(args, cmd.first, cmd.last, cmd.step, c.isExact)
-	}
-	return false
-}
-
-// isExact reports whether key is one of noteExact's.
-func (c *client) isExact(key []byte) bool {
-	for _, x := range c.exactKeys {
-		if string(key) == string(x) {
-			return true
-		}
-	}
-	return false
 }

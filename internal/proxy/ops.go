@@ -35,11 +35,8 @@ type op struct {
 	undoCmd []byte        // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
 	laterSc *resp.Script  // and undoLaterScript
-	// exactCmd is an extend's second step: the call as the client asked,
-	// sent to every backend once the extend's success leaves (final).
-	exactCmd []byte
-	t1       time.Time
-	done     chan<- struct{}
+	t1      time.Time
+	done    chan<- struct{}
 
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
@@ -327,13 +324,8 @@ func (o *op) final(now time.Time) resp.Value {
 	}
 	undo := o.takeUndoLocked()
 	v := o.result
-	var exact []byte
-	if o.granted {
-		exact = o.exactCmd
-	}
 	o.mu.Unlock()
 	o.sendUndo(undo)
-	o.sendExact(exact, now)
 	if o.e.stats != nil {
 		o.e.stats.decided(o.name, o.outcome, o.decidedAt.Sub(o.t1))
 	}

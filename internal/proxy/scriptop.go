@@ -175,31 +175,15 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
-	var exact []byte
 	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
-		if !a.ReadOnly && !cl.Additive {
-			// Two steps: the extend never shortens the lock, and once it
-			// succeeded the same call without KeepLonger sets the TTL as
-			// asked (op.final). The second step only re-arms: sent after
-			// the client's later pipelined commands, it must not take
-			// again a key they released.
-			ea := a
-			ea.RearmOnly = true
-			exact = cl.AppendReference(nil, keys, argv, ea)
-			a.KeepLonger = true
-		}
 	}
 
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
-	o.exactCmd = exact
-	if exact != nil {
-		c.noteExact(keys)
-	}
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}

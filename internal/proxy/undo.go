@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
@@ -105,23 +104,3 @@ const (
 // delete it: a resumed master runs the late SET and the undo queued on the
 // new connection within a few milliseconds of each other.
 const recentUndo = 10 * time.Millisecond
-
-// sendExact sends an extend's second step to every backend, ahead of
-// anything the client sends after this reply: the TTL as the client asked,
-// on the keys that still hold its token. Its answers are not needed: a
-// backend that misses it keeps the longer TTL, which only delays the next
-// holder.
-func (o *op) sendExact(cmd []byte, now time.Time) {
-	if cmd == nil {
-		return
-	}
-	sc := o.sc.class.ReferenceFor(script.CallArgs{RearmOnly: true})
-	for n := 0; n < o.e.n; n++ {
-		o.e.be.Send(n, cmd, sc, ignoreReply{}, n, now.Add(o.e.timeout))
-	}
-}
-
-// ignoreReply is the receiver of answers nobody waits for.
-type ignoreReply struct{}
-
-func (ignoreReply) Receive(int, resp.Result) {}

@@ -26,14 +26,17 @@ import (
 // ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
 // token), [3] least PTTL in ms that is not "too little" (0: no minimum),
 // [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
-// key without TTL, 4: keep: an extend never shortens, see KeepLonger), [6] longest TTL in ms an added TTL may reach, [7] n,
+// key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
 // [8] longest value a detailed answer brings back (a longer one comes back
 // as nil), then one token per key (none for a query without token).
 
 const refPrelude = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
-local additive, nottl, keep = flags % 2 == 1, flags % 4 >= 2, flags % 8 >= 4
+local additive, nottl = flags % 2 == 1, flags % 4 >= 2
+-- asked: set by an extend that sets (not adds) a TTL, which keeps the
+-- longer of that TTL and what is left, and reports the TTL asked.
+local asked = nil
 local cs, pts, vs = {}, {}, {}
 for i = 1, n do
   local v = redis.call('get', KEYS[i])
@@ -55,8 +58,8 @@ local function reply(acted)
     out[#out + 1] = pts[i]
     if vs[i] and #vs[i] > maxv then out[#out + 1] = false else out[#out + 1] = vs[i] end
     local after = redis.call('pttl', KEYS[i])
-    -- Kept longer: report the TTL the extend's second step will set.
-    if keep and acted == 1 and after > ttl then after = ttl end
+    -- Kept longer: report the TTL the caller asked, and counts on.
+    if asked and acted == 1 and after > asked then after = asked end
     out[#out + 1] = after
   end
   return out
@@ -94,25 +97,26 @@ for i = 1, n do
 end
 return reply(all)`))
 
-	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all\n" + refPrelude + `for i = 1, n do
+	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all, never shorter\n" + refPrelude + `if not additive then asked = ttl end
+for i = 1, n do
   local c = cs[i]
   if not (c == 1 or (c == 2 and nottl and not additive)) then return reply(0) end
   if additive and pts[i] + ttl > cap then return reply(0) end
 end
 for i = 1, n do
-  if additive then rearm(i, pts[i] + ttl) elseif keep then rearm(i, math.max(ttl, pts[i])) else rearm(i, ttl) end
+  if additive then rearm(i, pts[i] + ttl) else rearm(i, math.max(ttl, pts[i])) end
 end
 return reply(1)`))
 
-	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it if it holds the token\n" + refPrelude + `local c = cs[1]
+	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token\n" + refPrelude + `local c = cs[1]
 if c == 0 then
   redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
   forget(1)
   return reply(1)
 end
 if c == 1 or (c == 2 and nottl) then
-  local ms = ttl
-  if keep then ms = math.max(ttl, pts[1]) end
+  asked = ttl
+  local ms = math.max(ttl, pts[1])
   redis.call('set', KEYS[1], ARGV[9], 'PX', ms)
   if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
   return reply(1)
@@ -187,22 +191,10 @@ type CallArgs struct {
 	// Companion, when set, names each lock key's companion: Companion
 	// followed by the key (see the KEYS above).
 	Companion string
-	// KeepLonger makes an extend that replaces the TTL never shorten a
-	// lock: each key gets the longer of the TTL and what it has left (a
-	// detailed answer reports the TTL as the call asked). The proxy sends
-	// the call again without it, setting the TTL as asked, only once the
-	// extend succeeded: an extend answered as failed then leaves every
-	// master's lock at least as long as it was.
-	KeepLonger bool
 	// ReadOnly sends the query reference instead of the role's: the
 	// backends only report the keys' states, for a call the proxy already
 	// knows must fail (an extend whose TTL cannot leave any validity).
 	ReadOnly bool
-	// RearmOnly sends an extend-or-acquire as the extend reference: it
-	// re-arms a key that holds the token and never takes a free one. The
-	// extend's second step runs so: it may reach the backends after a
-	// release the client pipelined behind the extend.
-	RearmOnly bool
 }
 
 // ReferenceFor returns the script a call with these arguments runs: the
@@ -210,9 +202,6 @@ type CallArgs struct {
 func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
 	if a.ReadOnly {
 		return refQuery
-	}
-	if a.RearmOnly && c.Role == RoleExtendOrAcquire {
-		return refExtend
 	}
 	return c.Reference()
 }
@@ -267,9 +256,6 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	}
 	if c.NoTTLActs {
 		flags |= 2
-	}
-	if a.KeepLonger && !c.Additive && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
-		flags |= 4
 	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
 		dst = appendInt(dst, n)
