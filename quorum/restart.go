@@ -18,31 +18,31 @@ type Identity struct {
 // decision, whether it has watched the master for a year or started a
 // second ago.
 type Marker struct {
-	// Change says why the marker was (re)written by this check: "" when it
-	// was found as it was left; "new" when there was none (a master no
-	// proxy has used, or one whose data is gone: restarted empty, flushed,
-	// evicted); "promoted" when the master's replication history is a
-	// promoted replica's; "restarted" when it restarted with some of its
-	// data; "reloaded" when it restarted and reloaded every write.
+	// Change says why this check recorded a loss on the marker: "" when it
+	// found the marker as it was left (see Watch.Reason for the others).
 	Change string
+	// Why is the reason recorded with the latest loss, by whichever check
+	// recorded it: every proxy reports the same.
+	Why string
 	// LostAgo is how long ago, by the master's clock, it may last have lost
-	// writes: the marker's record, kept by every proxy that checks it.
+	// writes: the latest instant any proxy's check recorded on the marker.
 	LostAgo time.Duration
 	// StartedAgo is how long ago, by the master's clock, its current run
 	// started, as recorded on the marker by the first check of the run (the
 	// latest start its uptime allows): every proxy reads the same instant,
 	// where uptime_in_seconds alone would differ by up to a second.
 	StartedAgo time.Duration
-	// Durable reports that the master persists every write before
-	// answering (appendfsync always) and found its marker after a restart:
-	// a restart cost it nothing, so its uptime does not quarantine it.
-	Durable bool
 	// Hold is the longest quarantine any proxy recorded on the marker: the
 	// largest max_ttl + drift in the fleet.
 	Hold time.Duration
+	// LostAt and StartedAt are the two instants as recorded, in
+	// milliseconds of the master's clock: they tell a new record from an
+	// old one exactly, where LostAgo and StartedAgo move with each reply's
+	// latency.
+	LostAt, StartedAt int64
 }
 
-// RestartMode selects how a backend's restarts are recognised.
+// RestartMode selects how a backend's losses are recognised.
 type RestartMode uint8
 
 // The restart rules.
@@ -50,12 +50,13 @@ const (
 	// RuleStrict decides from what the backend reports: a master counts
 	// only once Hold has passed since it started (its uptime) and since it
 	// may last have lost writes (its marker: a restart, a promotion, a
-	// flush). Every proxy reaches the same decision. The default.
+	// resync, a flush, an eviction). Every proxy reaches the same decision.
+	// The default.
 	RuleStrict RestartMode = iota
-	// RuleRunID trusts a backend the first time it is seen and quarantines
-	// it when its run_id changes. A proxy that starts soon after a master
-	// restarted cannot tell, so it may count a master that forgot locks:
-	// unsafe in exactly that case.
+	// RuleRunID is RuleStrict for everything that happens after this
+	// proxy first saw the backend, and trusts what happened before: a
+	// proxy that starts soon after a master restarted or lost writes may
+	// count a master that forgot locks, unsafe in exactly that case.
 	RuleRunID
 )
 
@@ -74,10 +75,16 @@ type RestartRule struct {
 type Watch struct {
 	Rule RestartRule
 
-	seen  bool
+	seen bool
+	// trusted holds the marker's records at this Watch's first sight, which
+	// RuleRunID trusts; set is false when there was no marker.
+	trusted struct {
+		set           bool
+		lost, started int64
+	}
 	runID string
 	boot  time.Time // estimated start of the backend's current run
-	until time.Time // votes do not count before this instant
+	until time.Time // votes do not count before this instant; it only moves later
 	why   string    // what the quarantine in force is for
 }
 
@@ -106,9 +113,8 @@ func bootAt(id Identity, now time.Time) time.Time {
 
 // Observe records the identity a backend reported at now, and reports
 // whether it restarted (or otherwise may have lost writes) since the last
-// observation, or cannot be shown not to have. Under RuleStrict it may be
-// called again on a live connection (a periodic check): the quarantine only
-// ever grows.
+// observation, or cannot be shown not to have. It may be called again on a
+// live connection (a periodic check): the quarantine only ever grows.
 func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	boot := bootAt(id, now)
 	defer func() {
@@ -116,44 +122,51 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		w.runID = id.RunID
 		w.boot = boot
 	}()
+	if !w.seen && id.Marker != nil {
+		w.trusted.set, w.trusted.lost, w.trusted.started = true, id.Marker.LostAt, id.Marker.StartedAt
+	}
 	if w.Rule.Hold <= 0 {
 		return w.seen && w.changedRun(id, boot)
-	}
-	if w.Rule.Mode == RuleRunID {
-		if !w.seen {
-			return false
-		}
-		if w.changedRun(id, boot) {
-			w.quarantine(now, boot.Add(w.Rule.Hold), "restarted")
-			return true
-		}
-		return false
 	}
 	hold := w.Rule.Hold
 	if id.Marker != nil && id.Marker.Hold > hold {
 		hold = id.Marker.Hold
 	}
 	restarted = w.seen && w.changedRun(id, boot)
-	if id.Marker != nil {
-		boot = now.Add(-id.Marker.StartedAgo)
+	m := id.Marker
+	// since keeps the quarantine of a loss or a start the rule counts:
+	// under RuleRunID only one recorded after this Watch first saw the
+	// backend.
+	since := func(at time.Time, rec, trusted int64, why string) {
+		if w.Rule.Mode == RuleRunID && w.trusted.set && rec == trusted {
+			return
+		}
+		w.quarantine(now, at.Add(hold), why)
 	}
-	if id.Marker == nil || !id.Marker.Durable {
-		w.quarantine(now, boot.Add(hold), "started")
-	}
-	if m := id.Marker; m != nil {
-		if m.LostAgo >= 0 {
-			why := m.Change
-			if why == "" {
-				why = "marked"
+	if m == nil {
+		if w.Rule.Mode == RuleRunID {
+			if restarted {
+				w.quarantine(now, boot.Add(hold), "restarted")
 			}
-			w.quarantine(now, now.Add(-m.LostAgo).Add(hold), why)
+			return restarted
 		}
-		if m.Change != "" && m.Change != "new" {
-			restarted = true
-		}
-	} else {
 		// Nothing says what happened to its data: assume it was lost now.
 		w.quarantine(now, now.Add(hold), "unmarked")
+		return restarted
+	}
+	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, "started")
+	if m.LostAgo >= 0 {
+		why := m.Change
+		if why == "" {
+			why = m.Why
+		}
+		if why == "" {
+			why = "marked"
+		}
+		since(now.Add(-m.LostAgo), m.LostAt, w.trusted.lost, why)
+	}
+	if m.Change != "" && m.Change != "new" {
+		restarted = true
 	}
 	return restarted
 }
@@ -187,8 +200,17 @@ func (w *Watch) Counts(now time.Time) bool { return !now.Before(w.until) }
 func (w *Watch) QuarantinedUntil() time.Time { return w.until }
 
 // Reason says what the quarantine in force is for: "started" (the backend
-// started less than the hold ago), "new", "promoted", "restarted",
-// "reloaded", "marked" or "unmarked" (see Marker).
+// started less than the hold ago); "new" (no marker: a master no proxy has
+// used, or one whose data is gone, restarted empty or flushed); "restarted"
+// (a new run, with whatever data it reloaded); "promoted" (a replica of the
+// master the marker was written on, now a master); "resynced" (a
+// replication history the marker does not know: a full resync from another
+// master, then a promotion, as in a failback); "evicting" (a memory policy
+// that may evict keys was in force); "evicted" (keys were evicted, or the
+// eviction count was reset); "reset" (the statistics were reset, which
+// hides evictions); "replaced" (another server than the one this proxy
+// knew answers at the address); "marked" (a loss another check recorded);
+// "unmarked" (no marker check could run).
 func (w *Watch) Reason() string { return w.why }
 
 // RunID is the last run_id observed.

@@ -304,8 +304,11 @@ func TestWatchStrictFirstSight(t *testing.T) {
 		{"fresh master", Identity{"r1", 2 * time.Second, &Marker{Change: "new", StartedAgo: time.Second}}, at(hold)},
 		{"restarted with its data, marker kept", Identity{"r2", 2 * time.Second, &Marker{Change: "restarted", LostAgo: time.Second, StartedAgo: time.Second}}, at(hold - time.Second)},
 		{"promoted replica, up a day", Identity{"r1", day, &Marker{Change: "promoted", StartedAgo: day}}, at(hold)},
-		{"durable, reloaded every write", Identity{"r2", 2 * time.Second, &Marker{Change: "reloaded", LostAgo: day, StartedAgo: time.Second, Durable: true}}, time.Time{}},
-		{"durable, but its marker records a recent loss", Identity{"r2", 2 * time.Second, &Marker{Change: "reloaded", LostAgo: 5 * time.Second, StartedAgo: time.Second, Durable: true}}, at(hold - 5*time.Second)},
+		// A restart always costs the hold from its start: what a reloaded
+		// file says cannot prove it holds the last writes of the run before.
+		{"restarted with appendfsync always, marker reloaded", Identity{"r2", 2 * time.Second, &Marker{Change: "restarted", LostAgo: time.Second, StartedAgo: time.Second}}, at(hold - time.Second)},
+		{"failed back after a resync, up a day", Identity{"r1", day, &Marker{Change: "resynced", StartedAgo: day}}, at(hold)},
+		{"keys evicted", Identity{"r1", day, &Marker{Change: "evicted", StartedAgo: day}}, at(hold)},
 		{"another proxy holds longer", Identity{"r1", day, &Marker{LostAgo: 40 * time.Second, StartedAgo: day, Hold: time.Minute}}, at(20 * time.Second)},
 		{"no marker check at all", Identity{"r1", day, nil}, at(hold)},
 	} {
@@ -317,11 +320,10 @@ func TestWatchStrictFirstSight(t *testing.T) {
 	}
 }
 
-// masterModel is a master as the marker check sees it: when it started,
-// when it may last have lost writes, whether it persists every write.
+// masterModel is a master as the marker check sees it: when it started and
+// when it may last have lost writes (ms of its clock, as recorded).
 type masterModel struct {
 	boot, lost time.Time
-	durable    bool
 	run        int
 }
 
@@ -330,7 +332,7 @@ func (m masterModel) report(now time.Time) Identity {
 	return Identity{
 		RunID:  string(rune('a' + m.run%26)),
 		Uptime: now.Sub(m.boot).Truncate(time.Second),
-		Marker: &Marker{LostAgo: now.Sub(m.lost), StartedAgo: now.Sub(m.boot), Durable: m.durable},
+		Marker: &Marker{LostAgo: now.Sub(m.lost), StartedAgo: now.Sub(m.boot), LostAt: m.lost.UnixMilli(), StartedAt: m.boot.UnixMilli()},
 	}
 }
 
@@ -340,19 +342,16 @@ func (m masterModel) report(now time.Time) Identity {
 func TestWatchStrictProxiesAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 500 {
-		m := masterModel{boot: t0.Add(-time.Duration(rng.Int64N(int64(time.Hour)))), durable: rng.IntN(3) == 0}
+		m := masterModel{boot: t0.Add(-time.Duration(rng.Int64N(int64(time.Hour))))}
 		m.lost = m.boot
 		now := t0
 		var watches []*Watch
 		for range 30 {
 			now = now.Add(time.Duration(rng.Int64N(int64(20 * time.Second))))
 			switch rng.IntN(6) {
-			case 0: // restart: a durable master keeps its writes
-				m.boot, m.run = now, m.run+1
-				if !m.durable {
-					m.lost = now
-				}
-			case 1: // promotion of a replica, or a flush: writes lost now
+			case 0: // restart: whatever it reloaded, writes may be lost
+				m.boot, m.run, m.lost = now, m.run+1, now
+			case 1: // a promotion, a resync, a flush, an eviction: writes lost now
 				m.lost = now
 			case 2: // a new proxy starts
 				watches = append(watches, &Watch{Rule: RestartRule{Hold: hold}})
@@ -369,14 +368,51 @@ func TestWatchStrictProxiesAgree(t *testing.T) {
 						now.Sub(t0), first, i, counts, watches[0].QuarantinedUntil().Sub(t0), w.QuarantinedUntil().Sub(t0))
 				}
 				// Never counts before Hold has passed since writes were lost,
-				// nor, for a master that does not persist every write, since
-				// it started.
+				// nor since it started.
 				if counts && now.Before(m.lost.Add(hold)) {
 					t.Fatalf("counts at %v, %v after it lost writes", now.Sub(t0), now.Sub(m.lost))
 				}
-				if counts && !m.durable && now.Before(m.boot.Add(hold)) {
+				if counts && now.Before(m.boot.Add(hold)) {
 					t.Fatalf("counts at %v, %v after it started", now.Sub(t0), now.Sub(m.boot))
 				}
+			}
+		}
+	}
+}
+
+// Under the run-id rule a proxy trusts what its first sight of a master
+// shows, and from then on decides as the strict rule does: a loss or a
+// restart recorded on the marker after its first sight keeps the master
+// out for the hold, and a proxy that first saw the master later trusts
+// more, never less, than one that saw it earlier.
+func TestWatchRunIDTrustsOnlyWhatCameBeforeItsFirstSight(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 500 {
+		m := masterModel{boot: t0.Add(-time.Duration(rng.Int64N(int64(time.Minute))))}
+		m.lost = m.boot
+		now := t0
+		w := &Watch{Rule: RestartRule{Hold: hold, Mode: RuleRunID}}
+		w.Observe(m.report(now), now)
+		if !w.Counts(now) {
+			t.Fatalf("a master first seen %v after its start is not trusted on first sight", now.Sub(m.boot))
+		}
+		var lossSeen time.Time // the latest loss after the first sight
+		for range 20 {
+			now = now.Add(time.Duration(rng.Int64N(int64(20 * time.Second))))
+			switch rng.IntN(4) {
+			case 0:
+				m.boot, m.run, m.lost = now, m.run+1, now
+				lossSeen = now
+			case 1:
+				m.lost = now
+				lossSeen = now
+			}
+			w.Observe(m.report(now), now)
+			if !lossSeen.IsZero() && w.Counts(now) && now.Before(lossSeen.Add(hold)) {
+				t.Fatalf("counts %v after a loss it saw happen", now.Sub(lossSeen))
+			}
+			if (lossSeen.IsZero() || !now.Before(lossSeen.Add(hold))) && !w.Counts(now) {
+				t.Fatalf("out at %v with no loss since its first sight within the hold (until %v)", now.Sub(t0), w.QuarantinedUntil().Sub(t0))
 			}
 		}
 	}

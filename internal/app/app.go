@@ -254,6 +254,14 @@ func (a *App) close() {
 // backendsOf adapts the netio pool to what the proxy needs.
 type backendsOf struct{ *netio.Pool }
 
+func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+	if checked {
+		b.Pool.SendChecked(node, cmd, sc, rcv, tag, deadline)
+		return
+	}
+	b.Pool.Send(node, cmd, sc, rcv, tag, deadline)
+}
+
 func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
 	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
 }

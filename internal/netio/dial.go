@@ -130,7 +130,8 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 		return false
 	}
 	l.gen++
-	l.conn, l.writing, l.ready, l.clientID, l.clientAddr, l.fsyncAlways = c, false, false, 0, "", false
+	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
+	l.cont.newConnection()
 	l.loaded = make(map[string]bool)
 	l.wbuf = l.wbuf[:0]
 	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
@@ -174,6 +175,8 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 			l.suspects = l.suspects[1:]
 		}
 	}
+	heldBack := l.cont.held
+	l.cont.held = nil
 	l.retained = append(kept, l.retained...)
 	var dropped []entry
 	if over := len(l.retained) - l.opt.MaxRetained; over > 0 {
@@ -189,6 +192,9 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	}
 	l.health.Since = time.Now()
 	l.mu.Unlock()
+	// Replies that waited for a continuity check that never came: known,
+	// but not counted.
+	l.deliverHeld(heldBack, false)
 	for _, e := range lost {
 		e.rcv.Receive(e.tag, resp.Result{Err: l.errLost})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -20,66 +21,115 @@ const MarkerKey = "redlock-proxy:marker"
 // decides from what it returns, so a proxy that has just started reaches
 // the same decision as one that has watched the master for a year.
 //
-// The marker holds the replication id it was written under. A master that
-// restarted gets a new replication id; a promoted replica gets a new one
-// and keeps its old master's as master_replid2; a flushed or fresh master
-// has no marker. Each case records the loss ("lost"), and the run's start
-// ("started", the latest start its uptime allows) is recorded once per
-// run, so that all proxies read the same instants. ARGV[1] is "1" when the
-// proxy found appendfsync always (and no-appendfsync-on-rewrite no): a
-// master that persists every write and reloaded its marker after a
-// restart lost nothing. ARGV[2] is the proxy's
-// hold in ms; the marker keeps the largest any proxy asked for.
+// A master's data may go back in time in many ways; each leaves a trace
+// that the script reads from what the master reports, and records as a
+// loss now (or, for a restart, at the run's start, when its data was
+// loaded):
+//   - no marker: a fresh master, or one whose data is gone (flushed,
+//     restarted empty, swapped out): "new";
+//   - a new run (run_id) with no promotion since its start (master_replid2
+//     all zeros): it reloaded whatever file it found, which may be older
+//     than its last writes, whatever appendfsync says of the new run:
+//     "restarted", lost at its start;
+//   - a promotion since the marker was written (master_replid2 set), where
+//     the marker's replication id is the old one: a replica of the master
+//     the marker was written on: "promoted";
+//   - a promotion from any other history than the marker's, such as a full
+//     resync from another master followed by a promotion (a failback):
+//     "resynced";
+//   - a new replication id in the same run with no promotion (the first
+//     replica attached, or the backlog was freed) changes nothing: the data
+//     is as it was;
+//   - a memory policy that may evict keys: "evicting", recorded at every
+//     check while it lasts;
+//   - a different evicted_keys count than the marker's for the same run
+//     (keys evicted, or the count reset): "evicted";
+//   - fewer commands processed than this connection saw before in the
+//     same run (CONFIG RESETSTAT, which hides evictions): "reset";
+//   - a different run than this link knew, which the marker does not show
+//     as a restart (another server answers at the address): "replaced".
+//
+// The run's start ("started", the latest its uptime allows) is recorded
+// once per run, so that all proxies read the same instants. Each recorded
+// loss gets a new epoch, which the continuity check compares, and its
+// reason ("why"), which every proxy then reports alike.
+//
+// ARGV: [1] the proxy's hold in ms (the marker keeps the largest any proxy
+// asked for), [2] the commands processed at this link's last check, [3]
+// the run_id that count was read in ("" when none).
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
-// durable (0/1), run_id, uptime s, eviction policy}; the policy is "" unless
-// the master may evict keys under memory pressure (a maxmemory and a
-// policy other than noeviction): such a master can forget a lock at any
-// moment, with no restart to see.
+// run_id, uptime s, eviction policy ("" unless it may evict), epoch,
+// master_replid, evicted_keys, commands processed, lost (ms of its clock),
+// started (ms), why the latest loss was recorded}.
 var markerScript = resp.NewScript([]byte(`local function field(info, name)
   return string.match(info, name .. ':([^\r\n]*)')
 end
 local repl = redis.call('INFO', 'replication')
 local server = redis.call('INFO', 'server')
-local role = field(repl, 'role')
+local stats = redis.call('INFO', 'stats')
+local memory = redis.call('INFO', 'memory')
+local role = field(repl, 'role') or ''
 local runid = field(server, 'run_id') or ''
 local uptime = tonumber(field(server, 'uptime_in_seconds')) or 0
-local memory = redis.call('INFO', 'memory')
+local replid = field(repl, 'master_replid') or ''
+local evicted = field(stats, 'evicted_keys') or '0'
+local cmds = tonumber(field(stats, 'total_commands_processed')) or 0
 local evicts = ''
 if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_policy') ~= 'noeviction' then
   evicts = field(memory, 'maxmemory_policy') or '?'
 end
 if role ~= 'master' then
-  return {role or '', '', 0, 0, 0, 0, runid, uptime, evicts}
+  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, ''}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local replid = field(repl, 'master_replid')
-local replid2 = field(repl, 'master_replid2')
-local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold')
-local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[2]) or 0)
+local replid2 = field(repl, 'master_replid2') or ''
+local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why')
+local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
 local started = tonumber(m[4])
 if m[3] ~= runid or not started then
   started = math.min(now, now - uptime * 1000 + 1000)
 end
-local durable = ARGV[1] == '1' and field(redis.call('INFO', 'persistence'), 'aof_enabled') == '1'
 local change, lost = '', tonumber(m[2]) or now
+local function loss(why, at)
+  if change == '' then change = why end
+  lost = math.max(lost, at)
+end
 if not m[1] then
-  change, lost = 'new', now
+  loss('new', now)
 elseif m[1] ~= replid then
-  if m[1] == replid2 then
-    change, lost = 'promoted', now
-  elseif durable then
-    change = 'reloaded'
-  else
-    change, lost = 'restarted', started
+  if not string.match(replid2, '^0+$') then
+    -- A promotion since the marker was written.
+    if m[1] == replid2 then loss('promoted', now) else loss('resynced', now) end
+  elseif m[3] ~= runid then
+    loss('restarted', started)
   end
+  -- Otherwise the same run, never promoted: a master changes its
+  -- replication id when its first replica attaches or its backlog is
+  -- freed, with its data as it was.
+elseif m[3] ~= runid then
+  loss('restarted', started)
 end
-durable = durable and change ~= 'new' and change ~= 'promoted'
-if change ~= '' or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold then
-  redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold)
+if ARGV[3] ~= '' and ARGV[3] ~= runid and change == '' then
+  loss('replaced', now)
 end
-return {role, change, now - lost, now - started, hold, durable and 1 or 0, runid, uptime, evicts}`))
+if evicts ~= '' then
+  loss('evicting', now)
+elseif m[6] and m[3] == runid and m[6] ~= evicted then
+  loss('evicted', now)
+elseif ARGV[3] == runid and cmds < (tonumber(ARGV[2]) or 0) then
+  loss('reset', now)
+end
+local epoch, why = m[7], m[8] or ''
+if change ~= '' or not epoch then
+  epoch, why = t[1] .. '.' .. t[2], change
+end
+if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch then
+  redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
+    'evicted', evicted, 'epoch', epoch, 'why', why)
+end
+return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why}`))
 
 // patientHandshake is how long a connection that carries undos waits for
 // a silent (hung) master before it is redialled.
@@ -91,7 +141,6 @@ const (
 	hsName
 	hsID
 	hsKill
-	hsFsync
 	hsMarker
 	hsInfo
 	hsPing  // the identity check of an in-process backend
@@ -109,10 +158,9 @@ type handshake struct {
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
 // later connection can kill this one), CLIENT KILL of earlier connections
 // that may still run commands, the undos that wait for a connection, and
-// the identity check: CONFIG GET appendfsync and no-appendfsync-on-rewrite,
-// then the marker script under the strict rule; INFO otherwise (its
-// default sections include server and replication, for the role). No
-// client command is sent until the identity check passes.
+// the identity check: the marker script when a restart rule applies; INFO
+// otherwise (its default sections include server and replication, for the
+// role). No client command is sent until the identity check passes.
 func (l *Link) handshakeLocked(gen uint64) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
 	if len(l.retained) > 0 || len(l.suspects) > 0 {
@@ -156,8 +204,10 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.wbuf = resp.AppendCommand(l.wbuf, "PING")
 		l.pushLocked(entry{rcv: h, tag: hsPing, deadline: deadline})
 	case l.markerRule():
-		l.wbuf = resp.AppendCommand(l.wbuf, "CONFIG", "GET", "appendfsync", "no-appendfsync-on-rewrite")
-		l.pushLocked(entry{rcv: h, tag: hsFsync, deadline: deadline})
+		// EVAL, which also loads it for the periodic EVALSHA checks.
+		l.wbuf = l.appendMarker(l.wbuf, "EVAL", string(markerScript.Body))
+		l.loaded[markerScript.Sha] = true
+		l.pushLocked(entry{rcv: h, tag: hsMarker, deadline: deadline})
 	default:
 		l.wbuf = resp.AppendCommand(l.wbuf, "INFO")
 		l.pushLocked(entry{rcv: h, tag: hsInfo, deadline: deadline})
@@ -165,15 +215,17 @@ func (l *Link) handshakeLocked(gen uint64) {
 	l.armLocked(deadline)
 }
 
-// markerRule reports whether the strict rule, with its marker, applies.
-func (l *Link) markerRule() bool {
-	return l.opt.Restart.Hold > 0 && l.opt.Restart.Mode == quorum.RuleStrict
-}
+// markerRule reports whether a restart rule, with its marker and the
+// continuity check, applies.
+func (l *Link) markerRule() bool { return l.opt.Restart.Hold > 0 }
 
-// appendMarker encodes the marker script's EVALSHA.
-func (l *Link) appendMarker(dst []byte, fsyncAlways bool) []byte {
-	return resp.AppendCommand(dst, "EVALSHA", markerScript.Sha, "1", MarkerKey, boolArg(fsyncAlways),
-		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10))
+// appendMarker encodes the marker script's call: EVAL with its body, or
+// EVALSHA with its SHA1. The link's record of the backend's run and command
+// count goes with it (see markerScript).
+func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
+	return resp.AppendCommand(dst, verb, script, "1", MarkerKey,
+		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run)
 }
 
 // Receive handles the replies to the identity check and the periodic
@@ -222,33 +274,13 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 		}
 	case hsKill:
 		l.killed(h.kill, r)
-	case hsFsync:
-		if r.Err != nil {
-			l.fail(h.gen, "no answer to the identity check: "+r.Err.Error())
-			return
-		}
-		always := fsyncsEveryWrite(r.V)
-		l.mu.Lock()
-		if h.gen == l.gen && l.conn != nil {
-			l.fsyncAlways = always
-			// EVAL, which also loads it for the periodic EVALSHA checks.
-			deadline := time.Now().Add(l.opt.DialTimeout)
-			l.wbuf = resp.AppendCommand(l.wbuf, "EVAL", string(markerScript.Body), "1", MarkerKey, boolArg(always),
-				strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10))
-			l.loaded[markerScript.Sha] = true
-			l.pushLocked(entry{rcv: h, tag: hsMarker, deadline: deadline})
-			l.armLocked(deadline)
-		}
-		wc, buf := l.takeWriteLocked()
-		l.mu.Unlock()
-		l.write(wc, buf)
 	case hsMarker:
-		id, role, why := parseMarker(r)
+		mr, why := l.parseMarker(r)
 		if why != "" {
 			l.fail(h.gen, why)
 			return
 		}
-		l.identify(h.gen, id, role)
+		l.identify(h.gen, mr.id, mr.role, &mr)
 	case hsPing:
 		switch {
 		case r.Err != nil:
@@ -256,7 +288,7 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 		case refused:
 			l.fail(h.gen, "the identity check (PING) failed: "+string(r.V.Str))
 		default:
-			l.identify(h.gen, quorum.Identity{Uptime: -1}, "master")
+			l.identify(h.gen, quorum.Identity{Uptime: -1}, "master", nil)
 		}
 	case hsInfo:
 		switch {
@@ -272,62 +304,58 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 				l.fail(h.gen, evictionWhy(evicts))
 				return
 			}
-			l.identify(h.gen, id, role)
+			l.identify(h.gen, id, role, nil)
 		}
 	}
 }
 
-// fsyncsEveryWrite reads CONFIG GET appendfsync no-appendfsync-on-rewrite:
-// every write is persisted before its reply only with appendfsync always
-// and no-appendfsync-on-rewrite no (with yes, writes are not synced while a
-// rewrite or a snapshot runs).
-func fsyncsEveryWrite(v resp.Value) bool {
-	if v.Kind != resp.KindArray || len(v.Elems)%2 != 0 {
-		return false
-	}
-	var always, syncOnRewrite bool
-	for i := 0; i < len(v.Elems); i += 2 {
-		switch string(v.Elems[i].Str) {
-		case "appendfsync":
-			always = string(v.Elems[i+1].Str) == "always"
-		case "no-appendfsync-on-rewrite":
-			syncOnRewrite = string(v.Elems[i+1].Str) == "no"
-		}
-	}
-	return always && syncOnRewrite
-}
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
+// markerReply is what a marker check returned.
+type markerReply struct {
+	id   quorum.Identity
+	role string
+	cont contState // what the continuity checks that follow compare
 }
 
 // parseMarker reads the marker script's reply, or says why it cannot.
-func parseMarker(r resp.Result) (id quorum.Identity, role, why string) {
+func (l *Link) parseMarker(r resp.Result) (mr markerReply, why string) {
 	switch {
 	case r.Err != nil:
-		return id, "", "no answer to the identity check: " + r.Err.Error()
+		return mr, "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
-		return id, "", "the identity check (marker script) failed: " + string(r.V.Str)
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 9:
-		return id, "", "the identity check (marker script) got " + r.V.String()
+		return mr, l.checkFailed("marker script", string(r.V.Str))
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 15:
+		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
-	if policy := string(e[8].Str); policy != "" {
-		return id, "", evictionWhy(policy)
+	if policy := string(e[7].Str); policy != "" {
+		return mr, evictionWhy(policy)
 	}
 	ms := func(v resp.Value) time.Duration { return time.Duration(v.Int) * time.Millisecond }
-	id = quorum.Identity{
-		RunID:  string(e[6].Str),
-		Uptime: time.Duration(e[7].Int) * time.Second,
+	mr.role = string(e[0].Str)
+	mr.id = quorum.Identity{
+		RunID:  string(e[5].Str),
+		Uptime: time.Duration(e[6].Int) * time.Second,
 		Marker: &quorum.Marker{
-			Change: string(e[1].Str), LostAgo: ms(e[2]), StartedAgo: ms(e[3]),
-			Hold: ms(e[4]), Durable: e[5].Int == 1,
+			Change: string(e[1].Str), LostAgo: ms(e[2]), StartedAgo: ms(e[3]), Hold: ms(e[4]),
+			LostAt: e[12].Int, StartedAt: e[13].Int, Why: string(e[14].Str),
 		},
 	}
-	return id, string(e[0].Str), ""
+	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int}
+	return mr, ""
+}
+
+// checkFailed words an error reply to one of the link's checks, pointing
+// at the setting that fixes it where there is one.
+func (l *Link) checkFailed(what, reply string) string {
+	why := "the identity check (" + what + ") failed: " + reply
+	if strings.HasPrefix(reply, "NOAUTH") || strings.HasPrefix(reply, "WRONGPASS") || strings.HasPrefix(reply, "NOPERM") {
+		if l.opt.Password == "" {
+			why += " (the backend requires a password: set backend_password, and backend_username for an ACL user)"
+		} else {
+			why += " (check backend_username and backend_password, and that the user may run EVAL, EVALSHA, SCRIPT, INFO, TIME and CLIENT)"
+		}
+	}
+	return why
 }
 
 // parseIdentity reads run_id, uptime_in_seconds and role from INFO.
@@ -392,7 +420,7 @@ func (l *Link) killed(id int64, r resp.Result) {
 
 // identify completes a connection's identity check: a master's votes may
 // now be counted (after any quarantine); anything else is dropped.
-func (l *Link) identify(gen uint64, id quorum.Identity, role string) {
+func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerReply) {
 	if role != "master" {
 		l.fail(gen, fmt.Sprintf("not a master (role:%s): only masters vote; it is checked again on every reconnect", role))
 		return
@@ -405,6 +433,9 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string) {
 	}
 	restarted := l.watch.Observe(id, now)
 	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
+	if mr != nil {
+		l.cont.expect(mr.cont)
+	}
 	// Undos that came while the identity check ran go out before any
 	// client command.
 	l.sendRetainedLocked()
@@ -445,9 +476,17 @@ func quarantineWhy(why string) string {
 	case "promoted":
 		return "it is a promoted replica and may lack the last locks of its old master"
 	case "restarted":
-		return "it restarted and may have forgotten locks"
-	case "reloaded":
-		return "a quarantine recorded on it before its restart is still running"
+		return "it restarted and may have forgotten locks (a reloaded file cannot show it holds the last writes of the run before)"
+	case "resynced":
+		return "its replication history changed (a full resync from another master, then a promotion, as in a failback): it may lack locks it granted"
+	case "evicting":
+		return "a memory policy that may evict keys was in force on it: it may have forgotten locks"
+	case "evicted":
+		return "it evicted keys (or its eviction count was reset): it may have forgotten locks"
+	case "reset":
+		return "its statistics were reset (CONFIG RESETSTAT), which hides evictions: it may have forgotten locks"
+	case "replaced":
+		return "another server than the one this proxy knew answers at its address: it may lack the locks granted there"
 	case "marked", "unmarked":
 		return "it may have lost writes less than max_ttl + drift ago"
 	}
@@ -473,29 +512,39 @@ func (l *Link) fail(gen uint64, why string) {
 // check runs the periodic marker check on a live, verified connection.
 func (l *Link) check() {
 	l.mu.Lock()
-	gen, ok, always := l.gen, l.conn != nil && l.ready, l.fsyncAlways
+	gen, ok := l.gen, l.conn != nil && l.ready
+	var b []byte
+	if ok {
+		b = l.appendMarker(nil, "EVALSHA", markerScript.Sha)
+	}
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	l.Send(l.appendMarker(nil, always), markerScript, &handshake{l: l, gen: gen}, hsCheck, time.Now().Add(l.opt.DialTimeout))
+	l.Send(b, markerScript, &handshake{l: l, gen: gen}, hsCheck, time.Now().Add(l.opt.DialTimeout))
 }
 
 // checked applies a periodic marker check: a quarantine can only grow
-// (a promotion or a flush under a live connection), and a master that has
-// become a replica stops counting at once.
+// (a promotion, a resync, a flush, an eviction under a live connection), a
+// master that has become a replica stops counting at once, and the
+// continuity checks that follow compare what this one saw.
 func (l *Link) checked(gen uint64, r resp.Result) {
-	id, role, why := parseMarker(r)
+	mr, why := l.parseMarker(r)
 	switch {
 	case r.Err != nil:
 		return // no reply: the connection's own failure handling covers it
+	case r.V.Kind == resp.KindError && bytes.HasPrefix(r.V.Str, []byte("NOSCRIPT")):
+		// Its scripts were flushed: the link loads the marker script again
+		// with the next check, which runs now.
+		l.check()
+		return
 	case why != "":
 		// A master that cannot be checked any more (an ACL change, out of
 		// memory, the marker overwritten) is not trusted any more.
 		l.fail(gen, why)
 		return
-	case role != "master":
-		l.fail(gen, fmt.Sprintf("not a master any more (role:%s): its votes stop counting", role))
+	case mr.role != "master":
+		l.fail(gen, fmt.Sprintf("not a master any more (role:%s): its votes stop counting", mr.role))
 		return
 	}
 	now := time.Now()
@@ -505,16 +554,17 @@ func (l *Link) checked(gen uint64, r resp.Result) {
 		return
 	}
 	before := l.watch.QuarantinedUntil()
-	restarted := l.watch.Observe(id, now)
+	restarted := l.watch.Observe(mr.id, now)
 	until, reason := l.watch.QuarantinedUntil(), l.watch.Reason()
 	if restarted {
 		l.health.Restarts++
 	}
+	l.cont.expect(mr.cont)
 	l.mu.Unlock()
 	// Each check converts the marker's instants again, so the end of a
 	// quarantine moves by the round trip's jitter: only a real change (the
 	// master lost writes again) is reported.
-	if (restarted || until.After(before.Add(time.Second))) && now.Before(until) {
+	if (restarted || mr.id.Marker.Change != "" || until.After(before.Add(time.Second))) && now.Before(until) {
 		l.log.Warn("backend's votes stop counting: "+quarantineWhy(reason),
 			"counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
 		if l.opt.Events != nil {

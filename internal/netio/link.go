@@ -117,6 +117,7 @@ type Link struct {
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
 	watch     quorum.Watch
+	cont      contState // the continuity check (continuity.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
 
@@ -124,7 +125,6 @@ type Link struct {
 	// still run commands sent on them, and undos waiting for a connection.
 	clientID    int64         // the current connection's CLIENT ID; 0 when unknown
 	clientAddr  string        // its address as the backend sees it
-	fsyncAlways bool          // the current connection's backend said appendfsync always
 	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
 	clockKnown  bool
 	suspects    []suspect
@@ -169,6 +169,8 @@ type Health struct {
 	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
 	Connects         uint64    // connections established
 	Restarts         uint64    // restarts (or other losses of writes) detected
+	Breaks           uint64    // continuity checks that failed: grants before them did not count
+	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
 	Timeouts         uint64    // commands that got no reply in time
 	Errors           uint64    // error replies and failed sends
 	Writes           uint64    // write calls to the backend
@@ -179,7 +181,9 @@ type Health struct {
 }
 
 // Counts reports whether the backend's votes count at now.
-func (h Health) Counts(now time.Time) bool { return h.Up && !now.Before(h.QuarantinedUntil) }
+func (h Health) Counts(now time.Time) bool {
+	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil)
+}
 
 // NewLink prepares a link; Start connects it.
 func NewLink(opt Options) *Link {
@@ -216,6 +220,7 @@ func (l *Link) Health() Health {
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
 	h.UndoRetained = len(l.retained)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
@@ -231,6 +236,18 @@ func (l *Link) Health() Health {
 // exactly once: with the reply, or with an error at deadline, on
 // connection loss, or at once when the backend is down or not yet verified.
 func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+	l.send(cmd, script, rcv, tag, deadline, false)
+}
+
+// SendChecked is Send for a grant: under a restart rule its reply counts
+// only if the continuity check that follows it on the connection shows
+// that the master's data went on unbroken since the check before it (see
+// continuity.go). Its reply comes with that check's.
+func (l *Link) SendChecked(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+	l.send(cmd, script, rcv, tag, deadline, true)
+}
+
+func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
 	l.mu.Lock()
 	if l.conn == nil || !l.ready {
 		l.health.Errors++
@@ -244,7 +261,15 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		rcv.Receive(tag, resp.Result{Err: l.errOverloaded, Unsent: true})
 		return
 	}
-	l.queueLocked(entry{rcv: rcv, tag: tag, deadline: deadline, script: script}, cmd)
+	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script}
+	if checked && l.markerRule() && l.cont.cmd != nil {
+		e.hold = true
+		l.cont.pending++
+		if deadline.After(l.cont.until) {
+			l.cont.until = deadline
+		}
+	}
+	l.queueLocked(e, cmd)
 	l.armLocked(deadline)
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
@@ -373,6 +398,7 @@ func (l *Link) takeWriteLocked() (*linkConn, []byte) {
 	if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
 		return nil, nil
 	}
+	l.appendCheckLocked()
 	buf := l.wbuf
 	l.wbuf = l.spare[:0]
 	l.spare = nil
@@ -461,9 +487,17 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			l.batchEnds = l.batchEnds[:n]
 			wc, wbuf = l.takeWriteLocked()
 		}
-		counts := l.ready && l.watch.Counts(now)
+		counts := l.ready && l.watch.Counts(now) && !l.cont.broken
 		isErr := v.Kind == resp.KindError
 		demoted := false
+		var release []held
+		recheck, hold := false, e.hold && !e.expired
+		switch {
+		case e.cont:
+			release, counts, recheck = l.checkedReplyLocked(e, v, counts)
+		case hold:
+			l.cont.held = append(l.cont.held, held{e: e, v: v})
+		}
 		if isErr {
 			l.health.Errors++
 			switch {
@@ -488,6 +522,17 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		if demoted {
 			l.log.Warn("backend answered READONLY: it is a replica now; its votes stop counting until it is a master again", "reply", string(v.Str))
 			c.Close()
+		}
+		if e.cont {
+			l.deliverHeld(release, counts)
+			if recheck {
+				l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
+				l.check()
+			}
+			continue
+		}
+		if hold {
+			continue // its reply goes out with the continuity check's
 		}
 		if e.expired {
 			if lr, ok := e.rcv.(resp.LateReceiver); ok {

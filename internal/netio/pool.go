@@ -37,6 +37,11 @@ func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver
 	p.links[node].Send(cmd, script, rcv, tag, deadline)
 }
 
+// SendChecked queues a grant for backend node; see Link.SendChecked.
+func (p *Pool) SendChecked(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+	p.links[node].SendChecked(cmd, script, rcv, tag, deadline)
+}
+
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
 func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {

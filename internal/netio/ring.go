@@ -13,6 +13,9 @@ type entry struct {
 	deadline time.Time
 	script   *resp.Script // set for EVALSHA, so a NOSCRIPT reply unloads it
 	expired  bool         // the receiver already got ErrTimeout
+	// hold marks a grant: its reply waits for the continuity check queued
+	// after it, and counts only if that check passes. cont marks the check.
+	hold, cont bool
 	// durable marks an undo: it has no deadline of its own and is sent
 	// again on the next connection when this one is lost before its reply.
 	durable bool

@@ -147,7 +147,7 @@ func (f *fenceOp) acceptCmd() []byte {
 func (f *fenceOp) send(cmd []byte, sc *resp.Script) {
 	deadline := time.Now().Add(f.e.timeout)
 	for i := 0; i < f.e.n; i++ {
-		f.e.be.Send(i, cmd, sc, f, i, deadline)
+		f.e.be.Send(i, cmd, sc, f, i, deadline, true)
 	}
 }
 

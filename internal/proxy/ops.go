@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -35,8 +36,11 @@ type op struct {
 	undoCmd []byte        // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
 	laterSc *resp.Script  // and undoLaterScript
-	t1      time.Time
-	done    chan<- struct{}
+	// secondStep is an extend's second step (script.AppendSecondStep),
+	// sent once its success leaves to the backends that granted it.
+	secondStep []byte
+	t1         time.Time
+	done       chan<- struct{}
 
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
@@ -96,14 +100,30 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		// Waiting longer than the TTL cannot produce a valid lock.
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
+	checked := o.grants()
 	for i := 0; i < e.n; i++ {
-		e.be.Send(i, cmd, sc, o, i, deadline)
+		e.be.Send(i, cmd, sc, o, i, deadline, checked)
 	}
 	o.mu.Lock()
 	o.dispatched = true
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
 	o.sendUndo(undo)
+}
+
+// grants reports whether the op can take a free key (an acquisition, or
+// an unknown script run under the vote policy): its votes count only once
+// each backend showed, after running it, that its data went on unbroken.
+// Releases, extends and reads cannot hand a lock to a second holder.
+func (o *op) grants() bool {
+	switch o.kind {
+	case opAcquire, opVote:
+		return true
+	case opScript:
+		r := o.sc.class.Role
+		return !o.sc.readOnly && (r == script.RoleAcquire || r == script.RoleExtendOrAcquire)
+	}
+	return false
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -133,13 +153,21 @@ func (o *op) Receive(node int, r resp.Result) {
 }
 
 // readyLocked reports, once, that the op's reply may be written: when it is
-// decided, and, for a failed acquisition, once every node's fate is known
+// decided; for an extend with a second step, once every node answered; for
+// a failed acquisition, once every node's fate is known
 // (a late reply, or the loss of the connection, settles a timed-out node).
 // Until then the client cannot retry, so a later undo can tell this
 // attempt's copies (set before settledAt) from a retry's with the same
 // token (set after it).
 func (o *op) readyLocked() bool {
 	if !o.decided || o.signalled {
+		return false
+	}
+	if o.secondStep != nil && o.granted && !o.tally.Done() {
+		// An extend with a second step answers once every master answered
+		// its first (or timed out): the second goes to each that granted
+		// before the reply left, so that every master ends as one Redis
+		// would, and never to one whose first step is still on its way.
 		return false
 	}
 	if o.undoCmd != nil && o.undo.Failed() && !o.undo.Settled() {
@@ -324,8 +352,13 @@ func (o *op) final(now time.Time) resp.Value {
 	}
 	undo := o.takeUndoLocked()
 	v := o.result
+	var second []int
+	if o.granted && o.secondStep != nil {
+		second = o.grantedNodesLocked()
+	}
 	o.mu.Unlock()
 	o.sendUndo(undo)
+	o.sendSecondStep(second, now)
 	if o.e.stats != nil {
 		o.e.stats.decided(o.name, o.outcome, o.decidedAt.Sub(o.t1))
 	}

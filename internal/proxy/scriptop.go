@@ -175,15 +175,25 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	var second []byte
 	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
+		if !a.ReadOnly && cl.SetsTTL() {
+			// Two steps: the first never shortens a lock; once the extend
+			// succeeded, the second sets the TTL asked where the first kept
+			// it longer and nothing touched it since (see
+			// script.AppendSecondStep).
+			a.Nonce = newNonce()
+			second = cl.AppendSecondStep(nil, keys, argv, a)
+		}
 	}
 
 	c.reserve(1)
 	o := c.s.eng.newOp(name, opScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
+	o.secondStep = second
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}

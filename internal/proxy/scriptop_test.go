@@ -39,10 +39,10 @@ func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, le
 
 // Undo runs the undo at once: the model's connections are never lost.
 func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, later func(time.Duration, bool) []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
-	m.Send(node, cmd, sc, rcv, tag, time.Time{})
+	m.Send(node, cmd, sc, rcv, tag, time.Time{}, false)
 }
 
-func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
 	m.mu.Lock()
 	if m.down[node] {
 		m.mu.Unlock()

@@ -2,8 +2,15 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -104,3 +111,48 @@ const (
 // delete it: a resumed master runs the late SET and the undo queued on the
 // new connection within a few milliseconds of each other.
 const recentUndo = 10 * time.Millisecond
+
+// grantedNodesLocked lists the backends whose grant arrived before the
+// reply leaves: the only ones an extend's second step may go to. A
+// backend whose first step is still on its way may run it after the
+// client's next command; its second step would then shorten what that
+// command set, so it keeps the longer TTL.
+func (o *op) grantedNodesLocked() []int {
+	var out []int
+	for i := 0; i < o.e.n; i++ {
+		if v, _ := o.tally.Vote(i); v == quorum.Granted {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// sendSecondStep sends an extend's second step to nodes. Its answers are
+// not needed: a backend that misses it keeps the longer TTL, which only
+// delays the next holder.
+func (o *op) sendSecondStep(nodes []int, now time.Time) {
+	for _, n := range nodes {
+		o.e.be.Send(n, o.secondStep, script.SecondStep(), ignoreReply{}, n, now.Add(o.e.timeout), false)
+	}
+}
+
+// ignoreReply is the receiver of answers nobody waits for.
+type ignoreReply struct{}
+
+func (ignoreReply) Receive(int, resp.Result) {}
+
+// nonceSeq and nonceBase make extend nonces unique across proxies and
+// calls.
+var (
+	nonceSeq  atomic.Uint64
+	nonceBase = func() string {
+		var b [8]byte
+		rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+)
+
+// newNonce returns a value no other extend of any proxy uses.
+func newNonce() string {
+	return nonceBase + strconv.FormatUint(nonceSeq.Add(1), 36)
+}

@@ -310,7 +310,7 @@ func sameKeys(keys []string, a, b *State) bool {
 	for _, k := range keys {
 		x, xok := a.lookup(k)
 		y, yok := b.lookup(k)
-		if xok != yok || x != y {
+		if xok != yok || !x.same(y) {
 			return false
 		}
 	}

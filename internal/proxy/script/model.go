@@ -10,11 +10,29 @@ import (
 )
 
 // Item is one key in the sandbox's model of Redis: its value and its
-// absolute expiry in milliseconds on the sandbox's clock (0: none).
+// absolute expiry in milliseconds on the sandbox's clock (0: none). A key
+// with Fields is a hash (Value unused).
 type Item struct {
-	Value string
-	At    int64
+	Value  string
+	At     int64
+	Fields map[string]string
 }
+
+// same reports whether two items hold the same value and expiry.
+func (it Item) same(o Item) bool {
+	if it.Value != o.Value || it.At != o.At || len(it.Fields) != len(o.Fields) || (it.Fields == nil) != (o.Fields == nil) {
+		return false
+	}
+	for k, v := range it.Fields {
+		if w, ok := o.Fields[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// wrongType is Redis's error for a command on a key of another type.
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 // State is the model's keyspace: the keys a script was given, on a clock
 // that does not move while the script runs. A key whose expiry is before
@@ -22,11 +40,22 @@ type Item struct {
 type State struct {
 	Now  int64
 	Keys map[string]Item
+	// proxyOwn allows the hash commands the proxy's own scripts use on
+	// their companion keys (Eval's model Redis); client scripts are
+	// classified without them.
+	proxyOwn bool
 }
 
 func (s *State) clone() *State {
-	c := &State{Now: s.Now, Keys: make(map[string]Item, len(s.Keys))}
+	c := &State{Now: s.Now, Keys: make(map[string]Item, len(s.Keys)), proxyOwn: s.proxyOwn}
 	for k, it := range s.Keys {
+		if it.Fields != nil {
+			f := make(map[string]string, len(it.Fields))
+			for n, v := range it.Fields {
+				f[n] = v
+			}
+			it.Fields = f
+		}
 		c.Keys[k] = it
 	}
 	return c
@@ -84,6 +113,10 @@ var allowed = map[string]int{
 	"pttl": 1, "ttl": 1, "getrange": 1, "strlen": 1, "select": 0,
 }
 
+// companionCommands are what the proxy's own scripts also run, on the hash
+// beside each lock (see State.proxyOwn).
+var companionCommands = map[string]int{"hset": 1, "hget": 1, "hmget": 1, "hdel": 1}
+
 // exec runs one command of a script against the model, as Redis 7.0 would.
 // Commands outside the allow-list, keys not passed in KEYS, another
 // database, and any command that Redis would answer with an error refuse
@@ -94,6 +127,9 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 	}
 	name := strings.ToLower(args[0])
 	pos, ok := allowed[name]
+	if !ok && s.proxyOwn {
+		pos, ok = companionCommands[name]
+	}
 	if !ok {
 		switch name {
 		case "time":
@@ -127,6 +163,12 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 		return len(args) >= n
 	}
 	wrongArgs := "ERR wrong number of arguments for '" + name + "' command"
+	if it, ok := s.lookup(args[1%len(args)]); ok && len(args) > 1 {
+		if hash := strings.HasPrefix(name, "h"); hash != (it.Fields != nil) && name != "del" && name != "unlink" &&
+			name != "exists" && name != "pttl" && name != "ttl" && name != "pexpire" && name != "expire" && name != "set" {
+			return fail(wrongType)
+		}
+	}
 	switch name {
 	case "get":
 		if !arity(2, true) {
@@ -154,6 +196,8 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 		}
 		it, _ := s.lookup(args[1])
 		return resp.BulkValue([]byte(getrange(it.Value, start, end))), nil
+	case "hset", "hget", "hmget", "hdel":
+		return s.hash(name, args, fail)
 	case "exists", "del", "unlink":
 		if !arity(2, false) {
 			return fail(wrongArgs)
@@ -335,6 +379,66 @@ func (s *State) set(args []string, fail func(string) (resp.Value, *refusal)) (re
 		return reply, nil
 	}
 	return resp.OK, nil
+}
+
+// hash runs HSET, HGET, HMGET and HDEL on a hash key. A hash created by
+// HSET has no expiry until the script sets one.
+func (s *State) hash(name string, args []string, fail func(string) (resp.Value, *refusal)) (resp.Value, *refusal) {
+	wrongArgs := "ERR wrong number of arguments for '" + name + "' command"
+	it, exists := s.lookup(args[1])
+	switch name {
+	case "hget":
+		if len(args) != 3 {
+			return fail(wrongArgs)
+		}
+		if v, ok := it.Fields[args[2]]; ok {
+			return resp.BulkValue([]byte(v)), nil
+		}
+		return resp.Nil, nil
+	case "hmget":
+		if len(args) < 3 {
+			return fail(wrongArgs)
+		}
+		out := resp.Value{Kind: resp.KindArray}
+		for _, f := range args[2:] {
+			if v, ok := it.Fields[f]; ok {
+				out.Elems = append(out.Elems, resp.BulkValue([]byte(v)))
+			} else {
+				out.Elems = append(out.Elems, resp.Nil)
+			}
+		}
+		return out, nil
+	case "hdel":
+		if len(args) < 3 {
+			return fail(wrongArgs)
+		}
+		n := int64(0)
+		for _, f := range args[2:] {
+			if _, ok := it.Fields[f]; ok {
+				delete(it.Fields, f)
+				n++
+			}
+		}
+		if exists && len(it.Fields) == 0 {
+			delete(s.Keys, args[1])
+		}
+		return resp.IntValue(n), nil
+	}
+	if len(args) < 4 || len(args)%2 != 0 {
+		return fail(wrongArgs)
+	}
+	if !exists {
+		it = Item{Fields: map[string]string{}}
+	}
+	n := int64(0)
+	for i := 2; i < len(args); i += 2 {
+		if _, ok := it.Fields[args[i]]; !ok {
+			n++
+		}
+		it.Fields[args[i]] = args[i+1]
+	}
+	s.Keys[args[1]] = it
+	return resp.IntValue(n), nil
 }
 
 // getrange is GETRANGE's substring rule.

@@ -28,7 +28,8 @@ import (
 // [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
 // key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
 // [8] longest value a detailed answer brings back (a longer one comes back
-// as nil), then one token per key (none for a query without token).
+// as nil), then one token per key (none for a query without token), then,
+// for an extend that sets a TTL, the extend's nonce (see refSecondStep).
 
 const refPrelude = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -73,6 +74,20 @@ end
 local function forget(i)
   if #KEYS > n then redis.call('del', KEYS[n + i]) end
 end
+-- mark leaves the extend's nonce in lock key i's companion where it kept
+-- the key longer than asked, for its second step, and clears any earlier
+-- nonce: a second step sets the TTL asked only while no later write
+-- touched the key.
+local nonce = ARGV[9 + n]
+local function mark(i, kept)
+  if #KEYS <= n then return end
+  if kept and nonce then
+    redis.call('hset', KEYS[n + i], 'xv', nonce)
+    redis.call('pexpire', KEYS[n + i], redis.call('pttl', KEYS[i]))
+  else
+    redis.call('hdel', KEYS[n + i], 'xv')
+  end
+end
 `
 
 // Reference scripts by role.
@@ -104,7 +119,14 @@ for i = 1, n do
   if additive and pts[i] + ttl > cap then return reply(0) end
 end
 for i = 1, n do
-  if additive then rearm(i, pts[i] + ttl) else rearm(i, math.max(ttl, pts[i])) end
+  if additive then
+    rearm(i, pts[i] + ttl)
+    mark(i, false)
+  else
+    local ms = math.max(ttl, pts[i])
+    rearm(i, ms)
+    mark(i, ms > ttl)
+  end
 end
 return reply(1)`))
 
@@ -119,11 +141,36 @@ if c == 1 or (c == 2 and nottl) then
   local ms = math.max(ttl, pts[1])
   redis.call('set', KEYS[1], ARGV[9], 'PX', ms)
   if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
+  mark(1, ms > ttl)
   return reply(1)
 end
 return reply(0)`))
 
 	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
+
+	// refSecondStep is the second step of an extend that kept a key longer
+	// than asked (an extend never shortens a lock before it succeeded): once
+	// the success left, it sets the TTL asked on each key that still holds
+	// the caller's token and the extend's nonce, which every later write of
+	// the key clears (another extend, a release, an acquisition). So a
+	// second step that arrives late, through a slower proxy or behind
+	// later commands of the same pipeline, never undoes what a later
+	// command did. KEYS: the n lock keys, then their companions; ARGV: [1]
+	// TTL ms, [2] nonce, [3] ownership prefix length, then one token per
+	// key.
+	refSecondStep = resp.NewScript([]byte(`-- redlock-proxy extend, second step: the TTL asked where the first step kept it longer
+local n = #KEYS / 2
+local p = tonumber(ARGV[3])
+for i = 1, n do
+  local v, t = redis.call('get', KEYS[i]), ARGV[3 + i]
+  if v and ((p == 0 and v == t) or (p > 0 and string.sub(v, 1, p) == string.sub(t, 1, p))) and
+      redis.call('hget', KEYS[n + i], 'xv') == ARGV[2] then
+    redis.call('pexpire', KEYS[i], ARGV[1])
+    redis.call('pexpire', KEYS[n + i], ARGV[1])
+    redis.call('hdel', KEYS[n + i], 'xv')
+  end
+end
+return 1`))
 )
 
 // evalsha holds "EVALSHA <sha>" encoded, per reference script.
@@ -191,6 +238,10 @@ type CallArgs struct {
 	// Companion, when set, names each lock key's companion: Companion
 	// followed by the key (see the KEYS above).
 	Companion string
+	// Nonce, for an extend that sets a TTL, marks the keys its first step
+	// kept longer than asked, for its second step (AppendSecondStep). It
+	// needs Companion.
+	Nonce string
 	// ReadOnly sends the query reference instead of the role's: the
 	// backends only report the keys' states, for a call the proxy already
 	// knows must fail (an extend whose TTL cannot leave any validity).
@@ -214,11 +265,16 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		ntok = len(keys)
 	}
 	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly
+	nonce := companions && a.Nonce != "" && c.SetsTTL()
 	nk := len(keys)
 	if companions {
 		nk *= 2
 	}
-	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok)
+	nargs := 3 + nk + 8 + ntok
+	if nonce {
+		nargs++
+	}
+	dst = resp.AppendArrayHeader(dst, nargs)
 	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
@@ -264,8 +320,49 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		t := c.Tokens[min(k, len(c.Tokens)-1)]
 		dst = resp.AppendBulk(dst, argv[t])
 	}
+	if nonce {
+		dst = resp.AppendBulkString(dst, a.Nonce)
+	}
 	return dst
 }
+
+// SetsTTL reports whether a call of the class's role sets a TTL as asked
+// (not added): an extend, or an extend-or-acquire, whose first step keeps a
+// key longer than asked and whose second step then sets what was asked.
+func (c *Class) SetsTTL() bool {
+	return !c.Additive && c.Tokens != nil && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
+}
+
+// AppendSecondStep encodes EVALSHA of refSecondStep for a call whose first
+// step was sent with a.Nonce: the TTL asked, on the keys that still hold
+// the token and the nonce.
+func (c *Class) AppendSecondStep(dst []byte, keys, argv [][]byte, a CallArgs) []byte {
+	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+3+len(keys))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, refSecondStep.Sha)
+	dst = resp.AppendBulkInt(dst, int64(2*len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, k := range keys {
+		dst = append(dst, '$')
+		dst = strconv.AppendInt(dst, int64(len(a.Companion)+len(k)), 10)
+		dst = append(dst, '\r', '\n')
+		dst = append(dst, a.Companion...)
+		dst = append(dst, k...)
+		dst = append(dst, '\r', '\n')
+	}
+	dst = resp.AppendBulkInt(dst, a.TTLms)
+	dst = resp.AppendBulkString(dst, a.Nonce)
+	dst = appendInt(dst, int64(c.Prefix))
+	for k := range keys {
+		dst = resp.AppendBulk(dst, argv[c.Tokens[min(k, len(c.Tokens)-1)]])
+	}
+	return dst
+}
+
+// SecondStep is the script AppendSecondStep calls.
+func SecondStep() *resp.Script { return refSecondStep }
 
 // appendInt is resp.AppendBulkInt with the single digits (most of a
 // reference call's numbers) written without formatting.
@@ -278,38 +375,35 @@ func appendInt(dst []byte, n int64) []byte {
 
 // referenceArgs is AppendReference's ARGV as strings (tests, oracle).
 func (c *Class) referenceArgs(keys, argv []string, a CallArgs) []string {
-	b := c.AppendReference(nil, strArgs(keys), strArgs(argv), a)
-	// Decode what AppendReference wrote: skip EVALSHA, sha, numkeys, keys.
-	var out []string
-	i := 0
-	for n := 0; i < len(b); n++ {
-		switch b[i] {
-		case '*':
-			for b[i] != '\n' {
-				i++
-			}
-			i++
-			n--
-		case '$':
-			j := i + 1
-			for b[j] != '\r' {
-				j++
-			}
-			l, _ := strconv.Atoi(string(b[i+1 : j]))
-			s := string(b[j+2 : j+2+l])
-			i = j + 2 + l + 2
-			if n >= 3+len(keys) {
-				out = append(out, s)
-			}
+	_, args := decodeCall(c.AppendReference(nil, strArgs(keys), strArgs(argv), a))
+	return args
+}
+
+// decodeCall splits an encoded EVALSHA call into its KEYS and ARGV (tests,
+// oracle).
+func decodeCall(b []byte) (keys, args []string) {
+	var elems []string
+	for i := 0; i < len(b); {
+		j := i + 1
+		for b[j] != '\r' {
+			j++
 		}
+		if b[i] == '*' {
+			i = j + 2
+			continue
+		}
+		l, _ := strconv.Atoi(string(b[i+1 : j]))
+		elems = append(elems, string(b[j+2:j+2+l]))
+		i = j + 2 + l + 2
 	}
-	return out
+	nk, _ := strconv.Atoi(elems[2])
+	return elems[3 : 3+nk], elems[3+nk:]
 }
 
 // IsReference reports whether sc is one of the reference scripts.
 func IsReference(sc *resp.Script) bool {
 	switch sc {
-	case refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery:
+	case refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refSecondStep:
 		return true
 	}
 	return false

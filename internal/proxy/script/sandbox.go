@@ -857,7 +857,9 @@ func Eval(body []byte, keys, argv []string, st *State) (resp.Value, *State, erro
 	if ref != nil {
 		return resp.Value{}, st, errors.New(ref.reason)
 	}
-	res := p.run(keys, argv, st, maxSteps)
+	own := st.clone()
+	own.proxyOwn = true
+	res := p.run(keys, argv, own, maxSteps)
 	if res.ref != nil {
 		return resp.Value{}, st, errors.New(res.ref.reason)
 	}

@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -280,6 +281,39 @@ func (s *Server) Do(args ...string) (string, error) {
 		return "", err
 	}
 	return strings.TrimRight(line[1:], "\r\n"), nil
+}
+
+// Info returns the text of INFO section, read whole.
+func (s *Server) Info(section string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(line, "$") {
+		return "", fmt.Errorf("redisproc: INFO %s: %s", section, strings.TrimSpace(line))
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return "", fmt.Errorf("redisproc: INFO %s: %w", section, err)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
 }
 
 func (s *Server) signal(sig syscall.Signal) error {
