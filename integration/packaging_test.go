@@ -403,7 +403,9 @@ func TestKubernetesExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		if o.Kind == "Service" {
-			var s struct{ Spec struct{ Selector map[string]string } }
+			var s struct {
+				Spec struct{ Selector map[string]string }
+			}
 			n.Decode(&s)
 			o.Selector = s.Spec.Selector
 		}
