@@ -945,6 +945,14 @@ func TestHelp(t *testing.T) {
 		if !strings.HasPrefix(first, "redlock-proxy: ") || !strings.Contains(first, "Redlock majority vote") {
 			t.Errorf("usage does not start with a one-line description: %q", first)
 		}
+		// The file example is the one the repository ships, and the first
+		// start's wait is stated, with its length at the defaults.
+		if !strings.Contains(usage, "redlock-proxy -config config.example.yaml") {
+			t.Errorf("usage's file example is not config.example.yaml:\n%s", usage)
+		}
+		if !strings.Contains(usage, "The first start waits: over fresh masters") || !strings.Contains(usage, "(1m0.602s with the defaults)") {
+			t.Errorf("usage does not state the first start's wait:\n%s", usage)
+		}
 		example := strings.Index(usage, "redlock-proxy -backends 10.0.0.11:6379,")
 		flags := strings.Index(usage, "\n  -admin")
 		if example < 0 || flags < 0 || example > flags {
