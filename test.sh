@@ -4,12 +4,16 @@
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, Node.js and the npm packages of the npm library
 # tests, Debian's python3-redis for redis-py, PHP with phpredis and
-# Laravel's cache and redis components); a dependency that is still missing
-# fails the run.
+# Laravel's cache and redis components, promtool for the alert rules' unit
+# tests, podman to build the container image, nutcracker for the
+# benchmark's twemproxy series); a dependency that is still missing fails
+# the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 FUZZTIME=${FUZZTIME:-10s}
+# Debian installs nutcracker in /usr/sbin, which a user's PATH may lack.
+export PATH="$PATH:/usr/sbin"
 
 # The lock libraries of other runtimes come from Debian: redis-py runs under
 # Debian's /usr/bin/python3 (a python3 earlier on PATH may not see it).
@@ -26,6 +30,9 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 redispy_ok || missing+=(python3 python3-redis)
 laravel_ok || missing+=(php-cli php-redis php-illuminate-cache php-illuminate-redis)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -33,7 +40,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli node npm; do
+for tool in redis-server redis-cli redis-benchmark node npm promtool podman nutcracker; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }

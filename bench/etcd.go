@@ -22,16 +22,18 @@ import (
 // the loss of a member, as users deploy it for locks.
 const etcdMembers = 3
 
-// etcdBinary finds the etcd server (Debian's etcd-server package installs
-// /usr/bin/etcd).
+// etcdPath is where Debian's etcd-server package installs the server.
+var etcdPath = "/usr/bin/etcd"
+
+// etcdBinary finds the etcd server, on PATH or at etcdPath.
 func etcdBinary() (string, error) {
 	if p, err := exec.LookPath("etcd"); err == nil {
 		return p, nil
 	}
-	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
-		return "/usr/bin/etcd", nil
+	if _, err := os.Stat(etcdPath); err == nil {
+		return etcdPath, nil
 	}
-	return "", errors.New("etcd not found (apt-get install -y etcd-server), or run with -etcd=false")
+	return "", errors.New("etcd not found")
 }
 
 // etcdVersion asks the binary for its version ("3.4.23").

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,11 +192,5 @@ func pipelined(addr string, clients, depth int, requests int) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Split(line, ",")
-		if len(f) >= 2 && strings.HasPrefix(f[0], `"SET`) {
-			return strconv.ParseFloat(strings.Trim(f[1], `"`), 64)
-		}
-	}
-	return 0, fmt.Errorf("redis-benchmark printed no result:\n%s", out)
+	return benchmarkRPS(string(out))
 }

@@ -13,7 +13,13 @@
 // (redsync) over the same N backends, and at the largest N (d) etcd's lock
 // (go.etcd.io/etcd/client/v3/concurrency's Mutex) on a three-member etcd
 // cluster (/usr/bin/etcd; -etcd=false skips it); plus redis-benchmark -P 16
-// pipelined SETs against the proxy and a lone Redis. A lock cycle is an
+// pipelined SETs against the proxy and a lone Redis; and a peer series
+// (peer.go, -peer=false skips it): redis-benchmark's SET NX PX and release
+// EVALSHA against a lone Redis, twemproxy over one Redis and the proxy over
+// one and five backends, each server process's own CPU per request. A
+// series whose tool the machine lacks (etcd, redis-benchmark, nutcracker)
+// is skipped, and the end of the report says which and how to install it.
+// A lock cycle is an
 // acquire and a release; CPU is reported per cycle and per command (half a
 // cycle). At the largest N it also measures the memory of 10,000 idle
 // client connections to a fresh proxy and to a lone Redis (-idle=false
@@ -29,11 +35,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +71,7 @@ func main() {
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
 	idle := flag.Bool("idle", true, fmt.Sprintf("also measure the memory of %d idle client connections to the proxy (largest N) and to a lone Redis", idleConns))
 	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
+	peer := flag.Bool("peer", true, "also run the peer series: redis-benchmark's SET NX PX and release EVALSHA at 1 and 50 clients against a lone Redis, twemproxy (nutcracker) over one Redis, and the proxy over one and five backends")
 	flag.Parse()
 
 	if *render != "" {
@@ -99,6 +109,9 @@ func main() {
 	check(err)
 	ns, err := ints(*nsFlag)
 	check(err)
+	// Every series this machine can run runs; the others are named at the
+	// end, with how to get what they need.
+	skipped, twemproxy := available(etcd, pipeline, peer)
 	// The proxies' own log goes to a file, not between the table's lines.
 	check(os.MkdirAll(*out, 0o755))
 	proxyLog, err := os.Create(filepath.Join(*out, proxyLogName))
@@ -112,12 +125,42 @@ func main() {
 	}
 	handleSignals()
 	rep, err := throughput(options{ns: ns, clients: clients, d: *dur, rounds: *rounds, pipe: *pipeline, procs: *procs,
-		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle})
+		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle, quick: *quick, peer: *peer, twemproxy: twemproxy})
 	check(err)
 	rep.Quick = *quick
+	rep.Skipped = skipped
 	check(rep.write(*out))
 	rep.printTable(os.Stdout)
 	fmt.Printf("\n%s\n", wrote(*out, *etcd))
+}
+
+// available turns off the series whose tools this machine lacks, and says
+// which and how to get them; it returns where twemproxy is ("" when it is
+// missing: the peer series then runs without it).
+func available(etcd, pipeline, peer *bool) (skipped []skipNote, twemproxy string) {
+	if _, err := etcdBinary(); *etcd && err != nil {
+		*etcd = false
+		skipped = append(skipped, skipNote{Series: "etcd", Why: err.Error(), Get: "apt-get install -y etcd-server"})
+	}
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		for _, s := range []struct {
+			on   *bool
+			name string
+		}{{pipeline, "pipelined"}, {peer, "peer"}} {
+			if *s.on {
+				*s.on = false
+				skipped = append(skipped, skipNote{Series: s.name, Why: "redis-benchmark not found", Get: "apt-get install -y redis-tools"})
+			}
+		}
+	}
+	if *peer {
+		p, err := nutcrackerBinary()
+		if err != nil {
+			skipped = append(skipped, skipNote{Series: "peer: twemproxy", Why: err.Error(), Get: "apt-get install -y nutcracker"})
+		}
+		twemproxy = p
+	}
+	return skipped, twemproxy
 }
 
 // proxyLogName and etcdLogName are the files under -out that hold the
@@ -181,6 +224,9 @@ type options struct {
 	etcdLog     *os.File // etcd's; nil: no etcd series
 	etcdTmpfs   bool     // etcd's data on /dev/shm, not the temporary directory
 	idle        bool     // measure idle connections' memory
+	quick       bool     // -quick: fewer requests in the peer series
+	peer        bool     // run the peer series
+	twemproxy   string   // nutcracker's binary; "": the peer series without it
 }
 
 // throughput runs the whole comparison. Every child process it starts is
@@ -224,6 +270,11 @@ func throughput(o options) (*report, error) {
 	for _, n := range ns {
 		if err := b.measureN(n, n == ns[len(ns)-1]); err != nil {
 			return nil, err
+		}
+	}
+	if o.peer {
+		if err := b.measurePeers(o.twemproxy); err != nil {
+			return nil, fmt.Errorf("peer series: %w", err)
 		}
 	}
 	rep.Finished = time.Now()
@@ -393,22 +444,13 @@ func (b *bencher) measureIdle(addrs []string) (*idleResult, error) {
 }
 
 // median picks the sample with the median throughput.
-func median(rs []result) result {
-	best := rs[0]
-	if len(rs) > 2 {
-		sorted := append([]result(nil), rs...)
-		for i := range sorted {
-			for j := i + 1; j < len(sorted); j++ {
-				if sorted[j].PerSec < sorted[i].PerSec {
-					sorted[i], sorted[j] = sorted[j], sorted[i]
-				}
-			}
-		}
-		best = sorted[len(sorted)/2]
-	} else if len(rs) == 2 && rs[1].PerSec > rs[0].PerSec {
-		best = rs[1]
-	}
-	return best
+func median(rs []result) result { return medianBy(rs, func(r result) float64 { return r.PerSec }) }
+
+// medianBy picks the sample whose key is the median (of two, the larger).
+func medianBy[T any](rs []T, key func(T) float64) T {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	return sorted[len(sorted)/2]
 }
 
 func hostInfo() string {

@@ -39,6 +39,61 @@ type report struct {
 	Etcd       *etcdInfo     `json:"etcd,omitempty"`             // nil: no etcd series
 	Idle       *idleResult   `json:"idle_connections,omitempty"` // nil: not measured
 	HistBounds []float64     `json:"histogram_lower_bounds_us"`  // the latency histograms' buckets
+	Peer       []peerResult  `json:"peer,omitempty"`             // the peer series (twemproxy); nil: not run
+	Skipped    []skipNote    `json:"skipped,omitempty"`          // series this machine could not run
+}
+
+// skipNote is a series the run left out for want of a tool.
+type skipNote struct {
+	Series string `json:"series"`
+	Why    string `json:"why"`
+	Get    string `json:"get"` // the command that installs it
+}
+
+// peerColumns are the peer series' table columns.
+var peerColumns = []string{"clients", "load", "target", "requests/s", "vs lone", "own CPU/request", "Redis behind it/request"}
+
+// peerRows are the peer series' cells: each client count and load, the
+// targets in their order, requests/s against the lone Redis's.
+func (r *report) peerRows() [][]string {
+	var out [][]string
+	for _, c := range peerClients {
+		for _, cmd := range peerCommands {
+			lone, _ := r.findPeer("lone", 0, cmd.Name, c)
+			for _, t := range peerTargets {
+				p, ok := r.findPeer(t.Name, t.N, cmd.Name, c)
+				if !ok {
+					continue
+				}
+				ratio := ""
+				if lone.PerSec > 0 {
+					ratio = fmt.Sprintf("%.2fx", p.PerSec/lone.PerSec)
+				}
+				behind := "–"
+				if t.N > 0 {
+					behind = cpuCell(p.BehindIt, true)
+				}
+				out = append(out, []string{strconv.Itoa(c), cmd.Name, p.label(), fmt.Sprintf("%.0f", p.PerSec), ratio,
+					cpuCell(p.OwnCPU, true), behind})
+			}
+		}
+	}
+	return out
+}
+
+// peerLegend says what the peer series measures.
+const peerLegend = "Peer series: the same redis-benchmark load (no pipelining, random keys: `SET key tok NX PX 30000`, " +
+	"and the release script's `EVALSHA` on keys that do not hold the token) against a lone Redis, twemproxy (nutcracker) over one Redis, " +
+	"redlock-proxy over one backend (the same work as twemproxy) and over five. Own CPU is the target process's (Redis, nutcracker " +
+	"or the proxy) per request; the Redis servers behind it are counted apart. Read from /proc."
+
+// skippedLines say which series were left out, and how to get them.
+func (r *report) skippedLines() []string {
+	var out []string
+	for _, s := range r.Skipped {
+		out = append(out, fmt.Sprintf("skipped %s: %s; to run it: %s", s.Series, s.Why, s.Get))
+	}
+	return out
 }
 
 // procsNote says how the proxy process was run.
@@ -82,18 +137,49 @@ func (r *report) distinct(f func(result) (int, bool)) []int {
 	return out
 }
 
-// target is one of the issue's goals, evaluated on this run.
+// bound is how a target's value must compare with its goal.
+type bound uint8
+
+const (
+	atMost bound = iota + 1
+	atLeast
+)
+
+// target is one goal, evaluated on this run.
 type target struct {
 	Name    string
 	Value   float64
-	Want    string
-	Met     bool
-	Present bool
+	Bound   bound
+	Goal    float64
+	Present bool // this run measured it
+}
+
+// Met reports whether the value is on the goal's side.
+func (t target) Met() bool {
+	if t.Bound == atMost {
+		return t.Value <= t.Goal
+	}
+	return t.Value >= t.Goal
+}
+
+// Want writes the goal: "<= 20", ">= 0.55".
+func (t target) Want() string {
+	op := ">="
+	if t.Bound == atMost {
+		op = "<="
+	}
+	return op + " " + strconv.FormatFloat(t.Goal, 'f', -1, 64)
 }
 
 // targets evaluates the goals at the largest N and the client count
-// closest to 50.
+// closest to 50, then the peer series' goals.
 func (r *report) targets() []target {
+	ts := r.cycleTargets()
+	return append(ts, r.peerTargets()...)
+}
+
+// cycleTargets are the lock cycle's goals at the largest N.
+func (r *report) cycleTargets() []target {
 	ns, cs := r.ns(), r.clients()
 	if len(ns) == 0 {
 		return nil
@@ -111,19 +197,19 @@ func (r *report) targets() []target {
 	p1c, ok1c := r.find("proxy", n, cs[0])
 	l1c, okl1c := r.find("lone", n, cs[0])
 	if cs[0] == 1 {
-		ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle (us), N=%d, 1 client", n), Want: "<= 120",
+		ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle (us), N=%d, 1 client", n), Bound: atMost, Goal: 120,
 			Present: ok1c && p1c.ProxyCPUCycle > 0, Value: us(p1c.ProxyCPUCycle)})
-		ts = append(ts, target{Name: fmt.Sprintf("p50 proxy / lone Redis, N=%d, 1 client", n), Want: "<= 2.0",
+		ts = append(ts, target{Name: fmt.Sprintf("p50 proxy / lone Redis, N=%d, 1 client", n), Bound: atMost, Goal: 2.0,
 			Present: ok1c && okl1c && l1c.P50 > 0, Value: float64(p1c.P50) / float64(l1c.P50)})
 	}
 	p, ok1 := r.find("proxy", n, c)
 	l, ok2 := r.find("lone", n, c)
 	s, ok3 := r.find("redsync", n, c)
-	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle (us), N=%d, %d clients", n, c), Want: "<= 20",
+	ts = append(ts, target{Name: fmt.Sprintf("proxy CPU per cycle (us), N=%d, %d clients", n, c), Bound: atMost, Goal: 20,
 		Present: ok1 && p.ProxyCPUCycle > 0, Value: us(p.ProxyCPUCycle)})
-	ts = append(ts, target{Name: fmt.Sprintf("proxy / lone Redis, N=%d, %d clients", n, c), Want: ">= 0.55",
+	ts = append(ts, target{Name: fmt.Sprintf("proxy / lone Redis, N=%d, %d clients", n, c), Bound: atLeast, Goal: 0.55,
 		Present: ok1 && ok2 && l.PerSec > 0, Value: p.PerSec / l.PerSec})
-	ts = append(ts, target{Name: fmt.Sprintf("proxy / redsync, N=%d, %d clients", n, c), Want: ">= 4.0",
+	ts = append(ts, target{Name: fmt.Sprintf("proxy / redsync, N=%d, %d clients", n, c), Bound: atLeast, Goal: 4.0,
 		Present: ok1 && ok3 && s.PerSec > 0, Value: p.PerSec / s.PerSec})
 	if len(r.Pipelined) > 0 {
 		// The median ratio of the interleaved rounds.
@@ -138,19 +224,39 @@ func (r *report) targets() []target {
 		if len(ratios) > 0 {
 			med = ratios[len(ratios)/2]
 		}
-		ts = append(ts, target{Name: fmt.Sprintf("pipelined -P 16 -c 50 proxy / lone, N=%d (median)", r.Pipelined[0].N), Want: ">= 0.25",
+		ts = append(ts, target{Name: fmt.Sprintf("pipelined -P 16 -c 50 proxy / lone, N=%d (median)", r.Pipelined[0].N), Bound: atLeast, Goal: 0.25,
 			Present: len(ratios) > 0, Value: med})
 	}
-	for i := range ts {
-		switch ts[i].Want[:2] {
-		case ">=":
-			var w float64
-			fmt.Sscan(ts[i].Want[3:], &w)
-			ts[i].Met = ts[i].Value >= w
-		case "<=":
-			var w float64
-			fmt.Sscan(ts[i].Want[3:], &w)
-			ts[i].Met = ts[i].Value <= w
+	return ts
+}
+
+// findPeer is the peer series' point for a target, load and client count.
+func (r *report) findPeer(tgt string, n int, command string, clients int) (peerResult, bool) {
+	for _, p := range r.Peer {
+		if p.Target == tgt && p.N == n && p.Command == command && p.Clients == clients {
+			return p, true
+		}
+	}
+	return peerResult{}, false
+}
+
+// peerTargets are the peer series' goals: the proxy's own CPU per
+// request, as a ratio to twemproxy's, under each load: over one backend
+// (the same work as twemproxy) at or below it at 1 and 50 clients; over
+// five at or below it at 50 clients.
+func (r *report) peerTargets() []target {
+	var ts []target
+	for _, cmd := range peerCommands {
+		for _, g := range []struct{ n, clients int }{{1, 1}, {1, 50}, {5, 50}} {
+			tw, okT := r.findPeer("twemproxy", 1, cmd.Name, g.clients)
+			px, okP := r.findPeer("proxy", g.n, cmd.Name, g.clients)
+			ts = append(ts, target{
+				Name:    fmt.Sprintf("own CPU per request, %s / twemproxy, %s, %d client%s", peerLabel("proxy", g.n), cmd.Name, g.clients, plural(g.clients)),
+				Value:   float64(px.OwnCPU) / float64(tw.OwnCPU),
+				Bound:   atMost,
+				Goal:    1,
+				Present: okT && okP && tw.OwnCPU > 0,
+			})
 		}
 	}
 	return ts
@@ -266,7 +372,7 @@ func (r *report) etcdNote() string {
 // indication only.
 func (r *report) verdict(t target, met, notMet string) string {
 	v := notMet
-	if t.Met {
+	if t.Met() {
 		v = met
 	}
 	if r.Quick {
@@ -319,6 +425,13 @@ func (r *report) printTable(w io.Writer) {
 	for _, l := range r.idleLines() {
 		fmt.Fprintln(w, l)
 	}
+	if rows := r.peerRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.ReplaceAll(peerLegend, "`", ""))
+		fmt.Fprintln(w, strings.Join(peerColumns, " | "))
+		for _, row := range rows {
+			fmt.Fprintln(w, strings.Join(row, " | "))
+		}
+	}
 	fmt.Fprintln(w, "\ntargets:")
 	if r.Quick {
 		fmt.Fprintf(w, "  (%s)\n", indicativeNote)
@@ -327,7 +440,10 @@ func (r *report) printTable(w io.Writer) {
 		if !t.Present {
 			continue
 		}
-		fmt.Fprintf(w, "  %-50s %6.3f  (want %s)  %s\n", t.Name, t.Value, t.Want, r.verdict(t, "MET", "NOT MET"))
+		fmt.Fprintf(w, "  %-50s %6.3f  (want %s)  %s\n", t.Name, t.Value, t.Want(), r.verdict(t, "MET", "NOT MET"))
+	}
+	for _, l := range r.skippedLines() {
+		fmt.Fprintln(w, l)
 	}
 }
 
@@ -361,6 +477,13 @@ func (r *report) markdown() string {
 			m.Conns, m.N, m.ProxyKiB, m.RedisKiB)
 		b.WriteString(lines[1] + "\n")
 	}
+	if rows := r.peerRows(); len(rows) > 0 {
+		b.WriteString("\n## A peer: twemproxy\n\n" + peerLegend + "\n\n| " + strings.Join(peerColumns, " | ") + " |\n|" +
+			strings.Repeat("---|", len(peerColumns)) + "\n")
+		for _, row := range rows {
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+	}
 	b.WriteString("\n## Targets\n\n")
 	if r.Quick {
 		b.WriteString("Targets are " + indicativeNote + ".\n\n")
@@ -370,7 +493,10 @@ func (r *report) markdown() string {
 		if !t.Present {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want, r.verdict(t, "met", "**not met**"))
+		fmt.Fprintf(&b, "| %s | %.3f | %s | %s |\n", t.Name, t.Value, t.Want(), r.verdict(t, "met", "**not met**"))
+	}
+	if lines := r.skippedLines(); len(lines) > 0 {
+		b.WriteString("\n" + strings.Join(lines, ".\n") + ".\n")
 	}
 	b.WriteString("\n![chart](chart.svg)\n")
 	if len(r.HistBounds) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,6 +318,18 @@ func TestRedisCLISession(t *testing.T) {
 	}
 	if got := run("GET", "cli-k"); got != "v" {
 		t.Fatalf("GET = %q", got)
+	}
+	// FENCE, as the README shows it: the grant's number, the same when
+	// asked again; nothing for a token that does not hold the lock.
+	fence := run("FENCE", "cli-k", "v")
+	if n, err := strconv.ParseInt(fence, 10, 64); err != nil || n <= 0 {
+		t.Fatalf("FENCE = %q; want the grant's fencing number", fence)
+	}
+	if again := run("FENCE", "cli-k", "v"); again != fence {
+		t.Fatalf("FENCE again = %q; want the same number %s", again, fence)
+	}
+	if got := run("FENCE", "cli-k", "w"); got != "" {
+		t.Fatalf("FENCE with another token = %q; want (nil), printed as nothing", got)
 	}
 	if got := run("EVAL", seedRelease, "1", "cli-k", "v"); got != "1" {
 		t.Fatalf("EVAL release = %q", got)

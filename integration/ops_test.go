@@ -105,7 +105,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	}
 	names := exported(m)
 	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "redlock_proxy_backend_timeouts_total",
-		"redlock_proxy_backend_reconnects_total", "redlock_proxy_backend_restarts_total", "redlock_proxy_undo_total",
+		"redlock_proxy_backend_connections_established_total", "redlock_proxy_backend_restarts_total", "redlock_proxy_undo_total",
 		"redlock_proxy_backend_quarantined", "redlock_proxy_backend_quarantine_remaining_seconds"} {
 		if !names[want] {
 			t.Errorf("/metrics lacks %s", want)

@@ -40,14 +40,20 @@ func freeAddr(t *testing.T) string {
 func TestStartupErrorsAreOneLineAndNonZeroExit(t *testing.T) {
 	bin := buildBinary(t)
 	busy := occupied(t)
+	const cannotStart, invalid = "redlock-proxy: cannot start: ", "redlock-proxy: invalid configuration: "
 	cases := []struct {
-		name string
-		args []string
-		want string // what the line must name
+		name   string
+		args   []string
+		prefix string // how the line starts
+		want   string // what the line must name
+		code   int    // 0: any non-zero exit code
 	}{
-		{"client address in use", []string{"-listen", busy, "-admin", ""}, busy},
-		{"admin address in use", []string{"-listen", "127.0.0.1:0", "-admin", busy}, busy},
-		{"unreadable TLS certificate", []string{"-listen", "127.0.0.1:0", "-admin", "", "-tls_cert_file", "/nonexistent/cert.pem", "-tls_key_file", "/nonexistent/key.pem"}, "/nonexistent/cert.pem"},
+		{"client address in use", []string{"-listen", busy, "-admin", ""}, cannotStart, busy, 0},
+		{"admin address in use", []string{"-listen", "127.0.0.1:0", "-admin", busy}, cannotStart, busy, 0},
+		// A TLS file is configuration: refused as every other mistake is.
+		{"unreadable TLS certificate", []string{"-listen", "127.0.0.1:0", "-admin", "", "-tls_cert_file", "/nonexistent/cert.pem", "-tls_key_file", "/nonexistent/key.pem"},
+			invalid + "tls_cert_file: ", "/nonexistent/cert.pem", 2},
+		{"a bad duration", []string{"-max_ttl", "30"}, invalid + "-max_ttl: ", "want a duration", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,15 +74,15 @@ func TestStartupErrorsAreOneLineAndNonZeroExit(t *testing.T) {
 				t.Fatalf("still running after 10s; stderr:\n%s", stderr.String())
 			}
 			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-				t.Fatalf("exit: %v, want a non-zero exit code", err)
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 || c.code != 0 && exit.ExitCode() != c.code {
+				t.Fatalf("exit: %v, want a non-zero exit code (%d if not 0)", err, c.code)
 			}
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 {
 				t.Fatalf("stderr has %d lines, want one:\n%s", len(lines), stderr.String())
 			}
-			if !strings.HasPrefix(lines[0], "redlock-proxy: cannot start: ") || !strings.Contains(lines[0], c.want) {
-				t.Errorf("stderr %q: want one line starting 'redlock-proxy: cannot start: ' naming %s", lines[0], c.want)
+			if !strings.HasPrefix(lines[0], c.prefix) || !strings.Contains(lines[0], c.want) {
+				t.Errorf("stderr %q: want one line starting %q naming %s", lines[0], c.prefix, c.want)
 			}
 		})
 	}

@@ -25,15 +25,13 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/demo"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/metrics"
+	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
-
-// Version is the proxy's version, set at build time with -ldflags.
-var Version = "0.1.0-dev"
 
 // App is a running proxy.
 type App struct {
@@ -122,7 +120,8 @@ func (a *App) start() error {
 	case "off":
 		rule = quorum.RestartRule{}
 	}
-	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() })
+	build := buildinfo.Read()
+	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() }, build)
 	var opts []netio.Options
 	for _, b := range backends {
 		o := netio.Options{
@@ -164,14 +163,15 @@ func (a *App) start() error {
 		},
 		Logger:   log,
 		Observer: a.metrics,
-		Version:  Version,
+		Version:  build.Version,
 		Addr:     a.ln.Addr().String(),
 	}, backendsOf{a.pool})
 	if a.adminLn != nil {
 		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	}
 	log.Info("redlock-proxy starting",
-		"version", Version, "listen", a.ln.Addr().String(), "admin", cfg.Admin,
+		"version", build.Version, "revision", build.Revision, "go_version", build.GoVersion,
+		"listen", a.ln.Addr().String(), "admin", cfg.Admin, "pprof", a.admin != nil && cfg.ServesPprof(),
 		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)),
 		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
 		"backend_timeout", cfg.BackendTimeout, "max_ttl", cfg.MaxTTL,
@@ -266,15 +266,17 @@ func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later fun
 	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
 }
 
-// adminHandler serves /metrics, /healthz, /readyz and /debug/pprof.
+// adminHandler serves /metrics, /healthz, /readyz, and /debug/pprof when
+// the pprof key allows it (by default only on a loopback admin address).
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	// Profiles for whoever runs it: the admin address is loopback by default.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	if a.cfg.ServesPprof() {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	}
 	mux.Handle("/metrics", a.metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")

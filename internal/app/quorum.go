@@ -12,7 +12,9 @@ import (
 
 // A lost quorum looks, to a client, like contention: SET NX answers nil,
 // GET nil, DEL 0. The operator learns it from the log: one WARN when fewer
-// than a majority of backends count, one INFO when a majority counts again.
+// than a majority of backends count, one INFO when a majority counts again
+// ("regained"), or for the first time ("reached": fresh masters wait out
+// their quarantine at the first start).
 
 const (
 	// quorumPoll is how often the backends' health is read.
@@ -20,6 +22,12 @@ const (
 	// quorumStartGrace is how long the backends have to connect at start
 	// before a missing quorum is reported.
 	quorumStartGrace = 2 * time.Second
+	// endedLag is how long after its quarantine ends a backend counts for
+	// the log's quorum lines: each link logs the end of its quarantine at
+	// its next health check, at most the links' health interval (1s, the
+	// app keeps netio's default) after it, so the quorum line that
+	// follows comes after those.
+	endedLag = time.Second + quorumPoll
 )
 
 type quorumState uint8
@@ -27,7 +35,8 @@ type quorumState uint8
 const (
 	quorumStarting quorumState = iota // nothing reported yet
 	quorumHeld                        // a majority counts
-	quorumLost                        // fewer than a majority count
+	quorumLost                        // fewer than a majority count, after one did
+	quorumNever                       // fewer than a majority have counted since the start
 )
 
 // quorumWatch follows whether a majority of backends count and logs each
@@ -49,16 +58,18 @@ type quorumCount struct {
 	in time.Duration
 }
 
-func countQuorum(hs []netio.Health, now time.Time) quorumCount {
+// countQuorum counts the backends at now; one whose quarantine ended less
+// than lag ago counts as still quarantined.
+func countQuorum(hs []netio.Health, now time.Time, lag time.Duration) quorumCount {
 	q := quorumCount{backends: len(hs), need: quorum.Majority(len(hs))}
 	var ends []time.Duration
 	for _, h := range hs {
 		switch {
-		case h.Counts(now):
+		case h.Counts(now.Add(-lag)) && h.Counts(now):
 			q.counting++
 		case h.Up:
 			q.quarantined++
-			ends = append(ends, h.QuarantinedUntil.Sub(now))
+			ends = append(ends, max(0, h.QuarantinedUntil.Sub(now)))
 		default:
 			q.down++
 		}
@@ -75,20 +86,33 @@ func countQuorum(hs []netio.Health, now time.Time) quorumCount {
 
 // step reads the health once and logs a change of the quorum.
 func (w *quorumWatch) step(now time.Time) {
-	q := countQuorum(w.health(), now)
+	hs := w.health()
+	q := countQuorum(hs, now, 0)
 	have := q.counting >= q.need
+	if have && (w.state == quorumLost || w.state == quorumNever) {
+		// Back, or there for the first time, once the links have said
+		// which quarantines ended.
+		q = countQuorum(hs, now, endedLag)
+		if have = q.counting >= q.need; !have {
+			return
+		}
+	}
 	switch {
 	case have && w.state == quorumLost:
 		w.log.Info(fmt.Sprintf("quorum regained: %d of %d backends count, %d needed; locks are granted again", q.counting, q.backends, q.need),
 			"lost_for", now.Sub(w.since).Round(time.Millisecond))
+	case have && w.state == quorumNever:
+		w.log.Info(fmt.Sprintf("quorum reached: %d of %d backends count, %d needed; locks are granted", q.counting, q.backends, q.need),
+			"since_start", now.Sub(w.started).Round(time.Millisecond))
 	case have && w.state == quorumStarting:
 		w.log.Info(fmt.Sprintf("quorum: %d of %d backends count, %d needed; locks are granted", q.counting, q.backends, q.need))
 	case !have && w.state == quorumHeld:
 		w.log.Warn(fmt.Sprintf("quorum lost: %d of %d backends count, %d needed; locks are refused", q.counting, q.backends, q.need), q.attrs()...)
 		w.since = now
 	case !have && w.state == quorumStarting && now.Sub(w.started) >= quorumStartGrace:
-		w.log.Warn(fmt.Sprintf("no quorum: %d of %d backends count, %d needed; locks are refused", q.counting, q.backends, q.need), q.attrs()...)
-		w.since = w.started
+		w.log.Warn(fmt.Sprintf("no quorum yet: %d of %d backends count, %d needed; locks are refused", q.counting, q.backends, q.need), q.attrs()...)
+		w.state = quorumNever
+		return
 	default:
 		return
 	}

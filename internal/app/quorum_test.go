@@ -77,9 +77,10 @@ func TestQuorumWatchLogsEachChangeOnce(t *testing.T) {
 	}{
 		{100 * time.Millisecond, []string{"down", "down", "down"}, nil}, // still connecting
 		{1900 * time.Millisecond, []string{"down", "up", "down"}, nil},
-		{2100 * time.Millisecond, []string{"down", "up", "down"}, []string{"WARN no quorum: 1 of 3 backends count, 2 needed; locks are refused down=2 quarantined=0"}},
+		{2100 * time.Millisecond, []string{"down", "up", "down"}, []string{"WARN no quorum yet: 1 of 3 backends count, 2 needed; locks are refused down=2 quarantined=0"}},
 		{2200 * time.Millisecond, []string{"down", "up", "down"}, nil},
-		{3 * time.Second, []string{"up", "up", "down"}, []string{"INFO quorum regained: 2 of 3 backends count, 2 needed; locks are granted again lost_for=3s"}},
+		// There never was a quorum: it is reached, not regained.
+		{3 * time.Second, []string{"up", "up", "down"}, []string{"INFO quorum reached: 2 of 3 backends count, 2 needed; locks are granted since_start=3s"}},
 		{4 * time.Second, []string{"up", "up", "up"}, nil},
 		{5 * time.Second, []string{"up", "down", "up"}, nil}, // 2 of 3 still count
 		{6 * time.Second, []string{"up", "down", "down"}, []string{"WARN quorum lost: 1 of 3 backends count, 2 needed; locks are refused down=2 quarantined=0"}},
@@ -115,5 +116,34 @@ func TestQuorumWatchStartAndQuarantine(t *testing.T) {
 	want := "WARN quorum lost: 0 of 3 backends count, 2 needed; locks are refused down=1 quarantined=2 quorum_in=49s"
 	if got := rec.take(); len(got) != 1 || got[0] != want {
 		t.Errorf("two quarantined: %q; want %q", got, want)
+	}
+}
+
+// Fresh masters at the first start: no quorum yet while they are
+// quarantined; once their quarantines end, the quorum is reached (never
+// "regained"), and only after the links have had the time to log each
+// quarantine's end.
+func TestQuorumWatchFreshMasters(t *testing.T) {
+	var rec records
+	t0 := time.Now()
+	w := &quorumWatch{log: slog.New(&rec), started: t0}
+	w.health = func() []netio.Health { return backends(t0, "q60s", "q60s", "q60s") }
+	for _, s := range []struct {
+		at   time.Duration
+		want string
+	}{
+		{100 * time.Millisecond, ""},
+		{2100 * time.Millisecond, "WARN no quorum yet: 0 of 3 backends count, 2 needed; locks are refused down=0 quarantined=3 quorum_in=58s"},
+		{30 * time.Second, ""},
+		{60 * time.Second, ""},            // the quarantines end now...
+		{60*time.Second + endedLag/2, ""}, // ...and the links log it within their health interval
+		{60*time.Second + endedLag, "INFO quorum reached: 3 of 3 backends count, 2 needed; locks are granted since_start=1m1.1s"},
+		{61 * time.Second, ""},
+		{62 * time.Second, ""},
+	} {
+		w.step(t0.Add(s.at))
+		if got := strings.Join(rec.take(), "\n"); got != s.want {
+			t.Errorf("at %v: logged %q; want %q", s.at, got, s.want)
+		}
 	}
 }

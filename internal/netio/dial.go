@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -50,19 +51,43 @@ func (l *Link) run() {
 func (l *Link) dial() (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
 	defer cancel()
-	var c net.Conn
-	var err error
-	if l.opt.TLS != nil {
-		d := tls.Dialer{Config: l.opt.TLS}
-		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", l.opt.Addr)
-	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", l.opt.Addr)
 	if err != nil {
 		return nil, dialError(err)
 	}
+	if l.opt.TLS != nil {
+		// The handshake apart from the dial, so that a master that
+		// answers but not in TLS is not reported unreachable.
+		cfg := l.opt.TLS
+		if cfg.ServerName == "" { // as tls.Dialer does: verify the dialled host
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(l.opt.Addr)
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, handshakeError(err)
+		}
+		c = tc
+	}
 	return Raw(c), nil
+}
+
+// handshakeError words a failed TLS handshake with a master that was
+// reached: most often one that does not speak TLS on that port (it
+// answers a ClientHello with a RESP error, or waits for a command's end).
+func handshakeError(err error) error {
+	var rec tls.RecordHeaderError
+	var op *net.OpError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &rec), errors.Is(err, context.DeadlineExceeded), errors.As(err, &op) && op.Timeout(), errors.Is(err, io.EOF):
+		return fmt.Errorf("TLS handshake failed: the server does not seem to speak TLS (backend_tls is on: is this a TLS port, tls-port in redis.conf?): %w", err)
+	case errors.As(err, &verify):
+		return fmt.Errorf("TLS handshake failed: its certificate is not trusted (backend_tls_ca_file, backend_tls_server_name): %w", err)
+	}
+	return fmt.Errorf("TLS handshake failed: %w", err)
 }
 
 // dialError words a failed dial without repeating the address, which every

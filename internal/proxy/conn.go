@@ -107,7 +107,13 @@ func (c *client) serve() {
 		}
 		if err := c.rd.fill(); err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() && !c.partialSince.IsZero() {
-				c.writeRaw(appendReply(nil, resp.ErrorValue(msgCommandTimeout(c.s.cfg.CommandTimeout)), false))
+				msg := msgCommandTimeout(c.s.cfg.CommandTimeout)
+				select {
+				case <-c.s.shutdown: // Shutdown's wake-up deadline, not command_timeout
+					msg = msgShutdownPartial
+				default:
+				}
+				c.writeRaw(appendReply(nil, resp.ErrorValue(msg), false))
 			}
 			return
 		}

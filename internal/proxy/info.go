@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -70,10 +71,10 @@ func (s *Server) infoServer() string {
 	if i := strings.LastIndexByte(s.cfg.Addr, ':'); i >= 0 {
 		port = s.cfg.Addr[i+1:]
 	}
-	return fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy_version:%s\r\n"+
+	return fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy_version:%s\r\nredlock_proxy_revision:%s\r\n"+
 		"os:%s %s\r\narch_bits:64\r\ngo_version:%s\r\nprocess_id:%d\r\nrun_id:%s\r\ntcp_port:%s\r\n"+
 		"uptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-		redisVersion, s.cfg.Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), os.Getpid(), s.runID, port,
+		redisVersion, s.cfg.Version, buildinfo.Read().Revision, runtime.GOOS, runtime.GOARCH, runtime.Version(), os.Getpid(), s.runID, port,
 		int64(up.Seconds()), int64(up.Hours()/24))
 }
 
@@ -84,8 +85,10 @@ func (s *Server) infoClients() string {
 func (s *Server) infoStats() string {
 	st := &s.stats
 	return fmt.Sprintf("total_connections_received:%d\r\ntotal_commands_processed:%d\r\n"+
-		"lock_granted:%d\r\nlock_refused:%d\r\nlock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nrejected_commands:%d\r\n",
-		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.noQuorum.Load(),
+		"lock_granted:%d\r\nlock_refused:%d\r\nlock_extended:%d\r\nlock_extend_refused:%d\r\nlock_released:%d\r\nlock_release_refused:%d\r\n"+
+		"lock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nrejected_commands:%d\r\n",
+		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.extended.Load(), st.extendRefused.Load(),
+		st.released.Load(), st.releaseRefused.Load(), st.noQuorum.Load(),
 		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.rejected.Load())
 }
 

@@ -37,6 +37,10 @@ func msgCommandTimeout(d time.Duration) string {
 	return fmt.Sprintf("ERR redlock-proxy: command not received whole within command_timeout (%v); closing the connection", d)
 }
 
+// msgShutdownPartial is the last reply to a client whose command had not
+// arrived whole when the proxy began to shut down.
+const msgShutdownPartial = "ERR redlock-proxy: shutting down: the command had not arrived whole and was not run; closing the connection"
+
 func msgWrongArgs(name string) string {
 	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
 }
@@ -66,8 +70,17 @@ func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
 }
 
-// msgUnknownCommand is Redis's reply to a command it does not have.
+// msgUnknownCommand is Redis's reply to a command it does not have (clients
+// match on it), then what this server serves instead.
 func msgUnknownCommand(args [][]byte) string {
+	return redisUnknownCommand(args) + unknownCommandHint
+}
+
+// unknownCommandHint follows Redis's unknown-command reply.
+const unknownCommandHint = "(redlock-proxy serves lock commands only; HELP lists them)"
+
+// redisUnknownCommand is Redis's own reply to a command it does not have.
+func redisUnknownCommand(args [][]byte) string {
 	b := append([]byte("ERR unknown command '"), cString(args[0], 128)...)
 	b = append(b, "', with args beginning with: "...)
 	rest := 0 // Redis caps the quoted arguments, not the whole message

@@ -333,8 +333,8 @@ func TestUnknownCommandGoldenRedis(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q: Redis replied %q", args, reply)
 		}
-		if got := msgUnknownCommand(setArgs(args...)); got != string(e) {
-			t.Errorf("%q:\nproxy %q\nRedis %q", args, got, e)
+		if got := msgUnknownCommand(setArgs(args...)); got != string(e)+unknownCommandHint {
+			t.Errorf("%q:\nproxy %q\nwant Redis's %q, then the hint", args, got, e)
 		}
 	}
 	// msgUnknownSubcommand quotes client input the same way.

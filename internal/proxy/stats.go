@@ -46,16 +46,20 @@ const (
 type stats struct {
 	obs Observer
 
-	commands   atomic.Uint64
-	granted    atomic.Uint64
-	refused    atomic.Uint64
-	noQuorum   atomic.Uint64
-	undos      atomic.Uint64
-	undoFailed atomic.Uint64
-	late       atomic.Uint64 // grants revoked: their reply would have left after their validity
-	rejected   atomic.Uint64
-	connsTotal atomic.Uint64
-	clients    atomic.Int64
+	commands atomic.Uint64
+	// Lock decisions by what the command does: acquire (SET, acquire and
+	// extend-or-acquire scripts), extend, release (release scripts, DEL,
+	// DELIFEQ, DELEX IFEQ).
+	granted, refused         atomic.Uint64
+	extended, extendRefused  atomic.Uint64
+	released, releaseRefused atomic.Uint64
+	noQuorum                 atomic.Uint64
+	undos                    atomic.Uint64
+	undoFailed               atomic.Uint64
+	late                     atomic.Uint64 // grants revoked: their reply would have left after their validity
+	rejected                 atomic.Uint64
+	connsTotal               atomic.Uint64
+	clients                  atomic.Int64
 }
 
 func (s *stats) margin(ttl, validity time.Duration) {
@@ -64,16 +68,51 @@ func (s *stats) margin(ttl, validity time.Duration) {
 	}
 }
 
-// decided counts a decided op (INFO counts lock decisions and answers
-// without a quorum; reads answered and errors are counted by the Observer).
+// lockKind is what a lock command does, for INFO's counts.
+type lockKind uint8
+
+const (
+	kindOther lockKind = iota // reads, FENCE, voted scripts
+	kindAcquire
+	kindExtend
+	kindRelease
+)
+
+// kindOf is what the command or script role name does. SET counts as an
+// acquire, SET ... IFEQ (an extend) included: both are named set.
+func kindOf(name string) lockKind {
+	switch name {
+	case "set", "acquire", "extend-or-acquire":
+		return kindAcquire
+	case "extend":
+		return kindExtend
+	case "release", "del", "delifeq", "delex":
+		return kindRelease
+	}
+	return kindOther
+}
+
+// decided counts a decided op (INFO counts lock decisions by kind and
+// answers without a quorum; reads answered and errors are counted by the
+// Observer).
 func (s *stats) decided(name, result string, elapsed time.Duration) {
-	switch result {
-	case ResultGranted:
-		s.granted.Add(1)
-	case ResultRefused:
-		s.refused.Add(1)
-	case ResultNoQuorum:
+	var granted, refused *atomic.Uint64
+	switch kindOf(name) {
+	case kindAcquire:
+		granted, refused = &s.granted, &s.refused
+	case kindExtend:
+		granted, refused = &s.extended, &s.extendRefused
+	case kindRelease:
+		granted, refused = &s.released, &s.releaseRefused
+	}
+	switch {
+	case result == ResultNoQuorum:
 		s.noQuorum.Add(1)
+	case granted == nil:
+	case result == ResultGranted:
+		granted.Add(1)
+	case result == ResultRefused:
+		refused.Add(1)
 	}
 	if s.obs != nil {
 		s.obs.Command(name, result, elapsed)

@@ -29,8 +29,13 @@ import (
 
 // Config is the whole configuration. YAML keys and flag names are the same.
 type Config struct {
-	Listen           string        `yaml:"listen"`            // client address (default 127.0.0.1:7379)
-	Admin            string        `yaml:"admin"`             // HTTP metrics and health address; "" disables (default 127.0.0.1:7380)
+	Listen string `yaml:"listen"` // client address (default 127.0.0.1:7379)
+	Admin  string `yaml:"admin"`  // HTTP metrics and health address; "" disables (default 127.0.0.1:7380)
+	// Pprof is whether the admin address also serves Go's profiles
+	// (/debug/pprof/): "auto" (default: only when the admin address is a
+	// loopback one, so that exposing /metrics does not expose them),
+	// "true" or "false".
+	Pprof            string        `yaml:"pprof"`
 	Backends         List          `yaml:"backends"`          // Redis masters, host:port; none: embedded demo backends
 	EmbeddedBackends int           `yaml:"embedded_backends"` // in-process backends when none are configured (default 3)
 	DriftFactor      float64       `yaml:"drift_factor"`      // clock drift allowance per unit of TTL (default 0.01)
@@ -148,6 +153,7 @@ func Default() Config {
 	return Config{
 		Listen:            "127.0.0.1:7379",
 		Admin:             "127.0.0.1:7380",
+		Pprof:             "auto",
 		EmbeddedBackends:  3,
 		DriftFactor:       p.Timing.DriftFactor,
 		DriftFloor:        p.Timing.DriftFloor,
@@ -172,8 +178,29 @@ func Default() Config {
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid configuration")
 
+// KeyError is a refused setting: the key (users[0].name for a field of a
+// list) and what it wants. It wraps ErrInvalid.
+type KeyError struct {
+	Key  string
+	Rule string
+}
+
+func (e *KeyError) Error() string { return ErrInvalid.Error() + ": " + e.Key + ": " + e.Rule }
+
+// Unwrap makes every KeyError an ErrInvalid.
+func (e *KeyError) Unwrap() error { return ErrInvalid }
+
 func invalid(key, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, a...))
+	return &KeyError{Key: key, Rule: fmt.Sprintf(format, a...)}
+}
+
+// topKey is the top-level key a KeyError's key belongs to: users for
+// users[0].name.
+func topKey(key string) string {
+	if i := strings.IndexAny(key, "[."); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
 
 // Validate checks every key. It returns warnings for settings that work but
@@ -186,6 +213,15 @@ func (c *Config) Validate() (warnings []string, err error) {
 		if _, err := parseAddr(c.Admin, true); err != nil {
 			return nil, invalid("admin", "%v (or empty to turn it off)", err)
 		}
+	}
+	switch c.Pprof {
+	case "auto", "false":
+	case "true":
+		if c.Admin != "" && !loopback(c.Admin) {
+			warnings = append(warnings, fmt.Sprintf("pprof: true serves Go's profiles (/debug/pprof/) on admin %s, which is not a loopback address: whoever reaches it can profile the process and read its command line", c.Admin))
+		}
+	default:
+		return nil, invalid("pprof", "must be auto (only when admin is a loopback address), true or false, got %q", c.Pprof)
 	}
 	seen := map[string]string{}
 	for _, b := range c.Backends {
@@ -222,7 +258,7 @@ func (c *Config) Validate() (warnings []string, err error) {
 	case c.BackendTimeout <= 0:
 		return nil, invalid("backend_timeout", "must be positive, got %v", c.BackendTimeout)
 	case c.BackendTimeout >= c.MaxTTL:
-		return nil, invalid("backend_timeout", "must be below max_ttl (%v), and at most a tenth of it (%v) to leave locks their validity; got %v", c.MaxTTL, c.MaxTTL/10, c.BackendTimeout)
+		return nil, invalid("backend_timeout", "must be below max_ttl (%v), got %v (above a tenth of max_ttl, %v, it is accepted with a warning)", c.MaxTTL, c.BackendTimeout, c.MaxTTL/10)
 	case c.MinValidity >= c.MaxTTL:
 		return nil, invalid("min_validity", "must be below max_ttl (%v), got %v", c.MaxTTL, c.MinValidity)
 	}
@@ -287,6 +323,32 @@ func (c *Config) Validate() (warnings []string, err error) {
 	return warnings, nil
 }
 
+// ServesPprof reports whether the admin address serves /debug/pprof/.
+func (c *Config) ServesPprof() bool {
+	switch c.Pprof {
+	case "true":
+		return true
+	case "auto":
+		return loopback(c.Admin)
+	}
+	return false
+}
+
+// loopback reports whether a listening address is on the loopback
+// interface only: localhost or a loopback IP (an empty host is every
+// interface).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // failures says how many failed backends are tolerated.
 func failures(f int) string {
 	switch f {
@@ -325,47 +387,62 @@ func parseAddr(s string, listening bool) (string, error) {
 
 // ReadFile decodes a YAML file over c. Unknown keys are refused.
 func (c *Config) ReadFile(path string) error {
+	_, err := c.readFile(path)
+	return err
+}
+
+// readFile is ReadFile, and also returns the line of each top-level key
+// the file sets.
+func (c *Config) readFile(path string) (lines map[string]int, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	return c.ReadYAML(data, path)
+	return c.readYAML(data, path)
 }
 
 // ReadYAML decodes YAML over c; name is used in errors. Every refusal
 // names the key, its line and what the key wants. A key written with no
 // value is refused, except admin (off) and backends (none).
 func (c *Config) ReadYAML(data []byte, name string) error {
+	_, err := c.readYAML(data, name)
+	return err
+}
+
+// readYAML is ReadYAML, and also returns the line of each top-level key.
+func (c *Config) readYAML(data []byte, name string) (lines map[string]int, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %s: holds more than one YAML document", ErrInvalid, name)
+		return nil, fmt.Errorf("%w: %s: holds more than one YAML document", ErrInvalid, name)
 	}
 	if len(doc.Content) != 1 {
-		return nil
+		return nil, nil
 	}
 	m := doc.Content[0]
 	if m.Kind == yaml.ScalarNode && m.Tag == "!!null" {
-		return nil // a document with nothing in it
+		return nil, nil // a document with nothing in it
 	}
 	d := yamlDecoder{name: name}
 	if m.Kind != yaml.MappingNode {
-		return d.at(m, "want key: value lines such as max_ttl: 30s, got %s", written(m))
+		return nil, d.at(m, "want key: value lines such as max_ttl: 30s, got %s", written(m))
 	}
 	// Decode into a copy, so that a refused file leaves c as it was. A key
 	// with no value: admin and backends mean "none"; for any other key it is
 	// a mistake.
 	next := *c
 	rest := &yaml.Node{Kind: yaml.MappingNode, Line: m.Line}
+	lines = map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		lines[k.Value] = k.Line
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 			switch k.Value {
 			case "admin":
@@ -379,20 +456,23 @@ func (c *Config) ReadYAML(data []byte, name string) error {
 		rest.Content = append(rest.Content, k, v)
 	}
 	if err := d.mapping("", rest, reflect.ValueOf(&next).Elem()); err != nil {
-		return err
+		return nil, err
 	}
 	*c = next
-	return nil
+	return lines, nil
 }
 
 // Load builds the configuration from command-line arguments: defaults, then
 // the file named by -config, then every flag given. -h writes the usage to
 // out and returns flag.ErrHelp; any other mistake in the arguments is one
-// line, in the error, naming the flag.
+// line, in the error, naming the flag, or the key and its line in the file.
 func Load(args []string, out io.Writer) (Config, []string, error) {
 	c := Default()
-	if path := configPath(args); path != "" {
-		if err := c.ReadFile(path); err != nil {
+	path := configPath(args)
+	var lines map[string]int
+	if path != "" {
+		var err error
+		if lines, err = c.readFile(path); err != nil {
 			return c, nil, err
 		}
 	}
@@ -401,6 +481,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.String("config", "", "YAML configuration file (flags override it)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address for Redis clients")
 	fs.StringVar(&c.Admin, "admin", c.Admin, "address for HTTP /metrics, /healthz, /readyz (empty: off)")
+	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof/ on the admin address: auto (only when it is a loopback address), true or false")
 	fs.Func("backends", "comma-separated Redis masters host:port (none: embedded demo backends)", func(s string) error {
 		c.Backends = splitList(s)
 		return nil
@@ -445,6 +526,17 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 		return c, nil, fmt.Errorf("%w: unexpected argument %q (flags start with -; %s)", ErrInvalid, fs.Arg(0), seeHelp)
 	}
 	warnings, err := c.Validate()
+	// A refused key that the file set, and no flag overrode, is located
+	// in the file as a decoding error is.
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		key := topKey(ke.Key)
+		flagged := false
+		fs.Visit(func(f *flag.Flag) { flagged = flagged || f.Name == key })
+		if line, ok := lines[key]; ok && !flagged {
+			err = fmt.Errorf("%w: %s, line %d: %s: %s", ErrInvalid, path, line, ke.Key, ke.Rule)
+		}
+	}
 	return c, warnings, err
 }
 

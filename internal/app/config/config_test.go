@@ -2,11 +2,18 @@ package config
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"io"
 	"io/fs"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -153,6 +160,7 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 const allKeysYAML = `# every key, none at its default
 listen: 0.0.0.0:6000
 admin: 0.0.0.0:6001
+pprof: false
 backends:
   - 10.0.0.1:6379
   - 10.0.0.2:6379
@@ -207,10 +215,24 @@ gomaxprocs: 3
 // voteWarning is the warning unknown_scripts: vote gives.
 const voteWarning = "unknown_scripts: vote: scripts the proxy does not know run on every backend; this is safe only for scripts that keep their state in the keys they are given"
 
+// allKeysFile writes allKeysYAML, its TLS files under a fresh directory
+// in place of /etc/proxy/, and returns the file's path and the
+// configuration it holds.
+func allKeysFile(t *testing.T) (string, Config) {
+	t.Helper()
+	dir := writeTLSFiles(t)
+	want := allKeysConfig()
+	for _, f := range []*string{&want.TLSCertFile, &want.TLSKeyFile, &want.TLSCAFile, &want.BackendTLSCAFile, &want.BackendTLSCertFile, &want.BackendTLSKeyFile} {
+		*f = strings.Replace(*f, "/etc/proxy/", dir, 1)
+	}
+	return writeConfig(t, strings.ReplaceAll(allKeysYAML, "/etc/proxy/", dir)), want
+}
+
 func allKeysConfig() Config {
 	return Config{
 		Listen:               "0.0.0.0:6000",
 		Admin:                "0.0.0.0:6001",
+		Pprof:                "false",
 		Backends:             List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"},
 		EmbeddedBackends:     7,
 		DriftFactor:          0.02,
@@ -272,7 +294,7 @@ func TestLoadFileEveryKey(t *testing.T) {
 		}
 	}
 
-	path := writeConfig(t, allKeysYAML)
+	path, want := allKeysFile(t)
 	got, warnings := mustLoad(t, "-config", path)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load(-config FILE)\n got %+v\nwant %+v", got, want)
@@ -284,10 +306,11 @@ func TestLoadFileEveryKey(t *testing.T) {
 
 func TestReadFileEveryKey(t *testing.T) {
 	c := Default()
-	if err := c.ReadFile(writeConfig(t, allKeysYAML)); err != nil {
+	path, want := allKeysFile(t)
+	if err := c.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	if want := allKeysConfig(); !reflect.DeepEqual(c, want) {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ReadFile\n got %+v\nwant %+v", c, want)
 	}
 }
@@ -896,9 +919,11 @@ func TestWarnings(t *testing.T) {
 	if len(w) != 1 || !strings.Contains(w[0], "a tenth is 6s") {
 		t.Errorf("backend_timeout 7s: warnings %q; want one stating the tenth of max_ttl, 6s", w)
 	}
+	// The refusal says what is refused (not below max_ttl), and that a
+	// tenth is only warned about.
 	_, _, err := Load([]string{"-backend_timeout", "60s"}, io.Discard)
-	if want := "backend_timeout: must be below max_ttl (1m0s), and at most a tenth of it (6s)"; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("backend_timeout 60s: error %v; want %q", err, want)
+	if want := "backend_timeout: must be below max_ttl (1m0s), got 1m0s (above a tenth of max_ttl, 6s, it is accepted with a warning)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("backend_timeout 60s: error %v; want one ending %q", err, want)
 	}
 }
 
@@ -919,6 +944,14 @@ func TestHelp(t *testing.T) {
 		first, _, _ := strings.Cut(usage, "\n")
 		if !strings.HasPrefix(first, "redlock-proxy: ") || !strings.Contains(first, "Redlock majority vote") {
 			t.Errorf("usage does not start with a one-line description: %q", first)
+		}
+		// The file example is the one the repository ships, and the first
+		// start's wait is stated, with its length at the defaults.
+		if !strings.Contains(usage, "redlock-proxy -config config.example.yaml") {
+			t.Errorf("usage's file example is not config.example.yaml:\n%s", usage)
+		}
+		if !strings.Contains(usage, "The first start waits: over fresh masters") || !strings.Contains(usage, "(1m0.602s with the defaults)") {
+			t.Errorf("usage does not state the first start's wait:\n%s", usage)
 		}
 		example := strings.Index(usage, "redlock-proxy -backends 10.0.0.11:6379,")
 		flags := strings.Index(usage, "\n  -admin")
@@ -949,5 +982,129 @@ func TestProcs(t *testing.T) {
 		if got := Procs(tt.setting, tt.cpus); got != tt.want {
 			t.Errorf("Procs(%d, %d) = %d, want %d", tt.setting, tt.cpus, got, tt.want)
 		}
+	}
+}
+
+// writeTLSFiles writes a self-signed certificate and its key under a fresh
+// directory as every TLS file allKeysYAML names (the certificate also
+// serves as the CAs), and returns the directory with a trailing slash.
+func writeTLSFiles(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	dir := t.TempDir() + "/"
+	for name, data := range map[string][]byte{"cert.pem": cert, "ca.pem": cert, "key.pem": keyPEM,
+		"backend-ca.pem": cert, "backend-cert.pem": cert, "backend-key.pem": keyPEM} {
+		if err := os.WriteFile(dir+name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TLS files are read when the configuration is loaded: a missing or bad
+// one is refused like every other mistake (ErrInvalid, the key, and its
+// line when the file set it), and so is a TLS setting that would do
+// nothing. A rule broken by a key the file set names the file's line too.
+func TestConfigurationMistakesAreOneKind(t *testing.T) {
+	dir := writeTLSFiles(t)
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := func(body string) []string { return []string{"-config", writeConfig(t, body)} }
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // the error ends with it; "FILE" is the file's path
+	}{
+		{"missing certificate, in the file", file("listen: 127.0.0.1:0\ntls_cert_file: /nonexistent/cert.pem\ntls_key_file: /nonexistent/key.pem\n"),
+			"FILE, line 2: tls_cert_file: open /nonexistent/cert.pem: no such file or directory"},
+		{"missing certificate, as a flag", []string{"-tls_cert_file", "/nonexistent/cert.pem", "-tls_key_file", "/nonexistent/key.pem"},
+			"invalid configuration: tls_cert_file: open /nonexistent/cert.pem: no such file or directory"},
+		{"tls_ca_file alone", []string{"-tls_ca_file", "/nonexistent/ca.pem"},
+			"invalid configuration: tls_ca_file: tls_ca_file (the CA of client certificates) needs tls_cert_file and tls_key_file: without them clients are served in plain text"},
+		{"missing client CA", file("tls_cert_file: " + dir + "cert.pem\ntls_key_file: " + dir + "key.pem\ntls_ca_file: /nonexistent/ca.pem\n"),
+			"FILE, line 3: tls_ca_file: cannot read it: open /nonexistent/ca.pem: no such file or directory"},
+		{"client CA not PEM", []string{"-tls_cert_file", dir + "cert.pem", "-tls_key_file", dir + "key.pem", "-tls_ca_file", notPEM},
+			"invalid configuration: tls_ca_file: " + notPEM + " holds no PEM certificate"},
+		{"missing backend CA", file("backend_tls: true\nbackend_tls_ca_file: /nonexistent/backend-ca.pem\n"),
+			"FILE, line 2: backend_tls_ca_file: cannot read it: open /nonexistent/backend-ca.pem: no such file or directory"},
+		{"missing backend client certificate", []string{"-backend_tls", "-backend_tls_cert_file", "/nonexistent/c.pem", "-backend_tls_key_file", "/nonexistent/k.pem"},
+			"invalid configuration: backend_tls_cert_file: open /nonexistent/c.pem: no such file or directory"},
+		{"backend TLS file without backend_tls", file("backend_tls_ca_file: " + dir + "backend-ca.pem\n"),
+			"FILE, line 1: backend_tls_ca_file: backend_tls_* settings need backend_tls: true"},
+		{"a rule, in the file", file("# comment\nbackend_timeout: 1m\n"),
+			"FILE, line 2: backend_timeout: must be below max_ttl (1m0s), got 1m0s (above a tenth of max_ttl, 6s, it is accepted with a warning)"},
+		{"a rule of a list's element, in the file", file("users:\n  - name: default\n    password: x\n"),
+			`FILE, line 1: users[0].name: must be a name other than default (set requirepass for the default user), got "default"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Load(tt.args, io.Discard)
+			want := tt.want
+			if len(tt.args) == 2 && tt.args[0] == "-config" {
+				want = strings.Replace(want, "FILE", tt.args[1], 1)
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(fmtErr(err), want) || strings.Contains(fmtErr(err), "\n") {
+				t.Errorf("Load(%q): error %v; want one line wrapping ErrInvalid, ending %q", tt.args, err, want)
+			}
+		})
+	}
+	// A key the file set but a flag overrode is the flag's: no line of the
+	// file is named.
+	path := writeConfig(t, "backend_timeout: 10ms\n")
+	_, _, err := Load([]string{"-config", path, "-backend_timeout", "1m"}, io.Discard)
+	if want := "invalid configuration: backend_timeout: must be below max_ttl"; !strings.HasPrefix(fmtErr(err), want) {
+		t.Errorf("flag over the file: error %v; want one starting %q", err, want)
+	}
+	// Files that are there load.
+	if _, _, err := Load([]string{"-tls_cert_file", dir + "cert.pem", "-tls_key_file", dir + "key.pem", "-tls_ca_file", dir + "ca.pem",
+		"-backend_tls", "-backend_tls_ca_file", dir + "backend-ca.pem"}, io.Discard); err != nil {
+		t.Errorf("TLS files that exist: %v", err)
+	}
+}
+
+// pprof: auto serves the profiles only on a loopback admin address; true
+// on another is warned about; anything else is refused.
+func TestPprofSwitch(t *testing.T) {
+	for _, tt := range []struct {
+		admin, pprof string
+		serves       bool
+		warned       bool
+	}{
+		{"127.0.0.1:7380", "auto", true, false},
+		{"[::1]:7380", "auto", true, false},
+		{"localhost:7380", "auto", true, false},
+		{"0.0.0.0:7380", "auto", false, false},
+		{":7380", "auto", false, false},
+		{"10.0.0.5:7380", "auto", false, false},
+		{"127.0.0.1:7380", "false", false, false},
+		{"0.0.0.0:7380", "true", true, true},
+		{"127.0.0.1:7380", "true", true, false},
+	} {
+		c, warnings := mustLoad(t, "-admin", tt.admin, "-pprof", tt.pprof)
+		if got := c.ServesPprof(); got != tt.serves {
+			t.Errorf("admin %s, pprof %s: ServesPprof = %v, want %v", tt.admin, tt.pprof, got, tt.serves)
+		}
+		if warned := len(warnings) == 1 && strings.HasPrefix(warnings[0], "pprof: true serves"); warned != tt.warned || len(warnings) > 1 {
+			t.Errorf("admin %s, pprof %s: warnings %q; want a pprof warning: %v", tt.admin, tt.pprof, warnings, tt.warned)
+		}
+	}
+	if _, _, err := Load([]string{"-pprof", "yes"}, io.Discard); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pprof: must be auto") {
+		t.Errorf("pprof yes: %v; want a refusal naming pprof", err)
 	}
 }

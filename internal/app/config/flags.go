@@ -10,16 +10,22 @@ import (
 	"strings"
 )
 
-// usageHead comes before the list of flags in -h.
+// usageHead comes before the list of flags in -h; %v is the first-start
+// wait with the defaults.
 const usageHead = `redlock-proxy: a lock service that speaks the Redis protocol: every lock command becomes a Redlock majority vote over N independent Redis masters.
 
 Usage:
   redlock-proxy                 try it: three embedded demo backends (not for production)
   redlock-proxy -backends 10.0.0.11:6379,10.0.0.12:6379,10.0.0.13:6379
-  redlock-proxy -config redlock-proxy.yaml -log_level debug
+  redlock-proxy -config config.example.yaml -log_level debug
 
 Every flag is also a key of the YAML file given with -config (see
 config.example.yaml); flags given on the command line win over the file.
+
+The first start waits: over fresh masters (or masters no proxy has used)
+locks are refused for max_ttl + drift (%v with the defaults), since a
+master that may have forgotten locks never counts sooner. /readyz and
+INFO proxy say how long is left.
 
 Flags:
 `
@@ -79,7 +85,8 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 	if errors.Is(err, flag.ErrHelp) {
 		fs.VisitAll(func(f *flag.Flag) { f.Value = orig[f.Name] })
 		if out != nil {
-			io.WriteString(out, usageHead)
+			d := Default()
+			fmt.Fprintf(out, usageHead, d.MaxTTL+d.Timing().Drift(d.MaxTTL))
 			fs.SetOutput(out)
 			fs.PrintDefaults()
 		}

@@ -28,16 +28,35 @@ func (c *Config) validateSecurity() error {
 	if c.TLSAuthClients && (c.TLSCAFile == "" || c.TLSCertFile == "") {
 		return invalid("tls_auth_clients", "needs tls_cert_file, tls_key_file and tls_ca_file")
 	}
+	if c.TLSCAFile != "" && c.TLSCertFile == "" {
+		return invalid("tls_ca_file", "tls_ca_file (the CA of client certificates) needs tls_cert_file and tls_key_file: without them clients are served in plain text")
+	}
 	if (c.BackendTLSCertFile == "") != (c.BackendTLSKeyFile == "") {
 		return invalid("backend_tls_cert_file", "backend_tls_cert_file and backend_tls_key_file go together")
 	}
-	if !c.BackendTLS && (c.BackendTLSCAFile != "" || c.BackendTLSCertFile != "" || c.BackendTLSSkipVerify || c.BackendTLSServerName != "") {
-		return invalid("backend_tls", "backend_tls_* settings need backend_tls: true")
+	if !c.BackendTLS {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{
+			{"backend_tls_ca_file", c.BackendTLSCAFile != ""}, {"backend_tls_cert_file", c.BackendTLSCertFile != ""},
+			{"backend_tls_server_name", c.BackendTLSServerName != ""}, {"backend_tls_skip_verify", c.BackendTLSSkipVerify},
+		} {
+			if k.set {
+				return invalid(k.key, "backend_tls_* settings need backend_tls: true")
+			}
+		}
 	}
 	if c.BackendUsername != "" && c.BackendPassword == "" {
 		return invalid("backend_password", "backend_username needs a backend_password")
 	}
-	return nil
+	// The files are read now, so that a missing or unreadable one is a
+	// configuration mistake like any other, refused before anything starts.
+	if _, err := c.ClientTLS(); err != nil {
+		return err
+	}
+	_, err := c.BackendTLSConfig()
+	return err
 }
 
 // ClientTLS builds the TLS configuration for the client listener, or nil.
@@ -90,7 +109,7 @@ func (c *Config) BackendTLSConfig() (*tls.Config, error) {
 func loadCA(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot read it: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -36,17 +37,22 @@ type Metrics struct {
 	backendLatency  []prometheus.Observer
 	backendErrors   []prometheus.Counter
 	backendTimeouts []prometheus.Counter
-	backendReconn   []prometheus.Counter
+	backendConns    []prometheus.Counter
 	backendRestarts []prometheus.Counter
 }
 
 var results = []string{proxy.ResultGranted, proxy.ResultRefused, proxy.ResultNoQuorum, proxy.ResultError, proxy.ResultOK}
 
 // New registers every metric. addrs are the backends, in pool order;
-// health reads their state at scrape time.
-func New(addrs []string, health func() []netio.Health) *Metrics {
+// health reads their state at scrape time; build is the running binary's.
+func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Name: "build_info",
+		Help:        "Always 1; its labels say which build runs: version, source revision, Go version.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion},
+	}, func() float64 { return 1 }))
 
 	cmdTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "commands_total",
@@ -90,18 +96,18 @@ func New(addrs []string, health func() []netio.Health) *Metrics {
 		Help: "Error replies from a backend, and commands refused because it was down or overloaded."}, []string{"backend"})
 	tmo := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_timeouts_total",
 		Help: "Commands that got no reply within the per-backend timeout."}, []string{"backend"})
-	rec := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_reconnects_total",
-		Help: "Connections established to a backend (the first one included)."}, []string{"backend"})
+	conns := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_connections_established_total",
+		Help: "Connections established to a backend, the first one included: every one after the first is a reconnect."}, []string{"backend"})
 	rst := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_restarts_total",
 		Help: "Restarts detected (a new run_id or a shorter uptime), each starting a quarantine."}, []string{"backend"})
 	for _, a := range addrs {
 		m.backendLatency = append(m.backendLatency, lat.WithLabelValues(a))
 		m.backendErrors = append(m.backendErrors, errs.WithLabelValues(a))
 		m.backendTimeouts = append(m.backendTimeouts, tmo.WithLabelValues(a))
-		m.backendReconn = append(m.backendReconn, rec.WithLabelValues(a))
+		m.backendConns = append(m.backendConns, conns.WithLabelValues(a))
 		m.backendRestarts = append(m.backendRestarts, rst.WithLabelValues(a))
 	}
-	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, lat, errs, tmo, rec, rst, &state{addrs: addrs, health: health})
+	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, lat, errs, tmo, conns, rst, &state{addrs: addrs, health: health})
 	return m
 }
 
@@ -165,8 +171,9 @@ func (m *Metrics) StateChange(node int, up bool) {}
 // Restarted implements netio.Events.
 func (m *Metrics) Restarted(node int, until time.Time) { m.backendRestarts[node].Inc() }
 
-// Reconnect implements netio.Events.
-func (m *Metrics) Reconnect(node int) { m.backendReconn[node].Inc() }
+// Reconnect implements netio.Events: it is called for every connection
+// established, the first one included.
+func (m *Metrics) Reconnect(node int) { m.backendConns[node].Inc() }
 
 // state reads the backends' state at scrape time.
 type state struct {
