@@ -28,7 +28,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run is the whole program: -h prints the usage to stdout; a mistake in
 // the arguments or the file is one line on stderr and exit code 2; a
-// failure to start is one line and exit code 1.
+// failure to start is one line and exit code 1; a shutdown that left undos
+// of partial acquisitions unrun exits 3.
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg, warnings, err := config.Load(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -60,6 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := a.Run(ctx); err != nil {
 		log.Error("stopped on error", "err", err)
+		if errors.Is(err, app.ErrUndosPending) {
+			return 3
+		}
 		return 1
 	}
 	return 0

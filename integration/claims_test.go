@@ -155,8 +155,8 @@ func TestSIGINTShutdownFinishesUndosInTime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("proxy exited with %v after SIGINT; logs:\n%s", err, logs.String())
 		}
-	case <-time.After(app.ShutdownGrace + 2*time.Second):
-		t.Fatalf("proxy still running %v after SIGINT; logs:\n%s", app.ShutdownGrace+2*time.Second, logs.String())
+	case <-time.After(config.Default().ShutdownGrace + 2*time.Second):
+		t.Fatalf("proxy still running %v after SIGINT; logs:\n%s", config.Default().ShutdownGrace+2*time.Second, logs.String())
 	}
 	took := time.Since(sent)
 	if strings.Contains(logs.String(), "did not finish in time") {

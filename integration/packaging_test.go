@@ -227,29 +227,14 @@ func elfInterpreter(t *testing.T, path string) string {
 // loaded configuration and the shutdown grace they give.
 func proxyArgs(t *testing.T, where string, args []string) (config.Config, time.Duration) {
 	t.Helper()
-	var grace time.Duration
-	var rest []string
-	for _, a := range args {
-		// shutdown_grace is read here: its flag comes with the shutdown
-		// changes of App.Run.
-		if v, ok := strings.CutPrefix(a, "-shutdown_grace="); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", where, a, err)
-			}
-			grace = d
-			continue
-		}
-		rest = append(rest, a)
+	cfg, _, err := config.Load(args, io.Discard)
+	if err != nil {
+		t.Fatalf("%s: the proxy refuses %q: %v", where, args, err)
 	}
-	if grace == 0 {
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-shutdown_grace=") }) {
 		t.Errorf("%s: no -shutdown_grace=DURATION among %q", where, args)
 	}
-	cfg, _, err := config.Load(rest, io.Discard)
-	if err != nil {
-		t.Fatalf("%s: the proxy refuses %q: %v", where, rest, err)
-	}
-	return cfg, grace
+	return cfg, cfg.ShutdownGrace
 }
 
 // portOf is the port of a host:port.

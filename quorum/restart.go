@@ -154,7 +154,9 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		w.quarantine(now, now.Add(hold), "unmarked")
 		return restarted
 	}
-	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, "started")
+	// The recorded loss first: where the start ends the hold within a
+	// second of it (a fresh master), the loss's reason is the one reported,
+	// so that masters in the same state give the same reason.
 	if m.LostAgo >= 0 {
 		why := m.Change
 		if why == "" {
@@ -164,6 +166,11 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 			why = "marked"
 		}
 		since(now.Add(-m.LostAgo), m.LostAt, w.trusted.lost, why)
+	}
+	lossUntil, lossWhy := w.until, w.why
+	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, "started")
+	if w.why == "started" && lossWhy != "" && !w.until.After(lossUntil.Add(uptimeGrain)) {
+		w.why = lossWhy
 	}
 	if m.Change != "" && m.Change != "new" {
 		restarted = true

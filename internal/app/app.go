@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
@@ -45,6 +46,8 @@ type App struct {
 	adminLn net.Listener
 	metrics *metrics.Metrics
 	served  chan error
+	// draining is set when the shutdown starts: /readyz answers 503.
+	draining atomic.Bool
 }
 
 // NewLogger builds the logger the configuration asks for.
@@ -198,11 +201,14 @@ func (a *App) AdminAddr() string {
 // Pool exposes the backend links (for tests and the benchmark harness).
 func (a *App) Pool() *netio.Pool { return a.pool }
 
-// ShutdownGrace bounds how long in-flight commands and undos may take to
-// finish after a stop is asked for.
-const ShutdownGrace = 5 * time.Second
+// ErrUndosPending is returned by Run when undos of partial acquisitions
+// had not run when the shutdown grace ended: those locks stay on their
+// masters until their TTL. main exits with status 3 for it.
+var ErrUndosPending = errors.New("undos still pending at shutdown")
 
-// Run serves until ctx is cancelled or a listener fails, then shuts down.
+// Run serves until ctx is cancelled or a listener fails, then shuts down:
+// /readyz answers 503 from then on, no new clients are accepted, and
+// commands in flight and their undos get shutdown_grace to finish.
 func (a *App) Run(ctx context.Context) error {
 	stopWatch := a.watchQuorum()
 	go func() { a.served <- a.srv.Serve(a.ln) }() // ends when Shutdown closes the listener
@@ -217,22 +223,38 @@ func (a *App) Run(ctx context.Context) error {
 			err = nil
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	a.draining.Store(true) // a load balancer stops sending clients here
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
 	stopWatch() // before the backends close: their closing is no lost quorum
-	a.log.Info("shutting down: no new clients; finishing commands in flight")
+	a.log.Info("shutting down: no new clients; finishing commands in flight", "shutdown_grace", a.cfg.ShutdownGrace)
 	if serr := a.srv.Shutdown(sctx); serr != nil {
 		a.log.Warn("clients did not finish in time", "err", serr)
 	}
 	if derr := a.pool.Drain(sctx); derr != nil {
-		a.log.Warn("backend commands (undo included) did not finish in time", "err", derr)
+		a.log.Warn("backend commands did not finish within shutdown_grace", "err", derr)
 	}
 	if a.admin != nil {
 		a.admin.Shutdown(sctx)
 	}
 	a.close()
+	if keys := a.pool.LeftUndos(); len(keys) > 0 {
+		a.log.Warn("undos of partial acquisitions did not run within shutdown_grace: these locks stay on their masters until their TTL",
+			"count", len(keys), "undos", summarize(keys, 20))
+		if err == nil {
+			err = fmt.Errorf("%w: %d (see the log)", ErrUndosPending, len(keys))
+		}
+	}
 	a.log.Info("stopped")
 	return err
+}
+
+// summarize lists the first n of items and how many more there are.
+func summarize(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:n], "; ") + fmt.Sprintf("; and %d more", len(items)-n)
 }
 
 // close releases what New started, in reverse order.
@@ -262,9 +284,6 @@ func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receive
 	b.Pool.Send(node, cmd, sc, rcv, tag, deadline)
 }
 
-func (b backendsOf) Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
-	b.Pool.Undo(node, netio.UndoCmd{Now: now, NowScript: nowScript, Later: later, LaterScript: laterScript}, rcv, tag)
-}
 
 // adminHandler serves /metrics, /healthz, /readyz, and /debug/pprof when
 // the pprof key allows it (by default only on a loopback admin address).
@@ -283,6 +302,9 @@ func (a *App) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		ready, text := readiness(a.pool.Health(), time.Now())
+		if a.draining.Load() {
+			ready, text = false, "not ready: shutting down (finishing commands in flight and their undos)\n"
+		}
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

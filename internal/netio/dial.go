@@ -161,10 +161,11 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	l.wbuf = l.wbuf[:0]
 	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
 	l.health.Connects++
-	l.handshakeLocked(l.gen)
+	expired := l.handshakeLocked(l.gen)
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
+	l.expire(expired)
 	if l.opt.Events != nil {
 		l.opt.Events.Reconnect(l.opt.Index)
 	}

@@ -13,6 +13,7 @@ var (
 	ErrOverloaded = errors.New("netio: too many commands waiting for this backend")
 	ErrClosed     = errors.New("netio: link closed")
 	ErrAbandoned  = errors.New("netio: undo abandoned: too many undos wait for this backend")
+	ErrExpired    = errors.New("netio: undo dropped: its lock expired before it could run")
 )
 
 // BackendError names the backend a failure came from.

@@ -161,7 +161,7 @@ type handshake struct {
 // the identity check: the marker script when a restart rule applies; INFO
 // otherwise (its default sections include server and replication, for the
 // role). No client command is sent until the identity check passes.
-func (l *Link) handshakeLocked(gen uint64) {
+func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
 	if len(l.retained) > 0 || len(l.suspects) > 0 {
 		// Undos wait on this connection. A master that accepted it but says
@@ -196,7 +196,7 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.wbuf = resp.AppendCommand(l.wbuf, args...)
 		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: s.id}, tag: hsKill, deadline: deadline})
 	}
-	l.sendRetainedLocked()
+	expired = l.sendRetainedLocked()
 	switch {
 	case l.opt.InProcess:
 		// An embedded demo backend: it cannot restart on its own and does
@@ -213,6 +213,7 @@ func (l *Link) handshakeLocked(gen uint64) {
 		l.pushLocked(entry{rcv: h, tag: hsInfo, deadline: deadline})
 	}
 	l.armLocked(deadline)
+	return expired
 }
 
 // markerRule reports whether a restart rule, with its marker and the
@@ -438,7 +439,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	}
 	// Undos that came while the identity check ran go out before any
 	// client command.
-	l.sendRetainedLocked()
+	expired := l.sendRetainedLocked()
 	l.ready = true
 	l.health.LastError = ""
 	l.health.Since = now
@@ -449,6 +450,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
+	l.expire(expired)
 	if id.RunID == "" && !l.opt.InProcess {
 		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect")
 	}
@@ -606,12 +608,18 @@ func parseClientInfo(info []byte) (id int64, addr string) {
 
 // sendRetainedLocked queues the undos that waited for a connection, in
 // their later form, after whatever this connection already carries (the
-// kills of earlier connections come first).
-func (l *Link) sendRetainedLocked() {
+// kills of earlier connections come first). It returns those whose lock
+// has expired meanwhile, for l.expire.
+func (l *Link) sendRetainedLocked() (expired []entry) {
 	now := time.Now()
 	for _, e := range l.retained {
+		if e.undo != nil && e.undo.expired(now) {
+			expired = append(expired, e)
+			continue
+		}
 		e.deadline = now
 		l.queueLocked(e, e.later(l.clockOffset, l.clockKnown))
 	}
 	l.retained = nil
+	return expired
 }

@@ -212,3 +212,18 @@ func TestStrictRuleLongestHoldWins(t *testing.T) {
 		t.Fatalf("a proxy with a shorter max_ttl ends the quarantine %v earlier (%v vs %v)", a.Sub(b), b, a)
 	}
 }
+
+// Fresh masters in the same state give the same reason for their
+// quarantine, whether they started a moment or a few seconds before the
+// proxy first saw them.
+func TestStrictRuleFreshMastersGiveOneReason(t *testing.T) {
+	older := startRedis(t)
+	time.Sleep(2500 * time.Millisecond)
+	younger := startRedis(t)
+	hold := time.Minute
+	a, b := strictLink(t, older.Addr, hold), strictLink(t, younger.Addr, hold)
+	ra, rb := a.Health().QuarantineReason, b.Health().QuarantineReason
+	if ra != rb || !strings.Contains(ra, "no replication marker") {
+		t.Fatalf("two fresh masters give %q and %q; want the same, naming the missing marker", ra, rb)
+	}
+}

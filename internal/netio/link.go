@@ -98,7 +98,7 @@ type Link struct {
 	opt Options
 	log *slog.Logger
 
-	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned *BackendError
+	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned, errExpired *BackendError
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -129,6 +129,9 @@ type Link struct {
 	clockKnown  bool
 	suspects    []suspect
 	retained    []entry
+	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
+	retryTimer  *time.Timer // fires when the earliest retry is due
+	leftUndos   []string    // keys of the undos that had not run when the link closed
 	killWarn    string // the last CLIENT KILL refusal logged
 
 	// Why the backend is unusable, as last logged, and how often it was
@@ -177,6 +180,7 @@ type Health struct {
 	Sent             uint64    // commands written (Sent/Writes is the mean batch)
 	UndoRetained     int       // undos waiting for the next connection
 	UndoAbandoned    uint64    // undos given up (too many waiting, or the link closed)
+	UndoExpired      uint64    // undos dropped because their lock expired before they could run
 	Since            time.Time // when Up last changed
 }
 
@@ -190,13 +194,15 @@ func NewLink(opt Options) *Link {
 	opt.defaults()
 	l := &Link{opt: opt, log: opt.Logger.With("backend", opt.Index, "addr", opt.Addr)}
 	mk := func(err error) *BackendError { return &BackendError{Node: opt.Index, Addr: opt.Addr, Err: err} }
-	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned =
-		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned)
+	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned, l.errExpired =
+		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned), mk(ErrExpired)
 	l.watch.Rule = opt.Restart
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
 	l.timer.Stop()
+	l.retryTimer = time.AfterFunc(time.Hour, l.retryDue)
+	l.retryTimer.Stop()
 	return l
 }
 
@@ -221,7 +227,7 @@ func (l *Link) Health() Health {
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
-	h.UndoRetained = len(l.retained)
+	h.UndoRetained = len(l.retained) + len(l.retry)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
 			h.UndoRetained++
@@ -274,75 +280,6 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
-}
-
-// UndoCmd is an undo in its two forms.
-type UndoCmd struct {
-	// Now runs right after the command it undoes, on the same connection.
-	Now       []byte
-	NowScript *resp.Script
-	// Later runs instead when Now cannot: the connection was lost before its
-	// reply, or the backend was unreachable. It runs on a later connection,
-	// after the earlier connections were killed (CLIENT KILL ID), so after
-	// anything they still held; it must only remove what that moment can
-	// have produced (a hung master that resumes and runs a late SET), never
-	// an older copy of the same token that another attempt may have set.
-	// Later builds it when it is written, given how far the master's clock
-	// is ahead of the proxy's (offset), when known.
-	Later       func(offset time.Duration, known bool) []byte
-	LaterScript *resp.Script
-}
-
-// Undo queues a command that must reach the backend after everything sent
-// before it, even across a lost connection: the compare-and-delete that
-// undoes a partial acquisition. When the connection is lost before its
-// reply (or the backend is unreachable), u.Later is kept and sent on the
-// next connection, after that connection has killed the earlier ones still
-// known to the backend (CLIENT KILL ID). The commands must not be modified
-// afterwards. rcv.Receive is called exactly once: with the reply, or with
-// ErrAbandoned when too many undos wait or ErrClosed when the link closes
-// first.
-func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
-	e := entry{rcv: rcv, tag: tag, script: u.NowScript, durable: true, later: u.Later, laterScript: u.LaterScript}
-	l.mu.Lock()
-	if l.conn == nil || !l.ready {
-		dropped := l.retainLocked(e)
-		l.mu.Unlock()
-		l.abandon(dropped)
-		return
-	}
-	e.deadline = time.Now()
-	l.queueLocked(e, u.Now)
-	c, buf := l.takeWriteLocked()
-	l.mu.Unlock()
-	l.write(c, buf)
-}
-
-// retainLocked keeps a durable entry, in its later form, for the next
-// connection, and returns the oldest one when too many wait.
-func (l *Link) retainLocked(e entry) []entry {
-	e.script = e.laterScript
-	l.retained = append(l.retained, e)
-	if len(l.retained) <= l.opt.MaxRetained {
-		return nil
-	}
-	dropped := append([]entry(nil), l.retained[0])
-	l.retained = append(l.retained[:0], l.retained[1:]...)
-	return dropped
-}
-
-// abandon tells the receivers of undos that will never be sent.
-func (l *Link) abandon(es []entry) {
-	if len(es) == 0 {
-		return
-	}
-	l.mu.Lock()
-	l.health.UndoAbandoned += uint64(len(es))
-	l.mu.Unlock()
-	l.log.Warn("undo abandoned: too many waiting for an unreachable backend; the lock expires by its TTL", "count", len(es))
-	for _, e := range es {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errAbandoned})
-	}
 }
 
 // queueLocked appends cmd to the write buffer and queues e for its reply,
@@ -498,12 +435,16 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		case hold:
 			l.cont.held = append(l.cont.held, held{e: e, v: v})
 		}
+		retried := false
 		if isErr {
 			l.health.Errors++
-			switch {
-			case e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")):
+			if e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
 				delete(l.loaded, e.script.Sha) // flushed behind our back: load again next time
-			case bytes.HasPrefix(v.Str, []byte("READONLY")) && l.ready:
+			}
+			if e.durable && !e.expired {
+				retried = l.undoFailedLocked(e, v.Str, now)
+			}
+			if bytes.HasPrefix(v.Str, []byte("READONLY")) && l.ready {
 				// The master became a replica under this connection: nothing
 				// it says counts until a new connection's identity check.
 				l.ready, counts, demoted = false, false, true
@@ -531,8 +472,11 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			}
 			continue
 		}
-		if hold {
-			continue // its reply goes out with the continuity check's
+		if hold || retried {
+			continue // its reply goes out with the continuity check's, or it is sent again
+		}
+		if e.durable && isErr && !e.expired {
+			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
 		}
 		if e.expired {
 			if lr, ok := e.rcv.(resp.LateReceiver); ok {
@@ -559,33 +503,44 @@ func (l *Link) dropConn() {
 }
 
 // Pending is the number of commands waiting for a reply, undos included
-// (those waiting for a connection too).
+// (those waiting for a connection or a retry too).
 func (l *Link) Pending() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := len(l.retained)
-	for i := 0; i < l.q.len(); i++ {
-		if !l.q.at(i).expired {
-			n++
-		}
-	}
-	return n
+	// Every queued command counts, timed out or not: the fate of a timed-out
+	// grant (a late reply, or the loss of the connection) decides an undo.
+	return len(l.retained) + len(l.retry) + l.q.len()
 }
 
 // Close disconnects and stops every goroutine of the link. Commands still
-// waiting get ErrConnLost; undos still waiting get ErrClosed.
+// waiting get ErrConnLost; undos still waiting get ErrClosed, and LeftUndos
+// names them.
 func (l *Link) Close() error {
 	l.cancel()
 	l.dropConn()
 	l.wg.Wait()
 	l.timer.Stop()
+	l.retryTimer.Stop()
 	l.mu.Lock()
-	retained := l.retained
-	l.retained = nil
+	retained := append(l.retained, l.retry...)
+	l.retained, l.retry = nil, nil
 	l.health.UndoAbandoned += uint64(len(retained))
 	l.mu.Unlock()
+	for _, e := range retained {
+		if e.undo != nil {
+			l.leftUndos = append(l.leftUndos, e.undo.keys)
+		}
+	}
 	for _, e := range retained {
 		e.rcv.Receive(e.tag, resp.Result{Err: l.errClosed})
 	}
 	return nil
+}
+
+// LeftUndos names the keys of the undos that had not run when the link
+// closed.
+func (l *Link) LeftUndos() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.leftUndos...)
 }

@@ -48,6 +48,19 @@ func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
 	p.links[node].Undo(u, rcv, tag)
 }
 
+// LeftUndos lists, per backend ("backend 1 (addr): key"), the undos that
+// had not run when the pool closed: those locks stay on their backends until
+// their TTL.
+func (p *Pool) LeftUndos() []string {
+	var out []string
+	for i, l := range p.links {
+		for _, k := range l.LeftUndos() {
+			out = append(out, "backend "+itoa(i)+" ("+l.Addr()+"): "+k)
+		}
+	}
+	return out
+}
+
 // Health returns a snapshot of every backend.
 func (p *Pool) Health() []Health {
 	hs := make([]Health, len(p.links))

@@ -23,6 +23,7 @@ type entry struct {
 	// connection (see UndoCmd).
 	later       func(offset time.Duration, known bool) []byte
 	laterScript *resp.Script
+	undo        *undoMeta // a durable entry's keys, expiry and retries (undo.go)
 }
 
 // ring is a FIFO that grows as needed: the queue of commands awaiting

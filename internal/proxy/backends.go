@@ -19,8 +19,9 @@ type Backends interface {
 	// Undo sends a compare-and-delete that must run after everything sent
 	// to the node before it, even if the connection it goes out on is lost:
 	// then the backend keeps its later form for the next connection, run
-	// after the earlier connections are killed. rcv gets one result.
-	Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int)
+	// after the earlier connections are killed; an error a retry can cure
+	// sends it again. rcv gets one result.
+	Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int)
 	// Health is each backend's state, for INFO.
 	Health() []netio.Health
 }

@@ -123,7 +123,7 @@ func (f constBackends) N() int { return f.n }
 func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
 	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
 }
-func (f constBackends) Undo(node int, cmd []byte, sc *resp.Script, later func(time.Duration, bool) []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
+func (f constBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
 	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
 }
 func (f constBackends) Health() []netio.Health { return make([]netio.Health, f.n) }

@@ -36,7 +36,7 @@ func (f chosenFenceBackends) Send(node int, cmd []byte, sc *resp.Script, rcv res
 	})
 }
 
-func (f chosenFenceBackends) Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
+func (f chosenFenceBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(0), Counts: true})
 }
 

@@ -40,7 +40,7 @@ func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Recei
 	rcv.Receive(tag, resp.Result{V: v, Counts: true})
 }
 
-func (f fakeBackends) Undo(node int, now []byte, nowScript *resp.Script, later func(time.Duration, bool) []byte, laterScript *resp.Script, rcv resp.Receiver, tag int) {
+func (f fakeBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(1), Counts: true})
 }
 

@@ -38,8 +38,8 @@ func (m *modelBackends) N() int                 { return len(m.states) }
 func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, len(m.states)) }
 
 // Undo runs the undo at once: the model's connections are never lost.
-func (m *modelBackends) Undo(node int, cmd []byte, sc *resp.Script, later func(time.Duration, bool) []byte, laterSc *resp.Script, rcv resp.Receiver, tag int) {
-	m.Send(node, cmd, sc, rcv, tag, time.Time{}, false)
+func (m *modelBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
+	m.Send(node, u.Now, u.NowScript, rcv, tag, time.Time{}, false)
 }
 
 func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {

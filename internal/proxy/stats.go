@@ -13,11 +13,19 @@ type Observer interface {
 	// Margin is the validity left at a successful acquire or extend.
 	Margin(ttl, validity time.Duration)
 	// Undo is called for each compare-and-delete that undoes a partial
-	// acquisition, with whether the backend answered it.
-	Undo(ok bool)
+	// acquisition, with what became of it: UndoOK, UndoExpired or
+	// UndoFailed.
+	Undo(result string)
 	// Clients is called with the number of connected clients when it changes.
 	Clients(n int)
 }
+
+// What became of an undo.
+const (
+	UndoOK      = "ok"      // it ran on the backend
+	UndoExpired = "expired" // its lock expired by itself before it could run: nothing is left behind
+	UndoFailed  = "failed"  // it could not run before its lock's TTL: the partial acquisition stayed until then
+)
 
 // Results of a command, as counted. One rule holds for every command,
 // reads included, and says what its reply is worth:
@@ -56,6 +64,7 @@ type stats struct {
 	noQuorum                 atomic.Uint64
 	undos                    atomic.Uint64
 	undoFailed               atomic.Uint64
+	undoExpired              atomic.Uint64
 	late                     atomic.Uint64 // grants revoked: their reply would have left after their validity
 	rejected                 atomic.Uint64
 	connsTotal               atomic.Uint64
@@ -119,12 +128,15 @@ func (s *stats) decided(name, result string, elapsed time.Duration) {
 	}
 }
 
-func (s *stats) undone(ok bool) {
+func (s *stats) undone(result string) {
 	s.undos.Add(1)
-	if !ok {
+	switch result {
+	case UndoFailed:
 		s.undoFailed.Add(1)
+	case UndoExpired:
+		s.undoExpired.Add(1)
 	}
 	if s.obs != nil {
-		s.obs.Undo(ok)
+		s.obs.Undo(result)
 	}
 }

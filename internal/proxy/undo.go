@@ -1,14 +1,18 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 
@@ -51,17 +55,44 @@ func (o *op) sendUndo(nodes []int) {
 		}
 		return laterForm(o.undoCmd, sc, later, at)
 	}
+	u := netio.UndoCmd{Now: o.undoCmd, NowScript: sc, Later: build, LaterScript: later, Keys: undoKeys(o.undoCmd), TTL: o.ttl}
 	for _, n := range nodes {
-		o.e.be.Undo(n, o.undoCmd, sc, build, later, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, u, undoReceiver{o.e.stats}, n)
 	}
+}
+
+// undoKeys names the keys of an undo command (EVALSHA sha numkeys
+// key...), for the log.
+func undoKeys(cmd []byte) string {
+	v, err := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{}).Read()
+	if err != nil || len(v.Elems) < 3 {
+		return "?"
+	}
+	n, _ := resp.ParseInt(v.Elems[2].Str)
+	var b strings.Builder
+	for i := 3; i < len(v.Elems) && int64(i-3) < n; i++ {
+		if i > 3 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Quote(string(v.Elems[i].Str)))
+	}
+	return b.String()
 }
 
 // undoReceiver counts undo results.
 type undoReceiver struct{ s *stats }
 
 func (u undoReceiver) Receive(node int, r resp.Result) {
-	if u.s != nil {
-		u.s.undone(r.Err == nil && r.V.Kind == resp.KindInt)
+	if u.s == nil {
+		return
+	}
+	switch {
+	case r.Err == nil && r.V.Kind == resp.KindInt:
+		u.s.undone(UndoOK)
+	case errors.Is(r.Err, netio.ErrExpired):
+		u.s.undone(UndoExpired)
+	default:
+		u.s.undone(UndoFailed)
 	}
 }
 

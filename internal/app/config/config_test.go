@@ -186,6 +186,7 @@ max_clients: 500
 idle_timeout: 5m
 command_timeout: 3s
 write_timeout: 4s
+shutdown_grace: 7s
 max_args: 100
 max_bulk: 65536
 max_inline: 4096
@@ -251,6 +252,7 @@ func allKeysConfig() Config {
 		IdleTimeout:          5 * time.Minute,
 		CommandTimeout:       3 * time.Second,
 		WriteTimeout:         4 * time.Second,
+		ShutdownGrace:        7 * time.Second,
 		MaxArgs:              100,
 		MaxBulk:              65536,
 		MaxInline:            4096,

@@ -27,12 +27,13 @@ const ns = "redlock_proxy"
 type Metrics struct {
 	reg *prometheus.Registry
 
-	commands map[string]map[string]prometheus.Counter
-	duration map[string]prometheus.Observer
-	margin   prometheus.Histogram
-	undoOK   prometheus.Counter
-	undoFail prometheus.Counter
-	clients  prometheus.Gauge
+	commands    map[string]map[string]prometheus.Counter
+	duration    map[string]prometheus.Observer
+	margin      prometheus.Histogram
+	undoOK      prometheus.Counter
+	undoFail    prometheus.Counter
+	undoExpired prometheus.Counter
+	clients     prometheus.Gauge
 
 	backendLatency  []prometheus.Observer
 	backendErrors   []prometheus.Counter
@@ -82,9 +83,9 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 	})
 	undo := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "undo_total",
-		Help: "Compare-and-deletes sent to undo partial acquisitions, by whether the backend answered.",
+		Help: "Compare-and-deletes that undo partial acquisitions, by what became of them: ok (ran), expired (the lock expired by itself first), failed (could not run before the lock's TTL; the log names the keys).",
 	}, []string{"result"})
-	m.undoOK, m.undoFail = undo.WithLabelValues("ok"), undo.WithLabelValues("failed")
+	m.undoOK, m.undoExpired, m.undoFail = undo.WithLabelValues(proxy.UndoOK), undo.WithLabelValues(proxy.UndoExpired), undo.WithLabelValues(proxy.UndoFailed)
 	m.clients = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connected_clients", Help: "Client connections open."})
 
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -143,10 +144,13 @@ func (m *Metrics) Margin(ttl, validity time.Duration) {
 }
 
 // Undo implements proxy.Observer.
-func (m *Metrics) Undo(ok bool) {
-	if ok {
+func (m *Metrics) Undo(result string) {
+	switch result {
+	case proxy.UndoOK:
 		m.undoOK.Inc()
-	} else {
+	case proxy.UndoExpired:
+		m.undoExpired.Inc()
+	default:
 		m.undoFail.Inc()
 	}
 }

@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+)
+
+// backInTime is three masters behind a proxy under the default strict rule,
+// with a short max_ttl so that the quarantine of fresh masters passes
+// quickly, and a lock L held by A on every master. Each test then makes the
+// data of masters 0 and 1 go back in time, behind the proxy's back, and
+// checks that a second client B is refused while A's lock is still valid.
+type backInTime struct {
+	t         *testing.T
+	c         *cluster
+	key       string
+	heldUntil time.Time
+}
+
+const backInTimeTTL = 5 * time.Second
+
+func newBackInTime(t *testing.T, servers []*redisproc.Server) *backInTime {
+	t.Helper()
+	c := clusterOver(t, servers, func(cfg *config.Config) {
+		cfg.MaxTTL = 6 * time.Second
+		cfg.BackendTimeout = 200 * time.Millisecond
+		cfg.RestartQuarantine = "strict"
+	})
+	waitAllCount(t, c)
+	return &backInTime{t: t, c: c}
+}
+
+// waitAllCount waits until every master's votes count (the strict rule
+// quarantines fresh masters for max_ttl + drift).
+func waitAllCount(t *testing.T, c *cluster) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		all := true
+		for _, h := range c.app.Pool().Health() {
+			all = all && h.Counts(time.Now())
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the masters never all counted: %+v", c.app.Pool().Health())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// acquire takes L for A.
+func (b *backInTime) acquire(name string) {
+	b.t.Helper()
+	b.key = uniqueKey(name)
+	if ok, err := b.c.client(2).SetNX(context.Background(), b.key, "A", backInTimeTTL).Result(); !ok || err != nil {
+		b.t.Fatalf("A's SET NX = %v, %v", ok, err)
+	}
+	b.heldUntil = time.Now().Add(backInTimeTTL - 100*time.Millisecond)
+	if h := b.c.holders(b.key, "A"); len(h) != 3 {
+		b.t.Fatalf("A holds L on %v; want every master", h)
+	}
+}
+
+// lost checks that masters 0 and 1 no longer hold L (the fault did what it
+// should), then that B is refused, through this proxy and through a proxy
+// started now.
+func (b *backInTime) lost(what string) {
+	b.t.Helper()
+	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
+		b.t.Fatalf("after %s, A's lock is on masters %v; want only on master 2 (the test shows nothing)", what, h)
+	}
+	ctx := context.Background()
+	ok, _ := b.c.client(2).SetNX(ctx, b.key, "B", backInTimeTTL).Result()
+	if !time.Now().Before(b.heldUntil) {
+		b.t.Fatalf("the machine was too slow: A's lock ran out before B tried")
+	}
+	if ok {
+		b.t.Fatalf("after %s, B got L while A's lock was still valid (health %+v)", what, b.c.app.Pool().Health())
+	}
+	other := proxyClient(b.t, startSecondProxyStrict(b.t, b.c), 2)
+	ok, _ = other.SetNX(ctx, b.key, "B", backInTimeTTL).Result()
+	if !time.Now().Before(b.heldUntil) {
+		b.t.Fatalf("the machine was too slow: A's lock ran out before B tried through a new proxy")
+	}
+	if ok {
+		b.t.Fatalf("after %s, B got L through a proxy started after it while A's lock was still valid", what)
+	}
+}
+
+// startSecondProxyStrict runs another proxy with the cluster's settings.
+func startSecondProxyStrict(t *testing.T, c *cluster) string {
+	t.Helper()
+	var addrs []string
+	for _, s := range c.servers {
+		addrs = append(addrs, s.Addr)
+	}
+	a, _ := startApp(t, addrs, func(cfg *config.Config) {
+		cfg.MaxTTL = 6 * time.Second
+		cfg.BackendTimeout = 200 * time.Millisecond
+		cfg.RestartQuarantine = "strict"
+	})
+	return a.Addr()
+}
+
+// A failover to replicas no proxy uses, then a failback: masters 0 and 1
+// resync from their promoted replicas (losing L) and are promoted again,
+// all by hand, under the proxy's live connections.
+func TestFailbackDoesNotHandOutAHeldLock(t *testing.T) {
+	quick := []string{"--repl-diskless-sync-delay", "0"}
+	servers := startRedis(t, 3, quick...)
+	var replicas []*redisproc.Server
+	for _, m := range servers[:2] {
+		r, err := redisproc.StartReplica(t.TempDir(), m.Addr, quick...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Stop)
+		replicas = append(replicas, r)
+	}
+	b := newBackInTime(t, servers)
+	for _, r := range replicas {
+		waitFor(t, "a replica to sync", func() bool { info, _ := r.Info("replication"); return strings.Contains(info, "master_link_status:up") })
+	}
+	waitAllCount(t, b.c) // a first replica gives a master a new replication id
+	for _, r := range replicas {
+		if err := r.Promote(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.acquire("failback")
+	for i, m := range servers[:2] {
+		if err := m.Follow(replicas[i].Addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range servers[:2] {
+		waitFor(t, "an old master to resync", func() bool { info, _ := m.Info("replication"); return strings.Contains(info, "master_link_status:up") })
+		if err := m.Promote(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lost("a failover and a failback")
+}
+
+// Durability judged from the run that took the writes: masters with
+// appendonly yes and appendfsync always, whose appendonly is switched off
+// at runtime before A's grant, then killed and restarted with their durable
+// configuration. What the new run says of itself proves nothing.
+func TestRestartWithDurableSettingsAfterAppendonlyOffDoesNotHandOutAHeldLock(t *testing.T) {
+	servers := startRedis(t, 3, "--appendonly", "yes", "--appendfsync", "always")
+	b := newBackInTime(t, servers)
+	for _, m := range servers[:2] {
+		if _, err := m.Do("CONFIG", "SET", "appendonly", "no"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.acquire("appendonly-off")
+	for _, m := range servers[:2] {
+		if err := m.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lost("appendonly switched off, a kill -9 and a restart with appendfsync always")
+}
+
+// Eviction switched on, a lock evicted, and the policy reverted at once,
+// within one periodic marker check.
+func TestEvictionSwitchedOnAndOffDoesNotHandOutAHeldLock(t *testing.T) {
+	b := newBackInTime(t, startRedis(t, 3))
+	b.acquire("evicted")
+	for _, m := range b.c.servers[:2] {
+		for _, args := range [][]string{
+			{"CONFIG", "SET", "maxmemory-policy", "volatile-ttl"},
+			{"CONFIG", "SET", "maxmemory", "1"},
+			{"SET", "filler", "x"},
+			{"CONFIG", "SET", "maxmemory", "0"},
+			{"CONFIG", "SET", "maxmemory-policy", "noeviction"},
+		} {
+			m.Do(args...)
+		}
+	}
+	b.lost("an eviction switched on and off")
+}
+
+// Eviction switched on long enough for the periodic check to see the
+// policy, then reverted: the masters stay out for the hold from the last
+// moment they could evict, not from the revert's next check.
+func TestEvictionSeenThenRevertedDoesNotHandOutAHeldLock(t *testing.T) {
+	b := newBackInTime(t, startRedis(t, 3))
+	b.acquire("evicting")
+	for _, m := range b.c.servers[:2] {
+		m.Do("CONFIG", "SET", "maxmemory-policy", "volatile-ttl")
+		m.Do("CONFIG", "SET", "maxmemory", "1")
+		m.Do("SET", "filler", "x")
+	}
+	time.Sleep(1500 * time.Millisecond) // a periodic check sees the policy
+	for _, m := range b.c.servers[:2] {
+		m.Do("CONFIG", "SET", "maxmemory", "0")
+		m.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	}
+	b.lost("an eviction policy seen, then reverted")
+}
+
+// A flush of two masters, and B's acquire at once, before any periodic
+// check.
+func TestFlushDoesNotHandOutAHeldLockEvenAtOnce(t *testing.T) {
+	b := newBackInTime(t, startRedis(t, 3))
+	b.acquire("flushed")
+	for _, m := range b.c.servers[:2] {
+		if _, err := m.Do("FLUSHALL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lost("a flush")
+}
+
+// waitFor polls cond until it holds, for at most ten seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+)
+
+// partialAcquire makes an acquire of key fail with a grant on master 0
+// only: masters 1 and 2 hold the key for another client.
+func (c *cluster) partialAcquire(t *testing.T, cl *redis.Client, key, token string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, i := range []int{1, 2} {
+		if err := c.direct[i].Set(ctx, key, "someone-else", 30*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := cl.SetNX(ctx, key, token, 30*time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with two of three masters held by another = %v, %v; want nil", ok, err)
+	}
+}
+
+// An undo that meets NOSCRIPT (the master's script cache was emptied
+// behind the proxy's back) is sent again with its script, and runs: the
+// failed acquisition's token does not stay on that master for its TTL.
+func TestUndoThatMeetsNoScriptRunsAgain(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client(2)
+	ctx := context.Background()
+	// A first failed acquisition loads the undo scripts on every link.
+	first := uniqueKey("noscript-first")
+	c.partialAcquire(t, cl, first, "tok")
+	if h := c.eventuallyHolders(first, "tok", 0); len(h) != 0 {
+		t.Fatalf("the first failed acquisition is left on masters %v", h)
+	}
+	if err := c.direct[0].ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key := uniqueKey("noscript")
+	c.partialAcquire(t, cl, key, "tok")
+	if h := c.eventuallyHolders(key, "tok", 0); len(h) != 0 {
+		t.Fatalf("after SCRIPT FLUSH on master 0, the failed acquisition's token is still on masters %v", h)
+	}
+}
+
+// SIGTERM while two of three masters hang (SIGSTOP) and an acquire is in
+// flight: the client gets nil, /readyz answers 503 from the moment the drain
+// starts, the undos that could not run are logged by key at WARN, and the
+// exit status is 3 (docs/operations.md).
+func TestShutdownWithUndosPendingSaysSo(t *testing.T) {
+	servers := startRedis(t, 3)
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.Addr)
+	}
+	bin := buildBinary(t)
+	port, _ := redisproc.FreePort()
+	aport, _ := redisproc.FreePort()
+	addr, admin := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", aport)
+	cmd := exec.Command(bin, "-listen", addr, "-admin", admin, "-backends", strings.Join(addrs, ","),
+		"-restart_quarantine", "run-id", "-shutdown_grace", "1500ms")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	waitServing(t, addr)
+	cl := proxyClient(t, addr, 2)
+	ctx := context.Background()
+	if ok, err := cl.SetNX(ctx, uniqueKey("warm"), "t", time.Second).Result(); !ok || err != nil {
+		t.Fatalf("a first lock: %v, %v", ok, err)
+	}
+	for _, s := range servers[1:] {
+		if err := s.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Resume()
+	}
+	key := uniqueKey("ghost")
+	reply := make(chan error, 1)
+	go func() {
+		ok, err := cl.SetNX(ctx, key, "tokB", 30*time.Second).Result()
+		if ok {
+			err = fmt.Errorf("granted with two masters hung")
+		}
+		reply <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the acquire is in flight
+	if err := cmd.Process.Signal(sigterm()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	sawDraining := false
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			break
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "shutting down") {
+			mu.Lock()
+			sawDraining = true
+			mu.Unlock()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !sawDraining {
+		t.Errorf("/readyz never answered 503 (shutting down) during the drain; logs:\n%s", logs.String())
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the deferred wait
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 3 {
+			t.Fatalf("the proxy exited with %v (code %d); want 3: undos were left pending; logs:\n%s", err, code, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the proxy did not exit; logs:\n%s", logs.String())
+	}
+	if err := <-reply; err != nil && err != redis.Nil && !strings.Contains(err.Error(), "closed") {
+		t.Logf("the in-flight acquire got %v", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "did not run within shutdown_grace") || !strings.Contains(out, key) {
+		t.Fatalf("no WARN naming the pending undo of %q; logs:\n%s", key, out)
+	}
+}
+
