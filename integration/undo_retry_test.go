@@ -148,4 +148,3 @@ func TestShutdownWithUndosPendingSaysSo(t *testing.T) {
 		t.Fatalf("no WARN naming the pending undo of %q; logs:\n%s", key, out)
 	}
 }
-

@@ -284,7 +284,6 @@ func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receive
 	b.Pool.Send(node, cmd, sc, rcv, tag, deadline)
 }
 
-
 // adminHandler serves /metrics, /healthz, /readyz, and /debug/pprof when
 // the pprof key allows it (by default only on a loopback admin address).
 func (a *App) adminHandler() http.Handler {

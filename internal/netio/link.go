@@ -132,7 +132,7 @@ type Link struct {
 	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
 	retryTimer  *time.Timer // fires when the earliest retry is due
 	leftUndos   []string    // keys of the undos that had not run when the link closed
-	killWarn    string // the last CLIENT KILL refusal logged
+	killWarn    string      // the last CLIENT KILL refusal logged
 
 	// Why the backend is unusable, as last logged, and how often it was
 	// seen since: a reason that keeps coming back is summarised.

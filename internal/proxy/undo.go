@@ -3,9 +3,9 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
