@@ -61,8 +61,11 @@ func TestHandshakes(t *testing.T) {
 		if err := cl.Do(ctx, "CLIENT", "TRACKING", "ON", "OPTIN").Err(); err != nil {
 			t.Errorf("CLIENT TRACKING ON OPTIN: %v", err)
 		}
-		if err := cl.Do(ctx, "CLIENT", "CACHING", "YES").Err(); err == nil || !strings.Contains(err.Error(), "client-side caching") {
-			t.Errorf("CLIENT CACHING YES: %v; want a clear refusal", err)
+		if err := cl.Do(ctx, "CLIENT", "CACHING", "YES").Err(); err != nil {
+			t.Errorf("CLIENT CACHING YES in OPTIN mode: %v", err)
+		}
+		if err := cl.Do(ctx, "CLIENT", "CACHING", "NO").Err(); err == nil || !strings.Contains(err.Error(), "OPTOUT") {
+			t.Errorf("CLIENT CACHING NO in OPTIN mode: %v; want Redis's error", err)
 		}
 		if err := cl.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "go-redis").Err(); err != nil {
 			t.Errorf("CLIENT SETINFO: %v", err)

@@ -109,6 +109,14 @@ func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*ap
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}
+	appsMu.Lock()
+	apps[a] = struct{}{}
+	appsMu.Unlock()
+	t.Cleanup(func() {
+		appsMu.Lock()
+		delete(apps, a)
+		appsMu.Unlock()
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -133,6 +141,12 @@ func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*ap
 	}
 	return a, stop
 }
+
+// apps are the proxies the running tests started.
+var (
+	appsMu sync.Mutex
+	apps   = map[*app.App]struct{}{}
+)
 
 // client returns a go-redis client to the proxy (RESP2 unless proto 3).
 func (c *cluster) client(proto int) *redis.Client {

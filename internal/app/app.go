@@ -125,12 +125,20 @@ func (a *App) start() error {
 	}
 	build := buildinfo.Read()
 	a.metrics = metrics.New(backends, func() []netio.Health { return a.pool.Health() }, build)
+	// The front end is made after the links; the backends' invalidations of
+	// tracked keys (client-side caching) reach it once it exists.
+	var front atomic.Pointer[proxy.Server]
+	invalidated := func(node int, key []byte) {
+		if s := front.Load(); s != nil {
+			s.Invalidated(node, key)
+		}
+	}
 	var opts []netio.Options
 	for _, b := range backends {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
-			InProcess: a.demo != nil,
+			InProcess: a.demo != nil, Invalidated: invalidated,
 		}
 		if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
@@ -169,6 +177,7 @@ func (a *App) start() error {
 		Version:  build.Version,
 		Addr:     a.ln.Addr().String(),
 	}, backendsOf{a.pool})
+	front.Store(a.srv)
 	if a.adminLn != nil {
 		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	}
@@ -276,12 +285,8 @@ func (a *App) close() {
 // backendsOf adapts the netio pool to what the proxy needs.
 type backendsOf struct{ *netio.Pool }
 
-func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
-	if checked {
-		b.Pool.SendChecked(node, cmd, sc, rcv, tag, deadline)
-		return
-	}
-	b.Pool.Send(node, cmd, sc, rcv, tag, deadline)
+func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+	b.Pool.SendWith(node, cmd, sc, rcv, tag, deadline, flags)
 }
 
 // adminHandler serves /metrics, /healthz, /readyz, and /debug/pprof when

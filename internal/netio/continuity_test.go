@@ -18,12 +18,12 @@ func patientLink(t *testing.T, addr string, hold time.Duration) *Link {
 	return startLink(t, Options{Addr: addr, Restart: quorum.RestartRule{Hold: hold}, HealthInterval: time.Hour})
 }
 
-// grant sends SET key value NX PX 10000 as a grant (SendChecked) and
+// grant sends SET key value NX PX 10000 as a grant (Checked) and
 // returns its result.
 func grant(t *testing.T, l *Link, key, value string) tagged {
 	t.Helper()
 	c := newCollector()
-	l.SendChecked(cmd("SET", key, value, "NX", "PX", "10000"), nil, c, 0, soon())
+	l.SendWith(cmd("SET", key, value, "NX", "PX", "10000"), nil, c, 0, soon(), Checked)
 	return c.next(t)
 }
 

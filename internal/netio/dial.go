@@ -230,6 +230,7 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 		}
 	}
 	l.abandon(dropped)
+	l.connectionLostTracking()
 	if l.ctx.Err() != nil {
 		return wasUp
 	}

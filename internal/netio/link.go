@@ -45,6 +45,10 @@ type Options struct {
 	InProcess bool
 	Logger    *slog.Logger // default slog.Default()
 	Events    Events       // optional hooks for metrics
+	// Invalidated receives the keys that changed on the backend after a
+	// Tracked command read them (nil: any key may have). Called from link
+	// goroutines; it must not block. Nil: no tracking.
+	Invalidated func(node int, key []byte)
 }
 
 // Events receives what a link observes, for metrics. Methods are called from
@@ -117,7 +121,8 @@ type Link struct {
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
 	watch     quorum.Watch
-	cont      contState // the continuity check (continuity.go)
+	cont      contState  // the continuity check (continuity.go)
+	track     trackState // client-side caching at the backend (tracking.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
 
@@ -174,6 +179,7 @@ type Health struct {
 	Restarts         uint64    // restarts (or other losses of writes) detected
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
 	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
+	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
 	Timeouts         uint64    // commands that got no reply in time
 	Errors           uint64    // error replies and failed sends
 	Writes           uint64    // write calls to the backend
@@ -212,6 +218,10 @@ func (l *Link) Start() {
 	l.wg.Add(2)
 	go l.run()
 	go l.pinger()
+	if l.opt.Invalidated != nil && !l.opt.InProcess {
+		l.wg.Add(1)
+		go l.invalidations()
+	}
 }
 
 // Addr is the backend's address.
@@ -227,6 +237,7 @@ func (l *Link) Health() Health {
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
+	h.Invalidations = l.track.redir != 0
 	h.UndoRetained = len(l.retained) + len(l.retry)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
@@ -242,18 +253,30 @@ func (l *Link) Health() Health {
 // exactly once: with the reply, or with an error at deadline, on
 // connection loss, or at once when the backend is down or not yet verified.
 func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	l.send(cmd, script, rcv, tag, deadline, false)
+	l.send(cmd, script, rcv, tag, deadline, 0)
 }
 
-// SendChecked is Send for a grant: under a restart rule its reply counts
-// only if the continuity check that follows it on the connection shows
-// that the master's data went on unbroken since the check before it (see
-// continuity.go). Its reply comes with that check's.
-func (l *Link) SendChecked(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	l.send(cmd, script, rcv, tag, deadline, true)
+// SendFlags ask more of a command than its reply.
+type SendFlags uint8
+
+const (
+	// Checked marks a grant: under a restart rule its reply counts only if
+	// the continuity check that follows it on the connection shows that the
+	// master's data went on unbroken since the check before it (see
+	// continuity.go). Its reply comes with that check's.
+	Checked SendFlags = 1 << iota
+	// Tracked asks the backend to track the keys the command reads, for
+	// clients' caches: their later changes reach Options.Invalidated (see
+	// tracking.go).
+	Tracked
+)
+
+// SendWith is Send with flags.
+func (l *Link) SendWith(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+	l.send(cmd, script, rcv, tag, deadline, flags)
 }
 
-func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
 	l.mu.Lock()
 	if l.conn == nil || !l.ready {
 		l.health.Errors++
@@ -268,7 +291,10 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		return
 	}
 	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script}
-	if checked && l.markerRule() && l.cont.cmd != nil {
+	if flags&Tracked != 0 && l.opt.Invalidated != nil && !l.opt.InProcess {
+		l.trackLocked()
+	}
+	if flags&Checked != 0 && l.markerRule() && l.cont.cmd != nil {
 		e.hold = true
 		l.cont.pending++
 		if deadline.After(l.cont.until) {
@@ -518,6 +544,11 @@ func (l *Link) Pending() int {
 func (l *Link) Close() error {
 	l.cancel()
 	l.dropConn()
+	l.mu.Lock()
+	if l.track.conn != nil {
+		l.track.conn.Close()
+	}
+	l.mu.Unlock()
 	l.wg.Wait()
 	l.timer.Stop()
 	l.retryTimer.Stop()

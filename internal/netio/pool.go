@@ -37,9 +37,9 @@ func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver
 	p.links[node].Send(cmd, script, rcv, tag, deadline)
 }
 
-// SendChecked queues a grant for backend node; see Link.SendChecked.
-func (p *Pool) SendChecked(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	p.links[node].SendChecked(cmd, script, rcv, tag, deadline)
+// SendWith queues cmd with flags for backend node; see Link.SendWith.
+func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+	p.links[node].SendWith(cmd, script, rcv, tag, deadline, flags)
 }
 
 // Undo queues an undo for backend node, kept across lost connections until

@@ -15,7 +15,7 @@ type Backends interface {
 	// Send sends cmd to the node. checked marks a grant, whose reply counts
 	// only once the node showed, after it ran, that its data went on
 	// unbroken (netio's continuity check).
-	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool)
+	Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags)
 	// Undo sends a compare-and-delete that must run after everything sent
 	// to the node before it, even if the connection it goes out on is lost:
 	// then the backend keeps its later form for the next connection, run

@@ -120,7 +120,7 @@ type constBackends struct {
 }
 
 func (f constBackends) N() int { return f.n }
-func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
 }
 func (f constBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {

@@ -133,6 +133,17 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}
+	c.trackNext, c.cmdKeys = false, nil
+	if c.s.track.active.Load() > 0 {
+		c.cmdKeys = commandKeys(cmd, args)
+		if c.trk != nil {
+			if len(c.cmdKeys) > 0 {
+				c.trackNext = c.trackCommand(c.cmdKeys)
+			} else if !(cmd.name == "client" && len(args) > 1 && is(args[1], "caching")) {
+				c.trk.caching = 0 // CLIENT CACHING applies to the next command only
+			}
+		}
+	}
 	started, rejected := c.inflight, c.rejected
 	cmd.fn(c, args)
 	// Commands that started no op and were not rejected were answered here.
@@ -232,24 +243,20 @@ func cmdClient(c *client, args [][]byte) {
 		}
 		c.replyRaw(rawOK)
 	case is(sub, "tracking") && len(args) >= 3:
-		// Accepted so that clients with client-side caching on (rueidis's
-		// default) connect; no key is ever tracked, see CACHING.
-		switch {
-		case is(args[2], "on"):
-			c.tracking = true
-		case is(args[2], "off"):
-			c.tracking = false
-		default:
-			c.replyErr(msgSyntax)
-			return
-		}
-		c.replyRaw(rawOK)
+		cmdClientTracking(c, args)
 	case is(sub, "caching") && len(args) == 3:
-		c.replyErr(msgNoCaching)
+		cmdClientCaching(c, args)
+	case is(sub, "trackinginfo") && len(args) == 2:
+		c.reply(c.trackingInfo())
 	case is(sub, "getredir") && len(args) == 2:
-		c.reply(resp.IntValue(-1))
+		switch {
+		case c.trk == nil:
+			c.reply(resp.IntValue(-1))
+		default:
+			c.reply(resp.IntValue(c.trk.redirect))
+		}
 	case is(sub, "help"):
-		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>", "TRACKING <ON|OFF> [options]"))
+		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>", "TRACKING <ON|OFF> [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN|OPTOUT] [NOLOOP]", "CACHING <YES|NO>", "TRACKINGINFO", "GETREDIR"))
 	case is(sub, "setname") || is(sub, "getname") || is(sub, "id") || is(sub, "setinfo") ||
 		is(sub, "info") || is(sub, "no-evict") || is(sub, "no-touch"):
 		c.replyErr(msgWrongArgs("client|" + strings.ToLower(string(sub))))

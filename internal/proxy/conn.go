@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -43,8 +44,24 @@ type client struct {
 	resp3         bool
 	authed        bool
 	closeAfter    bool
-	tracking      bool // CLIENT TRACKING ON was accepted (nothing is ever tracked)
-	subscriptions int  // channels subscribed to (nothing is ever published)
+	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
+
+	// Client-side caching (tracking.go): the settings, whether the command
+	// being run has its keys tracked, and the keys of that command when
+	// some client tracks (for the invalidations of a write).
+	trk       *trackOpts
+	trackNext bool
+	cmdKeys   [][]byte
+
+	// Pushes (invalidations) written between replies by the pusher, which
+	// wmu keeps from interleaving with the client goroutine's writes; pmu
+	// protects the queue's state.
+	wmu        sync.Mutex
+	pmu        sync.Mutex
+	pushq      chan []byte
+	pushLost   bool
+	pushClosed bool
+	pushWG     sync.WaitGroup
 
 	done     chan struct{} // one signal per decided op
 	inflight int
@@ -72,14 +89,21 @@ func newClient(s *Server, nc net.Conn) *client {
 }
 
 func (c *client) serve() {
-	defer c.nc.Close()
+	defer func() {
+		if c.trk != nil {
+			c.s.track.off(c)
+			c.trk = nil
+		}
+		c.nc.Close()
+		c.stopPushes()
+	}()
 	for {
 		needMore := true
 		for n := 0; n < maxBatch && !c.closeAfter; n++ {
 			args, err := c.rd.next()
 			if err != nil {
 				c.flush()
-				c.writeRaw(appendReply(nil, resp.ErrorValue("ERR "+err.Error()), false))
+				c.write(appendReply(nil, resp.ErrorValue("ERR "+err.Error()), false))
 				return
 			}
 			if args == nil {
@@ -113,7 +137,7 @@ func (c *client) serve() {
 					msg = msgShutdownPartial
 				default:
 				}
-				c.writeRaw(appendReply(nil, resp.ErrorValue(msg), false))
+				c.write(appendReply(nil, resp.ErrorValue(msg), false))
 			}
 			return
 		}
@@ -171,13 +195,20 @@ func (c *client) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	err := c.writeRaw(c.out)
+	err := c.write(c.out)
 	if cap(c.out) > 1<<20 {
 		c.out = nil
 	} else {
 		c.out = c.out[:0]
 	}
 	return err
+}
+
+// write writes b with the connection to itself (see wmu).
+func (c *client) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeRaw(b)
 }
 
 // writeRaw writes b within WriteTimeout. The deadline is moved forward

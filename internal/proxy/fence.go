@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -147,7 +148,7 @@ func (f *fenceOp) acceptCmd() []byte {
 func (f *fenceOp) send(cmd []byte, sc *resp.Script) {
 	deadline := time.Now().Add(f.e.timeout)
 	for i := 0; i < f.e.n; i++ {
-		f.e.be.Send(i, cmd, sc, f, i, deadline, true)
+		f.e.be.Send(i, cmd, sc, f, i, deadline, netio.Checked)
 	}
 }
 

@@ -22,7 +22,7 @@ type chosenFenceBackends struct {
 
 func (f chosenFenceBackends) N() int { return f.n }
 
-func (f chosenFenceBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+func (f chosenFenceBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	if sc == fencePrepare {
 		bulk := func(s string) resp.Value { return resp.BulkValue([]byte(s)) }
 		rcv.Receive(tag, resp.Result{Counts: true, V: resp.Value{Kind: resp.KindArray, Elems: []resp.Value{

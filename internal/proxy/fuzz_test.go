@@ -23,7 +23,7 @@ type fakeBackends struct{ n int }
 
 func (f fakeBackends) N() int { return f.n }
 
-func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	v := resp.IntValue(1)
 	switch {
 	case script.IsReference(sc):

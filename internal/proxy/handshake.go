@@ -92,7 +92,10 @@ func cmdConfig(c *client, args [][]byte) {
 func cmdReset(c *client, args [][]byte) {
 	c.resp3 = false
 	c.name = c.name[:0]
-	c.tracking = false
+	if c.trk != nil {
+		c.s.track.off(c)
+		c.trk = nil
+	}
 	c.subscriptions = 0
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)

@@ -89,7 +89,7 @@ var docs = map[string]cmdDoc{
 	"hello": {"connection", "Choose RESP2 or RESP3, authenticate and name the connection.", []docArg{
 		opt(block("arguments", integer("protover"), opt(block("auth", pure("AUTH"), str("username"), str("password"))), opt(named("SETNAME", str("clientname"))))),
 	}},
-	"client": {"connection", "CLIENT SETNAME, GETNAME, ID, INFO, SETINFO, TRACKING (accepted; nothing is cached).", []docArg{str("subcommand"), opt(many(str("arg")))}},
+	"client": {"connection", "CLIENT SETNAME, GETNAME, ID, INFO, SETINFO, TRACKING, CACHING, TRACKINGINFO, GETREDIR (client-side caching: an invalidation for every tracked key that changes).", []docArg{str("subcommand"), opt(many(str("arg")))}},
 	"reset":  {"connection", "Return the connection to its initial state.", nil},
 	"info": {"server", "Server, clients and stats, and the proxy section: each backend's state, quarantine, latency and last error, " +
 		"and how many count toward the majority.", []docArg{opt(many(str("section")))}},

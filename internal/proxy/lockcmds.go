@@ -9,6 +9,7 @@ import (
 
 // startOp sends cmd to every backend for op o and queues its reply.
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
+	c.noteTracking(o, c.cmdKeys)
 	c.s.eng.start(o, cmd, sc)
 	c.slots = append(c.slots, slot{op: o, resp3: c.resp3})
 	c.inflight++
@@ -80,6 +81,9 @@ func cmdDel(c *client, args [][]byte) {
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("del", opDel, c.done)
 		c.cmd = appendDelCmd(c.cmd[:0], k)
+		if c.cmdKeys != nil {
+			c.noteTracking(ops[i], keys[i:i+1])
+		}
 		c.s.eng.start(ops[i], c.cmd, delScript)
 	}
 	c.await(ops...)

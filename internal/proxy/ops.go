@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -39,8 +40,13 @@ type op struct {
 	// secondStep is an extend's second step (script.AppendSecondStep),
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
-	t1         time.Time
-	done       chan<- struct{}
+	flags      netio.SendFlags // Tracked, when a tracking client's keys are read; Checked is added for grants
+	// invKeys are invalidated, for clients tracking them, when the op
+	// succeeds (invBy, the client that sent it, is spared under NOLOOP).
+	invKeys [][]byte
+	invBy   *client
+	t1      time.Time
+	done    chan<- struct{}
 
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
@@ -72,7 +78,8 @@ type engine struct {
 	timing   quorum.Timing
 	timeout  time.Duration
 	stats    *stats
-	maxToken int // the bounded reads' limit, for their error message
+	maxToken int      // the bounded reads' limit, for their error message
+	track    *tracker // client-side caching: invalidations of successful writes
 }
 
 // newOp prepares an op in one allocation: its tally, replies and undo
@@ -100,9 +107,12 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		// Waiting longer than the TTL cannot produce a valid lock.
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
-	checked := o.grants()
+	flags := o.flags
+	if o.grants() {
+		flags |= netio.Checked
+	}
 	for i := 0; i < e.n; i++ {
-		e.be.Send(i, cmd, sc, o, i, deadline, checked)
+		e.be.Send(i, cmd, sc, o, i, deadline, flags)
 	}
 	o.mu.Lock()
 	o.dispatched = true
@@ -356,9 +366,13 @@ func (o *op) final(now time.Time) resp.Value {
 	if o.granted && o.secondStep != nil {
 		second = o.grantedNodesLocked()
 	}
+	written := o.invKeys != nil && o.outcome == ResultGranted
 	o.mu.Unlock()
 	o.sendUndo(undo)
 	o.sendSecondStep(second, now)
+	if written {
+		o.invalidateWritten()
+	}
 	if o.e.stats != nil {
 		o.e.stats.decided(o.name, o.outcome, o.decidedAt.Sub(o.t1))
 	}

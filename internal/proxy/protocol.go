@@ -129,17 +129,23 @@ var (
 )
 
 const (
-	msgClientName        = "ERR Client names cannot contain spaces, newlines or special characters."
-	msgNoCaching         = "ERR redlock-proxy: client-side caching is not supported: a cached lock state would go stale; read without caching"
-	msgProtoVersion      = "ERR Protocol version is not an integer or out of range"
-	msgHelloNoAuth       = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
-	msgTimeoutNotInteger = "ERR timeout is not an integer or out of range"
-	msgTimeoutNegative   = "ERR timeout is negative"
-	msgNoAgreedReply     = "ERR redlock-proxy: no majority of backends gave the same reply to this script"
-	msgDelexIfEqOnly     = "ERR redlock-proxy: DELEX supports IFEQ (compare-and-delete) only"
-	msgScriptTooLong     = "ERR redlock-proxy: script too long"
-	msgNotBusy           = "NOTBUSY No scripts in execution right now."
-	msgExplainNumkeys    = "ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys"
+	msgClientName            = "ERR Client names cannot contain spaces, newlines or special characters."
+	msgTrackingRedirect      = "ERR The client ID you want redirect to does not exist"
+	msgTrackingOptinOptout   = "ERR You can't use both OPTIN and OPTOUT"
+	msgTrackingBcastOpt      = "ERR OPTIN and OPTOUT are not compatible with BCAST"
+	msgTrackingPrefixNoBcast = "ERR PREFIX option requires BCAST mode to be enabled"
+	msgCachingNeedsMode      = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"
+	msgCachingYesNeedsOptin  = "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
+	msgCachingNoNeedsOptout  = "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."
+	msgProtoVersion          = "ERR Protocol version is not an integer or out of range"
+	msgHelloNoAuth           = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+	msgTimeoutNotInteger     = "ERR timeout is not an integer or out of range"
+	msgTimeoutNegative       = "ERR timeout is negative"
+	msgNoAgreedReply         = "ERR redlock-proxy: no majority of backends gave the same reply to this script"
+	msgDelexIfEqOnly         = "ERR redlock-proxy: DELEX supports IFEQ (compare-and-delete) only"
+	msgScriptTooLong         = "ERR redlock-proxy: script too long"
+	msgNotBusy               = "NOTBUSY No scripts in execution right now."
+	msgExplainNumkeys        = "ERR redlock-proxy: SCRIPT EXPLAIN <sha1|script> [numkeys key ... arg ...]: bad numkeys"
 )
 
 func msgSubscribedContext(name string) string {

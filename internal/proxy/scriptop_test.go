@@ -39,10 +39,10 @@ func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, le
 
 // Undo runs the undo at once: the model's connections are never lost.
 func (m *modelBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
-	m.Send(node, u.Now, u.NowScript, rcv, tag, time.Time{}, false)
+	m.Send(node, u.Now, u.NowScript, rcv, tag, time.Time{}, 0)
 }
 
-func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, checked bool) {
+func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	m.mu.Lock()
 	if m.down[node] {
 		m.mu.Unlock()

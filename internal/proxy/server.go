@@ -98,10 +98,12 @@ type Server struct {
 	mu       sync.Mutex
 	lns      []net.Listener
 	clients  map[*client]struct{}
+	byID     map[int64]*client // the same clients, by CLIENT ID (tracking's REDIRECT)
 	closing  bool
 	wg       sync.WaitGroup
 	nextID   atomic.Int64
 	shutdown chan struct{}
+	track    tracker // client-side caching (tracking.go)
 }
 
 // New returns a server over the given backends.
@@ -111,12 +113,12 @@ func New(cfg Config, be Backends) *Server {
 	rand.Read(id[:])
 	s := &Server{
 		cfg: cfg, be: be, runID: hex.EncodeToString(id[:]), started: time.Now(),
-		clients: map[*client]struct{}{}, shutdown: make(chan struct{}),
+		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}),
 	}
 	s.stats.obs = cfg.Observer
 	s.eng = engine{
 		be: be, n: be.N(), timing: cfg.Timing, timeout: cfg.BackendTimeout,
-		stats: &s.stats, maxToken: cfg.Limits.MaxToken,
+		stats: &s.stats, maxToken: cfg.Limits.MaxToken, track: &s.track,
 	}
 	return s
 }
@@ -184,6 +186,7 @@ func (s *Server) accept(nc net.Conn) {
 	}
 	c := newClient(s, netio.Raw(nc))
 	s.clients[c] = struct{}{}
+	s.byID[c.id] = c
 	n := len(s.clients)
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -197,6 +200,7 @@ func (s *Server) accept(nc net.Conn) {
 		c.serve()
 		s.mu.Lock()
 		delete(s.clients, c)
+		delete(s.byID, c.id)
 		n := len(s.clients)
 		s.mu.Unlock()
 		s.stats.clients.Store(int64(n))

@@ -163,7 +163,7 @@ func (o *op) grantedNodesLocked() []int {
 // delays the next holder.
 func (o *op) sendSecondStep(nodes []int, now time.Time) {
 	for _, n := range nodes {
-		o.e.be.Send(n, o.secondStep, script.SecondStep(), ignoreReply{}, n, now.Add(o.e.timeout), false)
+		o.e.be.Send(n, o.secondStep, script.SecondStep(), ignoreReply{}, n, now.Add(o.e.timeout), 0)
 	}
 }
 
