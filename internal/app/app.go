@@ -150,6 +150,26 @@ func (a *App) start() error {
 		opts = append(opts, o)
 	}
 	a.pool = netio.NewPool(opts)
+	if cfg.UpgradeFrom != "" {
+		o := netio.Options{
+			Addr: cfg.UpgradeFrom, Timeout: cfg.BackendTimeout, Logger: log.With("role", "upgrade_from"),
+			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Invalidated: invalidated,
+			// Not a vote: no marker is kept on it and no quarantine applies
+			// (the old clients had its durability); its clients are watched.
+			WatchClients: true, Veto: true,
+		}
+		if cfg.UpgradeFromPassword != "" {
+			o.Username, o.Password = cfg.UpgradeFromUsername, cfg.UpgradeFromPassword
+		}
+		if backendTLS != nil {
+			t := backendTLS.Clone()
+			if t.ServerName == "" {
+				t.ServerName, _, _ = net.SplitHostPort(cfg.UpgradeFrom)
+			}
+			o.TLS = t
+		}
+		a.pool.SetVeto(o)
+	}
 	a.pool.Start()
 
 	users := map[string]string{}
@@ -184,7 +204,7 @@ func (a *App) start() error {
 	log.Info("redlock-proxy starting",
 		"version", build.Version, "revision", build.Revision, "go_version", build.GoVersion,
 		"listen", a.ln.Addr().String(), "admin", cfg.Admin, "pprof", a.admin != nil && cfg.ServesPprof(),
-		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)),
+		"backends", strings.Join(backends, ","), "majority", quorum.Majority(len(backends)), "upgrade_from", cfg.UpgradeFrom,
 		"drift_factor", cfg.DriftFactor, "drift_floor", cfg.DriftFloor, "min_validity", cfg.MinValidity,
 		"backend_timeout", cfg.BackendTimeout, "max_ttl", cfg.MaxTTL,
 		"restart_quarantine", cfg.RestartQuarantine, "quarantine_hold", hold,
@@ -258,6 +278,12 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
+// hold is how long a master that may have lost writes stays out, and how
+// long the upgrade's old Redis must go without direct clients.
+func (a *App) hold() time.Duration {
+	return a.cfg.MaxTTL + a.cfg.Timing().Drift(a.cfg.MaxTTL)
+}
+
 // summarize lists the first n of items and how many more there are.
 func summarize(items []string, n int) string {
 	if len(items) <= n {
@@ -285,6 +311,8 @@ func (a *App) close() {
 // backendsOf adapts the netio pool to what the proxy needs.
 type backendsOf struct{ *netio.Pool }
 
+func (b backendsOf) Veto() (netio.Health, bool) { return b.Pool.VetoHealth() }
+
 func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	b.Pool.SendWith(node, cmd, sc, rcv, tag, deadline, flags)
 }
@@ -305,7 +333,14 @@ func (a *App) adminHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ready, text := readiness(a.pool.Health(), time.Now())
+		now := time.Now()
+		ready, text := readiness(a.pool.Health(), now)
+		if h, ok := a.pool.VetoHealth(); ok {
+			text += statusOf(h, a.hold(), now).line(a.hold()) + "\n"
+			if !h.Up {
+				ready = false
+			}
+		}
 		if a.draining.Load() {
 			ready, text = false, "not ready: shutting down (finishing commands in flight and their undos)\n"
 		}

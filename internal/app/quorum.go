@@ -136,6 +136,7 @@ func (q quorumCount) attrs() []any {
 // for its goroutine to end.
 func (a *App) watchQuorum() (stop func()) {
 	w := &quorumWatch{health: a.pool.Health, log: a.log, started: time.Now()}
+	u := &upgradeWatch{a: a, hold: a.hold()}
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() { // owned by Run: stop ends it
 		defer close(ended)
@@ -147,6 +148,7 @@ func (a *App) watchQuorum() (stop func()) {
 				return
 			case now := <-t.C:
 				w.step(now)
+				u.step(now)
 			}
 		}
 	}()

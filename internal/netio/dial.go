@@ -203,6 +203,9 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	}
 	heldBack := l.cont.held
 	l.cont.held = nil
+	// What happened at the backend while it could not be seen is unknown:
+	// the watch of its direct clients starts again.
+	l.direct.looked, l.direct.since = false, time.Time{}
 	l.retained = append(kept, l.retained...)
 	var dropped []entry
 	if over := len(l.retained) - l.opt.MaxRetained; over > 0 {
@@ -266,6 +269,9 @@ func (l *Link) pinger() {
 			return
 		case now := <-t.C:
 			l.noteCounting(now)
+			if l.opt.WatchClients {
+				l.watchClients()
+			}
 			if l.markerRule() {
 				l.check()
 				continue

@@ -301,7 +301,7 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 			l.fail(h.gen, "the identity check (INFO) got "+r.V.String())
 		default:
 			id, role, evicts := parseIdentity(r.V.Str)
-			if evicts != "" {
+			if evicts != "" && !l.opt.Veto {
 				l.fail(h.gen, evictionWhy(evicts))
 				return
 			}

@@ -45,6 +45,14 @@ type Options struct {
 	InProcess bool
 	Logger    *slog.Logger // default slog.Default()
 	Events    Events       // optional hooks for metrics
+	// Veto marks the upgrade's old Redis (see quorum.WithVeto): a master, but
+	// not a vote, so a memory policy that may evict keys does not keep it
+	// out (its clients had that risk before the proxy).
+	Veto bool
+	// WatchClients looks at the backend's clients every HealthInterval:
+	// Health reports how many are not the proxies' and since when there has
+	// been none (the veto of an upgrade, see direct.go).
+	WatchClients bool
 	// Invalidated receives the keys that changed on the backend after a
 	// Tracked command read them (nil: any key may have). Called from link
 	// goroutines; it must not block. Nil: no tracking.
@@ -121,8 +129,9 @@ type Link struct {
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
 	watch     quorum.Watch
-	cont      contState  // the continuity check (continuity.go)
-	track     trackState // client-side caching at the backend (tracking.go)
+	cont      contState   // the continuity check (continuity.go)
+	track     trackState  // client-side caching at the backend (tracking.go)
+	direct    directState // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
 
@@ -180,14 +189,22 @@ type Health struct {
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
 	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
 	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
-	Timeouts         uint64    // commands that got no reply in time
-	Errors           uint64    // error replies and failed sends
-	Writes           uint64    // write calls to the backend
-	Sent             uint64    // commands written (Sent/Writes is the mean batch)
-	UndoRetained     int       // undos waiting for the next connection
-	UndoAbandoned    uint64    // undos given up (too many waiting, or the link closed)
-	UndoExpired      uint64    // undos dropped because their lock expired before they could run
-	Since            time.Time // when Up last changed
+	// Under WatchClients: the clients at the last look that are not the
+	// proxies', since when there has been none (zero while some are seen,
+	// or before the first look), and when one was last seen (zero: not
+	// since the proxy started).
+	DirectClients      int
+	NoDirectSince      time.Time
+	DirectLastSeen     time.Time
+	DirectClientsKnown bool
+	Timeouts           uint64    // commands that got no reply in time
+	Errors             uint64    // error replies and failed sends
+	Writes             uint64    // write calls to the backend
+	Sent               uint64    // commands written (Sent/Writes is the mean batch)
+	UndoRetained       int       // undos waiting for the next connection
+	UndoAbandoned      uint64    // undos given up (too many waiting, or the link closed)
+	UndoExpired        uint64    // undos dropped because their lock expired before they could run
+	Since              time.Time // when Up last changed
 }
 
 // Counts reports whether the backend's votes count at now.
@@ -238,6 +255,7 @@ func (l *Link) Health() Health {
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
 	h.Invalidations = l.track.redir != 0
+	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
 	h.UndoRetained = len(l.retained) + len(l.retry)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {

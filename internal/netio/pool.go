@@ -7,9 +7,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
-// Pool is the set of N independent backends the proxy votes over.
+// Pool is the set of N independent backends the proxy votes over, and an
+// optional veto (the Redis clients used before the proxy, see
+// quorum.WithVeto): node N when there is one.
 type Pool struct {
 	links []*Link
+	veto  *Link
 }
 
 // NewPool prepares one link per option; Start connects them.
@@ -22,30 +25,63 @@ func NewPool(opts []Options) *Pool {
 	return p
 }
 
+// SetVeto adds the veto, reached as node N(). Call it before Start.
+func (p *Pool) SetVeto(o Options) {
+	o.Index = len(p.links)
+	p.veto = NewLink(o)
+}
+
+// all is every link, the veto last.
+func (p *Pool) all() []*Link {
+	if p.veto == nil {
+		return p.links
+	}
+	return append(p.links[:len(p.links):len(p.links)], p.veto)
+}
+
+// link is node's link: a backend, or the veto as node N.
+func (p *Pool) link(node int) *Link {
+	if node == len(p.links) && p.veto != nil {
+		return p.veto
+	}
+	return p.links[node]
+}
+
 // Start connects every backend in the background.
 func (p *Pool) Start() {
-	for _, l := range p.links {
+	for _, l := range p.all() {
 		l.Start()
 	}
 }
 
-// N is the number of backends.
+// N is the number of backends that vote (the veto is not one of them).
 func (p *Pool) N() int { return len(p.links) }
+
+// Veto reports whether there is a veto, node N().
+func (p *Pool) Veto() bool { return p.veto != nil }
+
+// VetoHealth is the veto's state, when there is one.
+func (p *Pool) VetoHealth() (Health, bool) {
+	if p.veto == nil {
+		return Health{}, false
+	}
+	return p.veto.Health(), true
+}
 
 // Send queues cmd for backend node; see Link.Send.
 func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	p.links[node].Send(cmd, script, rcv, tag, deadline)
+	p.link(node).Send(cmd, script, rcv, tag, deadline)
 }
 
 // SendWith queues cmd with flags for backend node; see Link.SendWith.
 func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
-	p.links[node].SendWith(cmd, script, rcv, tag, deadline, flags)
+	p.link(node).SendWith(cmd, script, rcv, tag, deadline, flags)
 }
 
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
 func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
-	p.links[node].Undo(u, rcv, tag)
+	p.link(node).Undo(u, rcv, tag)
 }
 
 // LeftUndos lists, per backend ("backend 1 (addr): key"), the undos that
@@ -53,7 +89,7 @@ func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
 // their TTL.
 func (p *Pool) LeftUndos() []string {
 	var out []string
-	for i, l := range p.links {
+	for i, l := range p.all() {
 		for _, k := range l.LeftUndos() {
 			out = append(out, "backend "+itoa(i)+" ("+l.Addr()+"): "+k)
 		}
@@ -99,7 +135,7 @@ func (p *Pool) Drain(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		busy := 0
-		for _, l := range p.links {
+		for _, l := range p.all() {
 			busy += l.Pending()
 		}
 		if busy == 0 {
@@ -115,7 +151,7 @@ func (p *Pool) Drain(ctx context.Context) error {
 
 // Close disconnects every backend and stops all link goroutines.
 func (p *Pool) Close() error {
-	for _, l := range p.links {
+	for _, l := range p.all() {
 		l.Close()
 	}
 	return nil

@@ -22,6 +22,9 @@ type Backends interface {
 	// after the earlier connections are killed; an error a retry can cure
 	// sends it again. rcv gets one result.
 	Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int)
+	// Veto is the upgrade's veto's state, when there is one: node N() of
+	// Send and Undo (see veto.go).
+	Veto() (netio.Health, bool)
 	// Health is each backend's state, for INFO.
 	Health() []netio.Health
 }

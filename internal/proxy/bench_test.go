@@ -126,7 +126,8 @@ func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Rece
 func (f constBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
 	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
 }
-func (f constBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
+func (f constBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
+func (f constBackends) Health() []netio.Health     { return make([]netio.Health, f.n) }
 
 // EVALSHA of a release the proxy already knows: a map lookup, then the
 // fan-out to five in-process backends that answer the reference release

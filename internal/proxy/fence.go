@@ -87,6 +87,10 @@ type fenceOp struct {
 	counts   []bool
 	left     time.Duration // the majority's remaining PTTL, from the last prepare
 	result   resp.Value
+	// With an upgrade's veto (veto.go), the number is given only if the
+	// veto holds the token too: its answer to a read, awaited before the
+	// reply.
+	vetoPending, vetoHolds, finished bool
 }
 
 func cmdFence(c *client, args [][]byte) {
@@ -107,6 +111,10 @@ func cmdFence(c *client, args [][]byte) {
 	f.ballot = nextBallot(0)
 	c.slots = append(c.slots, slot{fence: f, resp3: c.resp3})
 	c.inflight++
+	if f.e.veto {
+		f.vetoPending = true
+		f.e.be.Send(n, appendBoundedRead(nil, getScript, f.key, c.s.cfg.Limits.MaxToken), getScript, f, n, time.Now().Add(f.e.timeout), 0)
+	}
 	f.send(f.prepareCmd(), fencePrepare)
 }
 
@@ -156,6 +164,16 @@ func (f *fenceOp) send(cmd []byte, sc *resp.Script) {
 // answer decides what comes next.
 func (f *fenceOp) Receive(node int, r resp.Result) {
 	f.mu.Lock()
+	if node == f.e.n {
+		f.vetoPending = false
+		f.vetoHolds = r.Err == nil && r.V.Kind == resp.KindBulk && string(r.V.Str) == string(f.token)
+		signal := f.finished
+		f.mu.Unlock()
+		if signal {
+			f.done <- struct{}{}
+		}
+		return
+	}
 	if f.accept {
 		f.accepted[node] = r.Err == nil && r.V.Kind == resp.KindInt && r.V.Int == 1
 		f.counts[node] = r.Counts
@@ -168,9 +186,13 @@ func (f *fenceOp) Receive(node int, r resp.Result) {
 		return
 	}
 	cmd, sc, finished := f.nextLocked()
+	f.finished = finished
+	wait := f.vetoPending
 	f.mu.Unlock()
 	if finished {
-		f.done <- struct{}{}
+		if !wait {
+			f.done <- struct{}{}
+		}
 		return
 	}
 	f.send(cmd, sc)
@@ -237,6 +259,9 @@ func (f *fenceOp) final(now time.Time) resp.Value {
 	defer f.mu.Unlock()
 	if f.result.Kind == resp.KindInt && f.left != quorum.NoExpiry && f.e.timing.RemainingValidity(f.left, now.Sub(f.t1)) <= 0 {
 		f.result = resp.Nil
+	}
+	if f.result.Kind == resp.KindInt && f.e.veto && !f.vetoHolds {
+		f.result = resp.Nil // the old Redis does not hold the token: not a grant old clients respect
 	}
 	if f.e.stats != nil {
 		result := ResultOK

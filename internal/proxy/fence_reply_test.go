@@ -40,7 +40,8 @@ func (f chosenFenceBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, 
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(0), Counts: true})
 }
 
-func (f chosenFenceBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
+func (f chosenFenceBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
+func (f chosenFenceBackends) Health() []netio.Health     { return make([]netio.Health, f.n) }
 
 // wholeConn hands a client its whole input in one read, so that every
 // command in it is one pipelined batch.

@@ -44,7 +44,8 @@ func (f fakeBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int
 	rcv.Receive(tag, resp.Result{V: resp.IntValue(1), Counts: true})
 }
 
-func (f fakeBackends) Health() []netio.Health { return make([]netio.Health, f.n) }
+func (f fakeBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
+func (f fakeBackends) Health() []netio.Health     { return make([]netio.Health, f.n) }
 
 // referenceHeld answers a reference script as a backend where every key
 // holds the caller's token with 1000 ms left, and the role acted. It reads

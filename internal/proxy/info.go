@@ -140,6 +140,22 @@ func (s *Server) infoProxy() string {
 			fmt.Fprintf(&b, "backend%d_last_error:%s\r\n", i, oneLine(h.LastError))
 		}
 	}
+	if h, ok := s.be.Veto(); ok {
+		hold := s.cfg.MaxTTL + s.cfg.Timing.Drift(s.cfg.MaxTTL)
+		quiet := time.Duration(0)
+		if h.DirectClientsKnown && !h.NoDirectSince.IsZero() {
+			quiet = now.Sub(h.NoDirectSince)
+		}
+		up, canDrop := 0, 0
+		if h.Up {
+			up = 1
+		}
+		if quiet >= hold {
+			canDrop = 1
+		}
+		fmt.Fprintf(&b, "upgrade_from:%s\r\nupgrade_from_up:%d\r\nupgrade_from_direct_clients:%d\r\nupgrade_from_no_direct_client_ms:%d\r\nupgrade_from_can_drop:%d\r\n",
+			h.Addr, up, h.DirectClients, quiet.Milliseconds(), canDrop)
+	}
 	return b.String()
 }
 

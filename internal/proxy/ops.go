@@ -58,8 +58,10 @@ type op struct {
 	settleTimer *time.Timer // bounds the wait for timed-out masters' fates
 	settledAt   time.Time   // when the reply could first leave (see readyLocked)
 	dispatched  bool
-	undo        quorum.Undo // set up in place by Init, like tally
+	undo        quorum.Undo // set up in place by Init, like tally: the backends and the veto
 	result      resp.Value
+	vetoVote    quorum.Vote // the veto's answer (veto.go), Pending until it comes
+	vetoReply   resp.Value
 
 	// Set at the decision, read by final in the client's goroutine after
 	// the done signal.
@@ -80,6 +82,17 @@ type engine struct {
 	stats    *stats
 	maxToken int      // the bounded reads' limit, for their error message
 	track    *tracker // client-side caching: invalidations of successful writes
+	// veto is whether the backends have a veto, node n (the Redis the
+	// clients used before the proxy, see veto.go).
+	veto bool
+}
+
+// nodes is how many links a command goes to: the backends and the veto.
+func (e *engine) nodes() int {
+	if e.veto {
+		return e.n + 1
+	}
+	return e.n
 }
 
 // newOp prepares an op in one allocation: its tally, replies and undo
@@ -87,7 +100,7 @@ type engine struct {
 func (e *engine) newOp(name string, kind opKind, done chan<- struct{}) *op {
 	o := &op{e: e, name: name, kind: kind, done: done}
 	o.tally.Init(e.n)
-	o.undo.Init(e.n)
+	o.undo.Init(e.nodes())
 	if e.n <= len(o.replyBuf) {
 		o.replies = o.replyBuf[:e.n]
 	} else {
@@ -111,7 +124,7 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 	if o.grants() {
 		flags |= netio.Checked
 	}
-	for i := 0; i < e.n; i++ {
+	for i := 0; i < e.nodes(); i++ {
 		e.be.Send(i, cmd, sc, o, i, deadline, flags)
 	}
 	o.mu.Lock()
@@ -146,9 +159,13 @@ func minTime(a, b time.Time) time.Time {
 // Receive records one backend's result.
 func (o *op) Receive(node int, r resp.Result) {
 	o.mu.Lock()
-	o.replies[node] = r.V
 	vote := o.classify(r)
-	o.tally.Record(node, vote, r.Counts)
+	if node == o.e.n {
+		o.vetoVote, o.vetoReply = vote, r.V
+	} else {
+		o.replies[node] = r.V
+		o.tally.Record(node, vote, r.Counts)
+	}
 	o.undo.Settle(node, o.undoFate(vote, r))
 	if !o.decided {
 		o.decided = o.decideLocked()
@@ -266,7 +283,11 @@ func (o *op) decideLocked() bool {
 		return o.answered(o.decideQueryLocked())
 	}
 	var success bool
-	switch o.tally.Outcome() {
+	outcome := o.tally.Outcome()
+	if o.e.veto && o.vetoBinds() {
+		outcome = quorum.WithVeto(outcome, o.vetoVote)
+	}
+	switch outcome {
 	case quorum.Undecided:
 		return false
 	case quorum.Won:
@@ -477,15 +498,26 @@ func (o *op) decideReadLocked() bool {
 			o.result = resp.BulkValue(v)
 			return true
 		}
-		if o.tally.Done() {
+		if o.tally.Done() && !o.awaitsVeto() {
 			o.result = resp.Nil
+			if v, ok := o.vetoHolds(); ok {
+				o.result = resp.BulkValue(v) // a lock taken on the old Redis directly
+			}
 			return true
 		}
 	case opPTTL:
-		if !o.tally.Done() {
+		if !o.tally.Done() || o.awaitsVeto() {
 			return false
 		}
-		_, rem, ok := quorum.MajorityRemaining(o.e.n, hs)
+		v, rem, ok := quorum.MajorityRemaining(o.e.n, hs)
+		if vv, vp, vok := o.vetoHoldsFor(); vok {
+			switch {
+			case !ok:
+				v, rem, ok = vv, vp, true // a lock taken on the old Redis directly
+			case string(vv) == string(v) && vp != quorum.NoExpiry && (rem == quorum.NoExpiry || vp < rem):
+				rem = vp // the old Redis lets it go sooner
+			}
+		}
 		if !ok {
 			o.result = resp.IntValue(-2)
 			return true

@@ -312,7 +312,7 @@ func (o *op) scriptValidityBound() bool {
 // decideQueryLocked answers a read-only script once every backend has
 // answered, from the majority's state.
 func (o *op) decideQueryLocked() bool {
-	if !o.tally.Done() {
+	if !o.tally.Done() || o.awaitsVeto() {
 		return false
 	}
 	o.result = o.scriptReplyLocked(true)
@@ -385,6 +385,18 @@ func ttlRank(c script.Case) int {
 // in: who holds it (and, answered in detail, the same value), its TTL case
 // from the majority-th most time left, and that PTTL before and after.
 func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
+	ob, ok := o.majorityKeyOfBackends(k, elapsed)
+	if holder(ob.cs) == script.CaseMissing {
+		// A lock that only the upgrade's veto holds is an old client's.
+		if v, vok := o.vetoObs(k); vok && holder(v.cs) != script.CaseMissing {
+			return v, true
+		}
+	}
+	return ob, ok
+}
+
+// majorityKeyOfBackends is majorityKey among the voting backends.
+func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) {
 	m := quorum.Majority(o.e.n)
 	if !o.sc.detailed {
 		return o.majorityCompact(m)

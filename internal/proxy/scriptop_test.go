@@ -34,8 +34,9 @@ func newModelBackends(n int) *modelBackends {
 	return m
 }
 
-func (m *modelBackends) N() int                 { return len(m.states) }
-func (m *modelBackends) Health() []netio.Health { return make([]netio.Health, len(m.states)) }
+func (m *modelBackends) N() int                     { return len(m.states) }
+func (m *modelBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
+func (m *modelBackends) Health() []netio.Health     { return make([]netio.Health, len(m.states)) }
 
 // Undo runs the undo at once: the model's connections are never lost.
 func (m *modelBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {

@@ -120,6 +120,7 @@ func New(cfg Config, be Backends) *Server {
 		be: be, n: be.N(), timing: cfg.Timing, timeout: cfg.BackendTimeout,
 		stats: &s.stats, maxToken: cfg.Limits.MaxToken, track: &s.track,
 	}
+	_, s.eng.veto = be.Veto()
 	return s
 }
 

@@ -155,6 +155,9 @@ func (o *op) grantedNodesLocked() []int {
 			out = append(out, i)
 		}
 	}
+	if o.e.veto && o.vetoVote == quorum.Granted {
+		out = append(out, o.e.n)
+	}
 	return out
 }
 

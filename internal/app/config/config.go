@@ -78,6 +78,17 @@ type Config struct {
 	BackendTLSServerName string `yaml:"backend_tls_server_name"` // name to verify (default: each backend's host)
 	BackendTLSSkipVerify bool   `yaml:"backend_tls_skip_verify"` // do not verify backend certificates (tests only)
 
+	// UpgradeFrom is the Redis the clients locked on before the proxy,
+	// while they move to it (host:port; default: none). Every grant then
+	// needs that Redis's grant too (it is a veto, never a vote), so a client
+	// still locking there directly and one going through the proxy exclude
+	// each other; when it does not answer, locks are refused. The proxy says
+	// when it has had no client but the proxies for max_ttl + drift: then
+	// the setting can go.
+	UpgradeFrom         string `yaml:"upgrade_from"`
+	UpgradeFromUsername string `yaml:"upgrade_from_username"` // AUTH user for it (default: backend_username)
+	UpgradeFromPassword string `yaml:"upgrade_from_password"` // AUTH password for it (default: backend_password)
+
 	// UnknownScripts is what happens to a script no registry entry knows:
 	// "refuse" (default) or "vote" (run it on every backend and reply what a
 	// majority answer; safe only for scripts that keep their state in the
@@ -235,6 +246,20 @@ func (c *Config) Validate() (warnings []string, err error) {
 			return nil, invalid("backends", "%q and %q are the same backend; every backend must be an independent master", prev, b)
 		}
 		seen[canon] = b
+	}
+	if c.UpgradeFrom != "" {
+		canon, err := parseAddr(c.UpgradeFrom, false)
+		if err != nil {
+			return nil, invalid("upgrade_from", "%v", err)
+		}
+		if prev, ok := seen[canon]; ok {
+			return nil, invalid("upgrade_from", "%q is also backend %q: the Redis clients used before the proxy is a veto, not one of the masters", c.UpgradeFrom, prev)
+		}
+		if len(c.Backends) == 0 {
+			return nil, invalid("upgrade_from", "needs backends: the masters the clients move to")
+		}
+	} else if c.UpgradeFromUsername != "" || c.UpgradeFromPassword != "" {
+		return nil, invalid("upgrade_from_password", "upgrade_from_* settings need upgrade_from")
 	}
 	n := len(c.Backends)
 	if n == 0 {
@@ -512,6 +537,9 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.IntVar(&c.MaxInline, "max_inline", c.MaxInline, "bytes per inline command line")
 	fs.IntVar(&c.MaxCommandBytes, "max_command_bytes", c.MaxCommandBytes, "bytes buffered for one command")
 	fs.IntVar(&c.MaxToken, "max_token", c.MaxToken, "bytes in a lock token, and in a value a read brings back")
+	fs.StringVar(&c.UpgradeFrom, "upgrade_from", c.UpgradeFrom, "the Redis clients locked on before the proxy (host:port): a veto on every grant while they move")
+	fs.StringVar(&c.UpgradeFromUsername, "upgrade_from_username", c.UpgradeFromUsername, "AUTH user for upgrade_from (default: backend_username)")
+	fs.StringVar(&c.UpgradeFromPassword, "upgrade_from_password", c.UpgradeFromPassword, "AUTH password for upgrade_from (default: backend_password)")
 	fs.StringVar(&c.BackendUsername, "backend_username", c.BackendUsername, "AUTH user for the backends")
 	fs.StringVar(&c.BackendPassword, "backend_password", c.BackendPassword, "AUTH password for the backends")
 	fs.BoolVar(&c.BackendTLS, "backend_tls", c.BackendTLS, "connect to the backends over TLS")

@@ -192,6 +192,9 @@ max_bulk: 65536
 max_inline: 4096
 max_command_bytes: 131072
 max_token: 256
+upgrade_from: 10.0.0.9:6379
+upgrade_from_username: old
+upgrade_from_password: oldpass
 backend_username: proxy
 backend_password: backendpass
 backend_tls: true
@@ -258,6 +261,9 @@ func allKeysConfig() Config {
 		MaxInline:            4096,
 		MaxCommandBytes:      131072,
 		MaxToken:             256,
+		UpgradeFrom:          "10.0.0.9:6379",
+		UpgradeFromUsername:  "old",
+		UpgradeFromPassword:  "oldpass",
 		BackendUsername:      "proxy",
 		BackendPassword:      "backendpass",
 		BackendTLS:           true,

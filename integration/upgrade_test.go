@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+)
+
+// upgrade is an old single Redis, three new masters, and a proxy over the
+// masters, with the old Redis named as upgrade_from or not.
+type upgrade struct {
+	old    *redisproc.Server
+	c      *cluster
+	direct *redis.Client // a client still locking on the old Redis directly
+}
+
+func newUpgrade(t *testing.T, named bool, mutate ...func(*config.Config)) *upgrade {
+	t.Helper()
+	old := startRedis(t, 1)[0]
+	u := &upgrade{old: old}
+	u.c = newCluster(t, 3, append([]func(*config.Config){func(cfg *config.Config) {
+		if named {
+			cfg.UpgradeFrom = old.Addr
+		}
+	}}, mutate...)...)
+	u.direct = redis.NewClient(&redis.Options{Addr: old.Addr, MaxRetries: -1})
+	t.Cleanup(func() { u.direct.Close() })
+	return u
+}
+
+// locker takes and releases one lock by name, the way a group of clients
+// does it.
+type locker interface {
+	lock(ctx context.Context, key string) (release func(), ok bool)
+}
+
+// handLocker is go-redis by hand: SET NX PX and the release script.
+type handLocker struct {
+	cl  *redis.Client
+	seq *atomic.Int64
+	tag string
+}
+
+func (h handLocker) lock(ctx context.Context, key string) (func(), bool) {
+	tok := fmt.Sprintf("%s-%d", h.tag, h.seq.Add(1))
+	if ok, err := h.cl.SetNX(ctx, key, tok, time.Second).Result(); !ok || err != nil {
+		return nil, false
+	}
+	return func() { h.cl.Eval(ctx, seedRelease, []string{key}, tok) }, true
+}
+
+// redsyncLocker is redsync with one pool (the old Redis, as a single-node
+// Redlock).
+type redsyncLocker struct{ rs *redsync.Redsync }
+
+func (r redsyncLocker) lock(ctx context.Context, key string) (func(), bool) {
+	m := r.rs.NewMutex(key, redsync.WithExpiry(time.Second), redsync.WithTries(1))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, false
+	}
+	return func() { m.UnlockContext(ctx) }, true
+}
+
+// contend runs old-Redis clients and proxy clients on the same keys for d
+// and counts the times two of them held one key at once (each holder
+// marks the key as its own, checks no one else marked it, and clears it
+// before releasing), and the lost updates of a register each holder
+// increments with a read, a pause and a write.
+func contend(t *testing.T, old, via []locker, d time.Duration) (overlaps, lost, grants int64) {
+	t.Helper()
+	const keys = 3
+	var mu sync.Mutex
+	owner := map[string]int{}
+	reg := make([]int64, keys)
+	var inc [keys]atomic.Int64
+	var over, total atomic.Int64
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	all := append(append([]locker(nil), old...), via...)
+	for w, l := range all {
+		wg.Add(1)
+		go func(w int, l locker) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				k := i % keys
+				key := fmt.Sprintf("upgrade:%d", k)
+				release, ok := l.lock(ctx, key)
+				if !ok {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				total.Add(1)
+				mu.Lock()
+				if _, held := owner[key]; held {
+					over.Add(1)
+				}
+				owner[key] = w
+				v := reg[k]
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				mu.Lock()
+				reg[k] = v + 1
+				inc[k].Add(1)
+				if owner[key] == w {
+					delete(owner, key)
+				}
+				mu.Unlock()
+				release()
+			}
+		}(w, l)
+	}
+	wg.Wait()
+	for k := range reg {
+		lost += inc[k].Load() - reg[k]
+	}
+	return over.Load(), lost, total.Load()
+}
+
+func (u *upgrade) groups(t *testing.T, oldGroup string) (old, via []locker) {
+	var seq atomic.Int64
+	for i := 0; i < 3; i++ {
+		switch oldGroup {
+		case "redsync":
+			old = append(old, redsyncLocker{redsync.New(goredis.NewPool(u.direct))})
+		default:
+			old = append(old, handLocker{cl: u.direct, seq: &seq, tag: fmt.Sprintf("old%d", i)})
+		}
+		via = append(via, handLocker{cl: u.c.client(2), seq: &seq, tag: fmt.Sprintf("new%d", i)})
+	}
+	return old, via
+}
+
+// While some clients lock on the old Redis and others through the proxy,
+// without upgrade_from the two groups hold the same keys at once (the
+// control); with it, never, and no update is lost. The old group is
+// go-redis by hand, then redsync with one pool.
+func TestUpgradeFromExcludesClientsStillOnTheOldRedis(t *testing.T) {
+	for _, oldGroup := range []string{"go-redis", "redsync"} {
+		t.Run(oldGroup, func(t *testing.T) {
+			control := newUpgrade(t, false)
+			old, via := control.groups(t, oldGroup)
+			overlaps, lost, grants := contend(t, old, via, 1500*time.Millisecond)
+			if overlaps == 0 && lost == 0 {
+				t.Fatalf("control: without upgrade_from, %d grants and no overlap: the check cannot see the failure it is for", grants)
+			}
+			u := newUpgrade(t, true)
+			old, via = u.groups(t, oldGroup)
+			overlaps, lost, grants = contend(t, old, via, 3*time.Second)
+			if overlaps != 0 || lost != 0 {
+				t.Fatalf("with upgrade_from: %d overlaps and %d lost updates in %d grants", overlaps, lost, grants)
+			}
+			if grants < 20 {
+				t.Fatalf("with upgrade_from only %d grants: the test shows little", grants)
+			}
+		})
+	}
+}
+
+// A lock taken on the old Redis before the proxy started is respected, and
+// the proxy's reads show it; the proxy's lock shows on the old Redis as
+// an ordinary key, and its release reaches it.
+func TestUpgradeFromSeesLocksOnBothSides(t *testing.T) {
+	old := startRedis(t, 1)[0]
+	direct := redis.NewClient(&redis.Options{Addr: old.Addr})
+	t.Cleanup(func() { direct.Close() })
+	ctx := context.Background()
+	if err := direct.Set(ctx, "held:before", "old-client", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3, func(cfg *config.Config) { cfg.UpgradeFrom = old.Addr })
+	cl := c.client(2)
+	mustDo(t, cl, nil, "SET", "held:before", "new-client", "NX", "PX", "10000")
+	mustDo(t, cl, "old-client", "GET", "held:before")
+	if p, err := cl.PTTL(ctx, "held:before").Result(); err != nil || p < 8*time.Second {
+		t.Fatalf("PTTL through the proxy of a lock held on the old Redis = %v, %v", p, err)
+	}
+	// Nothing of the refused attempt is left on the masters.
+	if h := c.eventuallyHolders("held:before", "new-client", 0); len(h) != 0 {
+		t.Fatalf("the refused attempt is left on masters %v", h)
+	}
+	// The proxy's lock is an ordinary key on the old Redis.
+	mustDo(t, cl, "OK", "SET", "held:proxy", "tok", "NX", "PX", "10000")
+	if v, err := direct.Get(ctx, "held:proxy").Result(); err != nil || v != "tok" {
+		t.Fatalf("the old Redis holds %q, %v; want the proxy's lock", v, err)
+	}
+	if ok, _ := direct.SetNX(ctx, "held:proxy", "old-client", 10*time.Second).Result(); ok {
+		t.Fatal("an old client took a lock held through the proxy")
+	}
+	// An extend reaches it too, and so does the release.
+	mustDo(t, cl, 1, "EVAL", spacedExtend, "1", "held:proxy", "tok", "20000")
+	if p, _ := direct.PTTL(ctx, "held:proxy").Result(); p < 15*time.Second {
+		t.Fatalf("the old Redis's copy has %v left after an extend to 20 s", p)
+	}
+	mustDo(t, cl, 1, "EVAL", seedRelease, "1", "held:proxy", "tok")
+	if n, _ := direct.Exists(ctx, "held:proxy").Result(); n != 0 {
+		t.Fatal("the release did not reach the old Redis")
+	}
+	// FENCE gives no number for a token the old Redis does not hold.
+	mustDo(t, cl, "OK", "SET", "held:fence", "tok", "NX", "PX", "10000")
+	if n, err := cl.Do(ctx, "FENCE", "held:fence", "tok").Int64(); err != nil || n <= 0 {
+		t.Fatalf("FENCE = %v, %v", n, err)
+	}
+	direct.Del(ctx, "held:fence")
+	direct.Set(ctx, "held:fence", "old-client", 10*time.Second)
+	mustDo(t, cl, nil, "FENCE", "held:fence", "tok")
+}
+
+// When the old Redis hangs or is down, the clients still on it may hold
+// any lock: the proxy refuses every lock, leaves nothing behind on the
+// masters, and grants again once it answers.
+func TestUpgradeFromDownRefusesLocks(t *testing.T) {
+	u := newUpgrade(t, true, backendTimeout(100*time.Millisecond))
+	cl := u.c.client(2)
+	ctx := context.Background()
+	for _, fault := range []string{"hung", "down"} {
+		switch fault {
+		case "hung":
+			if err := u.old.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		case "down":
+			u.old.Kill()
+		}
+		key := uniqueKey("upgrade-" + fault)
+		if ok, err := cl.SetNX(ctx, key, "tok", 5*time.Second).Result(); ok || (err != nil && !errors.Is(err, redis.Nil)) {
+			t.Fatalf("old Redis %s: SET NX = %v, %v; want nil", fault, ok, err)
+		}
+		if h := u.c.eventuallyHolders(key, "tok", 0); len(h) != 0 {
+			t.Fatalf("old Redis %s: the refused attempt is left on masters %v", fault, h)
+		}
+		switch fault {
+		case "hung":
+			u.old.Resume()
+		case "down":
+			if err := u.old.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if ok, _ := cl.SetNX(ctx, uniqueKey("upgrade-back"), "tok", 5*time.Second).Result(); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no lock granted after the old Redis came back (%s)", fault)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// The proxy says when upgrade_from can go: only once the old Redis has had
+// no client but the proxies for max_ttl + drift, counted from the last
+// direct client, and again "keep it" when one comes back.
+func TestUpgradeFromSaysWhenItCanBeDropped(t *testing.T) {
+	u := newUpgrade(t, true, func(cfg *config.Config) { cfg.MaxTTL = 2 * time.Second })
+	cl := u.c.client(2)
+	ctx := context.Background()
+	info := func() string {
+		s, err := cl.Info(ctx, "proxy").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := u.direct.Ping(ctx).Err(); err != nil { // a direct client, connected
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if s := info(); !strings.Contains(s, "upgrade_from_can_drop:0") || !strings.Contains(s, "upgrade_from_direct_clients:1") {
+		t.Fatalf("with a direct client connected, INFO proxy says:\n%s", s)
+	}
+	u.direct.Close()
+	gone := time.Now()
+	time.Sleep(time.Second)
+	if s := info(); !strings.Contains(s, "upgrade_from_can_drop:0") {
+		t.Fatalf("a second after the last direct client left, INFO proxy says it can be dropped:\n%s", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(info(), "upgrade_from_can_drop:1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("never said it can be dropped:\n%s", info())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if since := time.Since(gone); since < 2*time.Second {
+		t.Fatalf("said it can be dropped %v after the last direct client left; want at least max_ttl + drift", since)
+	}
+	// A direct client that comes and goes between two looks still counts.
+	for i := 0; i < 5; i++ {
+		c := redis.NewClient(&redis.Options{Addr: u.old.Addr})
+		c.Ping(ctx)
+		c.Close()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if s := info(); !strings.Contains(s, "upgrade_from_can_drop:0") {
+		t.Fatalf("after direct clients came and went, INFO proxy says:\n%s", s)
+	}
+}
