@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,5 +310,82 @@ func TestUpgradeFromSaysWhenItCanBeDropped(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if s := info(); !strings.Contains(s, "upgrade_from_can_drop:0") {
 		t.Fatalf("after direct clients came and went, INFO proxy says:\n%s", s)
+	}
+}
+
+// The same with redis-py's Lock on the old Redis (Debian's python3-redis,
+// unchanged): its holds, reported in wall-clock time, never overlap the
+// proxy clients' holds of the same key with upgrade_from, and do without
+// it (the control).
+func TestUpgradeFromExcludesRedisPyOnTheOldRedis(t *testing.T) {
+	argv, _ := requireRedisPy(t)
+	for _, named := range []bool{false, true} {
+		u := newUpgrade(t, named)
+		key := uniqueKey("upgrade-redispy")
+		py := exec.Command(argv[0], append(argv[1:], "--addr", u.old.Addr, "--scenario", "holds", "--key", key,
+			"--threads", "3", "--seconds", "2.5")...)
+		var out strings.Builder
+		py.Stdout = &out
+		var errOut strings.Builder
+		py.Stderr = &errOut
+		if err := py.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var ours [][2]float64
+		var wg sync.WaitGroup
+		var seq atomic.Int64
+		deadline := time.Now().Add(2500 * time.Millisecond)
+		for w := 0; w < 3; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				l := handLocker{cl: u.c.client(2), seq: &seq, tag: fmt.Sprintf("new%d", w)}
+				for time.Now().Before(deadline) {
+					release, ok := l.lock(context.Background(), key)
+					if !ok {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					from := float64(time.Now().UnixNano()) / 1e9
+					time.Sleep(2 * time.Millisecond)
+					to := float64(time.Now().UnixNano()) / 1e9
+					mu.Lock()
+					ours = append(ours, [2]float64{from, to})
+					mu.Unlock()
+					release()
+				}
+			}(w)
+		}
+		wg.Wait()
+		if err := py.Wait(); err != nil {
+			t.Fatalf("redis-py: %v\n%s\n%s", err, out.String(), errOut.String())
+		}
+		var theirs [][2]float64
+		for _, line := range strings.Split(out.String(), "\n") {
+			var h struct {
+				Step     string
+				From, To float64
+			}
+			if json.Unmarshal([]byte(line), &h) == nil && h.Step == "hold" {
+				theirs = append(theirs, [2]float64{h.From, h.To})
+			}
+		}
+		overlaps := 0
+		for _, a := range ours {
+			for _, b := range theirs {
+				if a[0] < b[1] && b[0] < a[1] {
+					overlaps++
+				}
+			}
+		}
+		switch {
+		case len(ours) == 0 || len(theirs) == 0:
+			t.Fatalf("upgrade_from %v: %d holds through the proxy, %d by redis-py: no contention to judge", named, len(ours), len(theirs))
+		case !named && overlaps == 0:
+			t.Fatalf("control: without upgrade_from, %d and %d holds never overlapped: the check cannot see the failure it is for", len(ours), len(theirs))
+		case named && overlaps != 0:
+			t.Fatalf("with upgrade_from: %d overlaps between %d holds through the proxy and %d by redis-py on the old Redis", overlaps, len(ours), len(theirs))
+		}
 	}
 }

@@ -239,8 +239,39 @@ def scenario_contention(r, key, trace, args):
     trace.emit("contention", key=key, increments=want, counter=shared["counter"])
 
 
+def scenario_holds(r, key, trace, args):
+    """Threads take and release the lock on the key given, for --seconds,
+    and report each hold as {"step": "hold", "from": t, "to": t} in wall
+    clock seconds (from just after the acquire returned to just before the
+    release), so that a caller can check them against other holders."""
+    deadline = time.time() + args.seconds
+    errors = []
+
+    def worker():
+        try:
+            while time.time() < deadline:
+                lock = r.lock(key, timeout=1, sleep=0.002, blocking_timeout=0.05)
+                if not lock.acquire():
+                    continue
+                start = time.time()
+                time.sleep(0.002)
+                end = time.time()
+                trace.emit("hold", key=key, **{"from": start, "to": end})
+                lock.release()
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(f"{type(e).__name__}: {e}")
+
+    workers = [threading.Thread(target=worker, name=f"holder-{i}") for i in range(args.threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(args.seconds + 30)
+    check(not errors, f"holders failed: {errors[:3]}")
+
+
 SCENARIOS = {
     "lifecycle": scenario_lifecycle,
+    "holds": scenario_holds,
     "not-owned": scenario_not_owned,
     "handoff": scenario_handoff,
     "contention": scenario_contention,
@@ -255,6 +286,8 @@ def main():
     p.add_argument("--wait-ack", action="store_true", help="after each trace line, wait for a line on stdin")
     p.add_argument("--threads", type=int, default=6)
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--key", help="the key to lock (default: a fresh one under --prefix)")
+    p.add_argument("--seconds", type=float, default=2.0, help="how long the holds scenario runs")
     p.add_argument("--no-lock", action="store_true",
                    help="contention without the lock (a control: updates must be lost)")
     args = p.parse_args()
@@ -262,7 +295,7 @@ def main():
     host, _, port = args.addr.rpartition(":")
     r = redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5)
     trace = Trace(args.wait_ack)
-    key = f"{args.prefix}:{args.scenario}:{uuid.uuid4().hex}"
+    key = args.key or f"{args.prefix}:{args.scenario}:{uuid.uuid4().hex}"
     try:
         SCENARIOS[args.scenario](r, key, trace, args)
     except Exception as e:  # noqa: BLE001 - every failure ends the run the same way
