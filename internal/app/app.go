@@ -103,6 +103,15 @@ func (a *App) start() error {
 		a.ln = tls.NewListener(a.ln, clientTLS)
 	}
 
+	specs, err := cfg.BackendSpecs()
+	if err != nil {
+		return err
+	}
+	for _, sp := range specs {
+		if sp.Kind != config.BackendAddr {
+			return fmt.Errorf("backend %s: Sentinel and Cluster backends are not served by this build", sp.Entry)
+		}
+	}
 	backends := []string(cfg.Backends)
 	if len(backends) == 0 {
 		if a.demo, err = demo.Start(cfg.EmbeddedBackends); err != nil {

@@ -238,14 +238,20 @@ func (c *Config) Validate() (warnings []string, err error) {
 	}
 	seen := map[string]string{}
 	for _, b := range c.Backends {
-		canon, err := parseAddr(b, false)
+		spec, err := ParseBackend(b)
 		if err != nil {
 			return nil, invalid("backends", "%v", err)
 		}
-		if prev, ok := seen[canon]; ok {
+		if prev, ok := seen[spec.Key()]; ok {
 			return nil, invalid("backends", "%q and %q are the same backend; every backend must be an independent master", prev, b)
 		}
-		seen[canon] = b
+		seen[spec.Key()] = b
+		for _, a := range spec.Addrs {
+			if prev, ok := seen[a]; ok && prev != b {
+				return nil, invalid("backends", "%q and %q share %s; every backend must be independent", prev, b, a)
+			}
+			seen[a] = b
+		}
 	}
 	if c.UpgradeFrom != "" {
 		canon, err := parseAddr(c.UpgradeFrom, false)
@@ -511,8 +517,8 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address for Redis clients")
 	fs.StringVar(&c.Admin, "admin", c.Admin, "address for HTTP /metrics, /healthz, /readyz (empty: off)")
 	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof/ on the admin address: auto (only when it is a loopback address), true or false")
-	fs.Func("backends", "comma-separated Redis masters host:port (none: embedded demo backends)", func(s string) error {
-		c.Backends = splitList(s)
+	fs.Func("backends", "comma-separated backends: host:port, sentinel://HOST:PORT+HOST:PORT/MASTER_NAME or cluster://HOST:PORT+HOST:PORT (none: embedded demo backends)", func(s string) error {
+		c.Backends = splitBackends(s)
 		return nil
 	})
 	fs.IntVar(&c.EmbeddedBackends, "embedded_backends", c.EmbeddedBackends, "in-process demo backends when no backends are given")
