@@ -146,6 +146,7 @@ type Link struct {
 	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
 	retryTimer  *time.Timer // fires when the earliest retry is due
 	leftUndos   []string    // keys of the undos that had not run when the link closed
+	closed      bool        // Close has taken what waited: an undo now is left at once
 	killWarn    string      // the last CLIENT KILL refusal logged
 
 	// Why the backend is unusable, as last logged, and how often it was
@@ -571,15 +572,16 @@ func (l *Link) Close() error {
 	l.timer.Stop()
 	l.retryTimer.Stop()
 	l.mu.Lock()
+	l.closed = true
 	retained := append(l.retained, l.retry...)
 	l.retained, l.retry = nil, nil
 	l.health.UndoAbandoned += uint64(len(retained))
-	l.mu.Unlock()
 	for _, e := range retained {
 		if e.undo != nil {
 			l.leftUndos = append(l.leftUndos, e.undo.keys)
 		}
 	}
+	l.mu.Unlock()
 	for _, e := range retained {
 		e.rcv.Receive(e.tag, resp.Result{Err: l.errClosed})
 	}

@@ -68,6 +68,13 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 	e := entry{rcv: rcv, tag: tag, script: u.NowScript, durable: true, later: u.Later, laterScript: u.LaterScript,
 		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}}
 	l.mu.Lock()
+	if l.closed {
+		l.leftUndos = append(l.leftUndos, u.Keys)
+		l.health.UndoAbandoned++
+		l.mu.Unlock()
+		rcv.Receive(tag, resp.Result{Err: l.errClosed})
+		return
+	}
 	if l.conn == nil || !l.ready {
 		dropped := l.retainLocked(e)
 		l.mu.Unlock()
@@ -216,6 +223,10 @@ func (l *Link) retryDue() {
 	}
 	now := time.Now()
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return // Close took the retries
+	}
 	var dropped, expired []entry
 	keep := l.retry[:0]
 	for _, e := range l.retry {
