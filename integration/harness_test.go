@@ -316,3 +316,39 @@ func mustDo(t testing.TB, cl *redis.Client, want any, args ...any) {
 		t.Fatalf("mustDo: cannot expect a %T", want)
 	}
 }
+
+// proxyProcess is the proxy binary running over backends.
+type proxyProcess struct {
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan error // the process's exit, once
+}
+
+// startProxyProcess runs the proxy binary over servers, listening on addr,
+// with the extra flags given, and kills it at cleanup if it still runs.
+func startProxyProcess(t *testing.T, servers []*redisproc.Server, addr string, extra ...string) *proxyProcess {
+	t.Helper()
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.Addr)
+	}
+	args := append([]string{"-listen", addr, "-backends", strings.Join(addrs, ",")}, extra...)
+	p := &proxyProcess{cmd: exec.Command(buildBinary(t), args...), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }() // ends when the process does: the cleanup kills it
+	go func() { p.exited <- <-done }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+		case <-time.After(10 * time.Second):
+		}
+	})
+	waitServing(t, addr)
+	return p
+}

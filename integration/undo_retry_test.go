@@ -60,28 +60,12 @@ func TestUndoThatMeetsNoScriptRunsAgain(t *testing.T) {
 // exit status is 3 (docs/operations.md).
 func TestShutdownWithUndosPendingSaysSo(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
-	bin := buildBinary(t)
 	port, _ := redisproc.FreePort()
 	aport, _ := redisproc.FreePort()
 	addr, admin := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", aport)
-	cmd := exec.Command(bin, "-listen", addr, "-admin", admin, "-backends", strings.Join(addrs, ","),
-		"-restart_quarantine", "run-id", "-shutdown_grace", "1500ms")
-	var logs syncBuffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
-	waitServing(t, addr)
+	p := startProxyProcess(t, servers, addr, "-admin", admin, "-restart_quarantine", "run-id", "-shutdown_grace", "1500ms")
+	logs, exited := p.logs, p.exited
+	cmd := p.cmd
 	cl := proxyClient(t, addr, 2)
 	ctx := context.Background()
 	if ok, err := cl.SetNX(ctx, uniqueKey("warm"), "t", time.Second).Result(); !ok || err != nil {
@@ -129,7 +113,7 @@ func TestShutdownWithUndosPendingSaysSo(t *testing.T) {
 	}
 	select {
 	case err := <-exited:
-		exited <- err // for the deferred wait
+		exited <- err // for the cleanup
 		code := -1
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()

@@ -97,15 +97,7 @@ func TestGrantAfterEvictionSwitchedOnAndOffDoesNotCount(t *testing.T) {
 	if x := grant(t, l, "lock", "first-holder"); !x.r.Counts {
 		t.Fatalf("the first grant does not count: %+v", x.r)
 	}
-	for _, args := range [][]string{
-		{"CONFIG", "SET", "maxmemory-policy", "volatile-ttl"},
-		{"CONFIG", "SET", "maxmemory", "1"},
-		{"SET", "filler", "x"}, // a write makes Redis evict
-		{"CONFIG", "SET", "maxmemory", "0"},
-		{"CONFIG", "SET", "maxmemory-policy", "noeviction"},
-	} {
-		s.Do(args...) // the filler's SET may be refused (OOM) once all is evicted
-	}
+	evictAndRevert(s, "volatile-ttl")
 	if r, _ := s.Do("EXISTS", "lock"); r != "0" {
 		t.Fatalf("the lock was not evicted (EXISTS %s): the test shows nothing", r)
 	}
@@ -127,18 +119,24 @@ func TestGrantAfterEvictionAndAStatisticsResetDoesNotCount(t *testing.T) {
 	l := patientLink(t, s.Addr, 3*time.Second)
 	waitCounting(t, l)
 	grant(t, l, "lock", "first-holder")
-	for _, args := range [][]string{
-		{"CONFIG", "SET", "maxmemory-policy", "allkeys-random"},
-		{"CONFIG", "SET", "maxmemory", "1"},
-		{"SET", "filler", "x"},
-		{"CONFIG", "SET", "maxmemory", "0"},
-		{"CONFIG", "SET", "maxmemory-policy", "noeviction"},
-		{"CONFIG", "RESETSTAT"},
-	} {
-		s.Do(args...)
-	}
+	evictAndRevert(s, "allkeys-random")
+	s.Do("CONFIG", "RESETSTAT")
 	if x := grant(t, l, "lock", "second-holder"); x.r.Counts {
 		t.Fatalf("a grant after an eviction hidden by CONFIG RESETSTAT counts: %+v", x.r)
+	}
+}
+
+// evictAndRevert switches eviction on with policy, makes the master evict
+// (a write over maxmemory 1), and switches it off again.
+func evictAndRevert(s *redisproc.Server, policy string) {
+	for _, args := range [][]string{
+		{"CONFIG", "SET", "maxmemory-policy", policy},
+		{"CONFIG", "SET", "maxmemory", "1"},
+		{"SET", "filler", "x"}, // may be refused (OOM) once all is evicted
+		{"CONFIG", "SET", "maxmemory", "0"},
+		{"CONFIG", "SET", "maxmemory-policy", "noeviction"},
+	} {
+		s.Do(args...)
 	}
 }
 

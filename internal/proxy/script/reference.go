@@ -281,14 +281,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		dst = resp.AppendBulk(dst, k)
 	}
 	if companions {
-		for _, k := range keys {
-			dst = append(dst, '$')
-			dst = strconv.AppendInt(dst, int64(len(a.Companion)+len(k)), 10)
-			dst = append(dst, '\r', '\n')
-			dst = append(dst, a.Companion...)
-			dst = append(dst, k...)
-			dst = append(dst, '\r', '\n')
-		}
+		dst = appendCompanions(dst, a.Companion, keys)
 	}
 	maxv := int64(a.MaxValue)
 	if maxv <= 0 {
@@ -326,6 +319,20 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	return dst
 }
 
+// appendCompanions encodes each key's companion (prefix then key) as a
+// bulk string.
+func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
+	for _, k := range keys {
+		dst = append(dst, '$')
+		dst = strconv.AppendInt(dst, int64(len(prefix)+len(k)), 10)
+		dst = append(dst, '\r', '\n')
+		dst = append(dst, prefix...)
+		dst = append(dst, k...)
+		dst = append(dst, '\r', '\n')
+	}
+	return dst
+}
+
 // SetsTTL reports whether a call of the class's role sets a TTL as asked
 // (not added): an extend, or an extend-or-acquire, whose first step keeps a
 // key longer than asked and whose second step then sets what was asked.
@@ -344,14 +351,7 @@ func (c *Class) AppendSecondStep(dst []byte, keys, argv [][]byte, a CallArgs) []
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
 	}
-	for _, k := range keys {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(a.Companion)+len(k)), 10)
-		dst = append(dst, '\r', '\n')
-		dst = append(dst, a.Companion...)
-		dst = append(dst, k...)
-		dst = append(dst, '\r', '\n')
-	}
+	dst = appendCompanions(dst, a.Companion, keys)
 	dst = resp.AppendBulkInt(dst, a.TTLms)
 	dst = resp.AppendBulkString(dst, a.Nonce)
 	dst = appendInt(dst, int64(c.Prefix))
