@@ -47,8 +47,8 @@ func TestBackendsFlagIsUnambiguous(t *testing.T) {
 	for in, want := range map[string][]string{
 		"a:1,b:2,c:3": {"a:1", "b:2", "c:3"},
 		"sentinel://s1:26379+s2:26379/m1,sentinel://s3:26379/m2,c:3": {"sentinel://s1:26379+s2:26379/m1", "sentinel://s3:26379/m2", "c:3"},
-		"sentinel://s1:26379,s2:26379/m1,c:3":                       {"sentinel://s1:26379+s2:26379/m1", "c:3"},
-		"cluster://n1:7000+n2:7000,c:3":                             {"cluster://n1:7000+n2:7000", "c:3"},
+		"sentinel://s1:26379,s2:26379/m1,c:3":                        {"sentinel://s1:26379+s2:26379/m1", "c:3"},
+		"cluster://n1:7000+n2:7000,c:3":                              {"cluster://n1:7000+n2:7000", "c:3"},
 	} {
 		if got := splitBackends(in); !reflect.DeepEqual(got, want) {
 			t.Errorf("splitBackends(%q) = %q; want %q", in, got, want)
