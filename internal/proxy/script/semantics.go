@@ -207,6 +207,25 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 	return out, false
 }
 
+// simulateRef is simulate as the reference scripts do it on the backends:
+// the same, but an extend never shortens a lock (a key it re-arms keeps the
+// longer of the TTL asked and what it had left; see reference.go).
+func (c *Class) simulateRef(st *State, keys, argv []string) (*State, bool) {
+	out, acted := c.simulate(st, keys, argv)
+	if !acted || c.Additive || (c.Role != RoleExtend && c.Role != RoleExtendOrAcquire) {
+		return out, acted
+	}
+	for _, key := range keys {
+		b, bok := st.lookup(key)
+		a, aok := out.lookup(key)
+		if bok && aok && b.At > a.At {
+			a.At = b.At
+			out.Keys[key] = a
+		}
+	}
+	return out, acted
+}
+
 // TokensOf returns each key's token for a call.
 func (c *Class) TokensOf(argv [][]byte, numkeys int) [][]byte {
 	out := make([][]byte, numkeys)
