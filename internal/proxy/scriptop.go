@@ -144,7 +144,8 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	var ttl time.Duration
 	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
 		var ok bool
-		ttl, ok = cl.TTL(argv)
+		// A deadline's TTL is what is left of it now (max_ttl bounds that).
+		ttl, ok = cl.TTL(argv, time.Now().UnixMilli())
 		if !ok {
 			c.replyErr(msgNotInteger)
 			return
@@ -152,6 +153,15 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		if ttl > c.s.cfg.MaxTTL {
 			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
 			return
+		}
+		if ttl <= 0 && cl.Role == script.RoleAcquire {
+			// A deadline already passed: on one Redis the keys would be set
+			// and gone at once, so nothing is written anywhere and the
+			// client gets what its script answers in the keys' case (the
+			// acquire's success where they are free). An extend of that kind
+			// is sent as a read below and answered as the role's failure: it
+			// never shortens a lock.
+			cl, ttl = cl.Lapsed(), 0
 		}
 		a.TTLms = ttl.Milliseconds()
 	}

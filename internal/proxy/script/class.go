@@ -116,8 +116,13 @@ type Layout struct {
 	// library that appends metadata to the token).
 	Prefix int
 
-	TTLArg   int           // 0-based ARGV index of the TTL, -1 for none
-	TTLUnit  time.Duration // its unit, ms or s
+	TTLArg  int           // 0-based ARGV index of the TTL, -1 for none
+	TTLUnit time.Duration // its unit, ms or s
+	// Deadline: the TTL argument is the time the lock ends, in TTLUnit
+	// since the Unix epoch (PXAT, EXAT, PEXPIREAT, EXPIREAT), not a
+	// duration. Its TTL is what is left of it when the proxy reads the
+	// call.
+	Deadline bool
 	TTLConst time.Duration // the TTL when the script writes a constant one (TTLArg -1)
 	Additive bool          // extend: the TTL is added to what is left, not set
 
@@ -152,7 +157,12 @@ type Class struct {
 	// a library fact ("redis-py 4.3.4 Lock.release"), or "configured".
 	Source string
 
+	// as, when set, is the role whose cases and key combination a query
+	// class follows (Lapsed: an acquire run as a read).
+	as Role
+
 	// Set by Finish.
+	lapsed    *Class
 	finished  bool
 	detail    bool
 	needsArgs bool
@@ -171,6 +181,10 @@ func (c *Class) Cases() []Case {
 }
 
 func (c *Class) possible(cs Case) bool {
+	role := c.Role
+	if c.as != 0 {
+		role = c.as
+	}
 	switch cs {
 	case CaseOwn, CaseOwnNoTTL:
 		return c.Tokens != nil
@@ -179,9 +193,32 @@ func (c *Class) possible(cs Case) bool {
 	case CaseOtherLowTTL:
 		return c.MinArg >= 0
 	case CasePartial:
-		return c.Role == RoleRelease && c.Keys != 1
+		return role == RoleRelease && c.Keys != 1
 	}
 	return true
+}
+
+// Lapsed returns, for an acquire whose TTL argument is a deadline, the
+// class of a call whose deadline has already passed: a read of the keys
+// (nothing is written), answered with the acquire's reply in the keys'
+// case, as one Redis answers SET NX PXAT of a past time (the success
+// reply when the keys are free, nil or the like when they are held). For
+// any other class it returns the class itself.
+func (c *Class) Lapsed() *Class {
+	if c.lapsed != nil {
+		return c.lapsed
+	}
+	if c.Role != RoleAcquire || !c.Deadline {
+		return c
+	}
+	return c.lapsedCopy()
+}
+
+func (c *Class) lapsedCopy() *Class {
+	d := *c
+	d.Role, d.as, d.lapsed, d.finished = RoleInspect, RoleAcquire, nil, false
+	d.Source = c.Source + " (deadline passed)"
+	return d.Finish()
 }
 
 // Acts reports whether the role, with this layout, changes the keys (and
@@ -200,9 +237,11 @@ func (c *Class) Acts(cs Case) bool {
 	return false
 }
 
-// TTL returns the TTL a call asks for, from its arguments: ok is false
-// when the argument is not a positive integer.
-func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
+// TTL returns the TTL a call asks for, from its arguments, at now (ms
+// since the Unix epoch): ok is false when the argument is not a positive
+// integer. A deadline's TTL is what is left of it at now, zero or less
+// once it has passed.
+func (c *Class) TTL(argv [][]byte, now int64) (time.Duration, bool) {
 	if c.TTLArg < 0 {
 		return c.TTLConst, true
 	}
@@ -213,7 +252,11 @@ func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
 	if !ok || n <= 0 || n > int64(1<<62)/int64(c.TTLUnit) {
 		return 0, false
 	}
-	return time.Duration(n) * c.TTLUnit, true
+	d := time.Duration(n) * c.TTLUnit
+	if c.Deadline {
+		d -= time.Duration(now) * time.Millisecond
+	}
+	return d, true
 }
 
 // Threshold returns the least PTTL (ms) a key needs not to be "low", or
@@ -346,6 +389,8 @@ func (c *Class) layoutText() string {
 	}
 	if c.writes() {
 		switch {
+		case c.TTLArg >= 0 && c.Deadline:
+			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
 		case c.TTLArg >= 0:
 			parts = append(parts, fmt.Sprintf("TTL %s in %s", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
 		default:
@@ -393,7 +438,7 @@ func unitName(d time.Duration) string {
 // aside).
 func (c *Class) Equal(d *Class) bool {
 	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.KeyArgs != d.KeyArgs || c.Prefix != d.Prefix ||
-		c.TTLArg != d.TTLArg || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
+		c.TTLArg != d.TTLArg || c.Deadline != d.Deadline || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
 		(c.Tokens == nil) != (d.Tokens == nil) || len(c.Tokens) != len(d.Tokens) || len(c.Controls) != len(d.Controls) {
 		return false
 	}
@@ -448,7 +493,7 @@ func (c *Class) Diff(d *Class) string {
 //
 // Words after the role: keys=N|any, args=N|any, token=I or tokens=I,J,...
 // (1-based ARGV positions, one per key), prefix=P, ttl=I(ms|s) or
-// ttl=const:MS, additive, min=I(ms|s) (min=I(ms|s)+1 when PTTL equal to
+// ttl=const:MS, deadline (the TTL argument is a Unix time), additive, min=I(ms|s) (min=I(ms|s)+1 when PTTL equal to
 // the minimum is still too little), nottl-acts, control=I:"value". Then
 // each case with its reply template.
 func (c *Class) Spec() string {
@@ -482,6 +527,9 @@ func (c *Class) Spec() string {
 		} else {
 			fmt.Fprintf(&b, " ttl=const:%d", c.TTLConst.Milliseconds())
 		}
+	}
+	if c.Deadline && c.TTLArg >= 0 {
+		b.WriteString(" deadline")
 	}
 	if c.Additive {
 		b.WriteString(" additive")
@@ -585,6 +633,8 @@ func ParseSpec(s string) (*Class, error) {
 			}
 		case "additive":
 			c.Additive = true
+		case "deadline":
+			c.Deadline = true
 		case "min":
 			c.MinArg, c.MinUnit, c.MinOffset, err = argUnit(v)
 		case "nottl-acts":

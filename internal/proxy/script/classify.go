@@ -2,6 +2,7 @@ package script
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,8 +31,6 @@ const (
 	classifyBudget = 3_000_000
 	// MaxKeys is the most keys a classified script may take.
 	MaxKeys = 64
-	// now is the sandbox's clock (ms since the epoch, any fixed value).
-	now = int64(1_700_000_000_000)
 )
 
 // TTLs of probe states, odd enough not to equal an argument by chance.
@@ -49,12 +48,22 @@ type classifier struct {
 	names namer
 	left  int
 	r     *runner
+	// now is the sandbox's clock for every run of this classification:
+	// the real time (ms since the Unix epoch) when it started, so that a
+	// deadline in the call's arguments (PXAT, PEXPIREAT) and TIME mean
+	// what they mean on Redis.
+	now int64
 }
 
 // Classify says what a script does for a call with these keys and
 // arguments, or why it is refused.
 func Classify(p *Program, keys, argv []string) (*Class, *Refusal) {
-	c := &classifier{p: p, keys: keys, argv: argv, left: classifyBudget}
+	return classifyAt(p, keys, argv, time.Now().UnixMilli())
+}
+
+// classifyAt is Classify with the sandbox's clock at now.
+func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
+	c := &classifier{p: p, keys: keys, argv: argv, left: classifyBudget, now: now}
 	defer func() {
 		if c.r != nil {
 			c.r.close()
@@ -82,10 +91,10 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 	used := map[string]bool{}
 	values := append(append([]string{}, c.keys...), c.argv...)
 	for i := -1; i < len(values); i++ {
-		st := &State{Now: now, Keys: map[string]Item{}}
+		st := &State{Now: c.now, Keys: map[string]Item{}}
 		if i >= 0 {
 			for _, k := range c.keys {
-				st.Keys[k] = Item{Value: values[i], At: now + ttlLong1}
+				st.Keys[k] = Item{Value: values[i], At: c.now + ttlLong1}
 			}
 		}
 		if c.r == nil {
@@ -168,14 +177,14 @@ type keySpec struct {
 }
 
 func (c *classifier) state(keys []string, specs []keySpec) *State {
-	st := &State{Now: now, Keys: map[string]Item{}}
+	st := &State{Now: c.now, Keys: map[string]Item{}}
 	for k, s := range specs {
 		if !s.held {
 			continue
 		}
 		it := Item{Value: s.value}
 		if s.ttl != 0 {
-			it.At = now + s.ttl
+			it.At = c.now + s.ttl
 		}
 		st.Keys[keys[k]] = it
 	}
@@ -310,7 +319,7 @@ func sameKeys(keys []string, a, b *State) bool {
 	for _, k := range keys {
 		x, xok := a.lookup(k)
 		y, yok := b.lookup(k)
-		if xok != yok || x != y {
+		if xok != yok || !x.equal(y) {
 			return false
 		}
 	}
@@ -328,20 +337,35 @@ func argsEqual(argv []string, v string) []int {
 	return out
 }
 
-// ttlArgs lists the (index, unit) pairs of arguments whose integer value
-// is d milliseconds.
-func ttlArgs(argv []string, d int64) [][2]int64 {
-	var out [][2]int64
+// ttlArg is an argument that gives a TTL: its index, its unit, and
+// whether it is a deadline (a Unix time, as PXAT and PEXPIREAT take)
+// rather than a duration.
+type ttlArg struct {
+	idx      int
+	unit     time.Duration
+	deadline bool
+}
+
+// ttlArgs lists the arguments whose integer value is d milliseconds from
+// now: as a duration in ms or s, or as a deadline at now + d in ms or s.
+func ttlArgs(argv []string, d, now int64) []ttlArg {
+	var out []ttlArg
 	for i, a := range argv {
 		n, ok := parseInt(a)
 		if !ok || n <= 0 {
 			continue
 		}
 		if n == d {
-			out = append(out, [2]int64{int64(i), int64(time.Millisecond)})
+			out = append(out, ttlArg{i, time.Millisecond, false})
 		}
-		if n*1000 == d {
-			out = append(out, [2]int64{int64(i), int64(time.Second)})
+		if n <= math.MaxInt64/1000 && n*1000 == d {
+			out = append(out, ttlArg{i, time.Second, false})
+		}
+		if n == now+d {
+			out = append(out, ttlArg{i, time.Millisecond, true})
+		}
+		if n <= math.MaxInt64/1000 && n*1000 == now+d {
+			out = append(out, ttlArg{i, time.Second, true})
 		}
 	}
 	return out
@@ -377,13 +401,13 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		for k, key := range c.keys {
 			it, _ := res.state.lookup(key)
 			tokens[k] = argsEqual(c.argv, it.Value)
-			if len(tokens[k]) == 0 || it.At == 0 || (d >= 0 && it.At-now != d) {
+			if len(tokens[k]) == 0 || it.At == 0 || (d >= 0 && it.At-c.now != d) {
 				ok = false
 			}
-			d = it.At - now
+			d = it.At - c.now
 		}
 		if ok {
-			ttls := ttlArgs(c.argv, d)
+			ttls := ttlArgs(c.argv, d, c.now)
 			for _, tok := range tokenChoices(tokens) {
 				for _, role := range []Role{RoleAcquire, RoleExtendOrAcquire} {
 					if role == RoleExtendOrAcquire && n > 1 {
@@ -391,13 +415,28 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 					}
 					for _, t := range ttls {
 						cl := base(role)
-						cl.Tokens, cl.TTLArg, cl.TTLUnit = tok, int(t[0]), time.Duration(t[1])
+						cl.Tokens, cl.TTLArg, cl.TTLUnit, cl.Deadline = tok, t.idx, t.unit, t.deadline
 						out = append(out, cl)
 					}
 					cl := base(role)
 					cl.Tokens, cl.TTLConst = tok, time.Duration(d)*time.Millisecond
 					out = append(out, cl)
 				}
+			}
+		}
+	}
+
+	// Every key held by another owner: no lock operation takes it. A
+	// script that does is a forced takeover, refused with why.
+	otherSpecs := uniform(n, keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1})
+	st = c.state(c.keys, otherSpecs)
+	if res, ref := c.run(c.keys, c.argv, st); ref == nil {
+		for k, key := range c.keys {
+			if it, ok := res.state.lookup(key); ok && it.Type == TypeString && len(argsEqual(c.argv, it.Value)) > 0 {
+				return nil, refuse(refuseOther, "%s it %s: it takes a lock another client holds (a forced takeover). "+
+					"No majority makes that safe: the holder is not told and goes on as if it held the lock until it next "+
+					"checks, and the proxy's own lock scripts never take a key from its holder", c.names.describe(c.keys, c.argv, c.argv, otherSpecs, nil),
+					c.names.effect(c.keys[k:k+1], c.argv, st, res.state))
 			}
 		}
 	}
@@ -439,7 +478,7 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 			case !ok:
 				deleted++
 			case a.Value == b.Value && a.At != b.At && a.At != 0:
-				rearmed[a.At-now]++
+				rearmed[a.At-c.now]++
 			}
 		}
 		if deleted == n {
@@ -456,9 +495,12 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 				if additive {
 					want = d - ttlLong1
 				}
-				for _, t := range ttlArgs(c.argv, want) {
+				for _, t := range ttlArgs(c.argv, want, c.now) {
+					if additive && t.deadline {
+						continue
+					}
 					cl := base(RoleExtend)
-					cl.Tokens, cl.TTLArg, cl.TTLUnit, cl.Additive = tok, int(t[0]), time.Duration(t[1]), additive
+					cl.Tokens, cl.TTLArg, cl.TTLUnit, cl.Additive, cl.Deadline = tok, t.idx, t.unit, additive, t.deadline
 					out = append(out, cl)
 				}
 			}

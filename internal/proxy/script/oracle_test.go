@@ -169,7 +169,7 @@ func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []
 
 	t0 = time.Now()
 	r.setState(keys, specs)
-	ttl, _ := cl.TTL(strArgs(argv))
+	ttl, _ := cl.TTL(strArgs(argv), time.Now().UnixMilli())
 	ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(argv), CapMs: 1 << 40, Detailed: true}
 	ref := eval(string(cl.Reference().Body), keys, cl.referenceArgs(keys, argv, ca))
 	after2 := r.state(keys)
@@ -258,9 +258,22 @@ func randomArgs(rng *rand.Rand, cl *Class, argv []string) []string {
 		if cl.TTLUnit == time.Millisecond {
 			n = 1000 + rng.Int63n(58_000)
 		}
-		a[cl.TTLArg] = strconv.FormatInt(n, 10)
+		a[cl.TTLArg] = ttlArgValue(cl, n)
 	}
 	return a
+}
+
+// ttlArgValue is the TTL argument that asks for n of the class's unit: n
+// itself, or for a deadline the time n from now.
+func ttlArgValue(cl *Class, n int64) string {
+	if cl.Deadline {
+		now := time.Now().UnixMilli()
+		if cl.TTLUnit == time.Second {
+			now /= 1000
+		}
+		n += now
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // checkOracle compares a classified script with its reference on many
@@ -294,7 +307,7 @@ func TestReferenceScriptsOnRedisDoWhatTheRolesMean(t *testing.T) {
 			argv[i] = "tok-" + strconv.Itoa(i)
 		}
 		if cl.TTLArg >= 0 {
-			argv[cl.TTLArg] = "30000"
+			argv[cl.TTLArg] = ttlArgValue(cl, 30000)
 		}
 		if cl.MinArg >= 0 {
 			argv[cl.MinArg] = "1500"
@@ -305,11 +318,11 @@ func TestReferenceScriptsOnRedisDoWhatTheRolesMean(t *testing.T) {
 		for i := 0; i < 40; i++ {
 			a := randomArgs(rng, cl, argv)
 			specs := randomSpecs(rng, cl, keys, a)
-			st := (&classifier{}).state(keys, specs)
+			st := (&classifier{now: time.Now().UnixMilli()}).state(keys, specs)
 			want, acted := cl.simulateRef(st, keys, a)
 			t0 := time.Now()
 			r.setState(keys, specs)
-			ttl, _ := cl.TTL(strArgs(a))
+			ttl, _ := cl.TTL(strArgs(a), time.Now().UnixMilli())
 			ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(a), CapMs: 1 << 40, Detailed: true}
 			a2 := append(append([]string{"EVAL", string(cl.Reference().Body), strconv.Itoa(len(keys))}, keys...), cl.referenceArgs(keys, a, ca)...)
 			v := r.do(a2...)
@@ -379,7 +392,7 @@ func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 		if fresh {
 			r.do("DEL", "k")
 		}
-		ttl, _ := cl.TTL(strArgs(argv))
+		ttl, _ := cl.TTL(strArgs(argv), time.Now().UnixMilli())
 		b := cl.AppendReference(nil, strArgs([]string{"k"}), strArgs(argv), CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Companion: "c:"})
 		rd := resp.NewReader(bufio.NewReader(bytes.NewReader(b)), resp.ReaderLimits{})
 		cmd, _ := rd.Read()

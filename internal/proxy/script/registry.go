@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -254,6 +255,7 @@ func (r *Registry) check(e *Entry) *Refusal {
 	if ref != nil {
 		return ref
 	}
+	now := time.Now().UnixMilli()
 	st := &State{Now: now, Keys: map[string]Item{}}
 	for _, held := range []bool{false, true} {
 		if held {

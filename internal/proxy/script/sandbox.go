@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -269,6 +270,28 @@ type result struct {
 	touched map[string]bool // the keys commands were given
 }
 
+// noTTL refuses a run that left a key it wrote without an expiry (a key
+// may be written in steps, SETNX then PEXPIRE, HSET then PEXPIREAT: what
+// counts is how the run leaves it).
+func noTTL(before, after *State, wrote map[string]string) *refusal {
+	names := make([]string, 0, len(wrote))
+	for k := range wrote {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		it, ok := after.lookup(k)
+		if !ok || it.At != 0 {
+			continue
+		}
+		if b, ok := before.lookup(k); ok && b.equal(it) {
+			continue // left as it was
+		}
+		return refuse(refuseNoTTL, "leaves %s without an expiry (it ran %s on it): the proxy never writes a lock that cannot expire", strconv.Quote(short(k)), wrote[k])
+	}
+	return nil
+}
+
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 var errStopped = errors.New("script stopped by the classifier")
@@ -501,7 +524,8 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 		keySet[k] = true
 	}
 	r.m = m
-	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched}
+	wrote := map[string]string{}
+	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched, wrote: wrote}
 	defer func() {
 		// gopher-lua turns errors inside scripts into errors; this guards
 		// against a panic anywhere else.
@@ -537,6 +561,10 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 		res.ref = refuse(refuseOther, "raises an error: %s", oneLine(msg))
 		return res
 	}
+	if ref := noTTL(st, res.state, wrote); ref != nil {
+		res.ref = ref
+		return res
+	}
 	v, ref := toRESP(L.Get(-1), 0)
 	L.Pop(1)
 	if ref != nil {
@@ -553,6 +581,7 @@ type sandbox struct {
 	st      *State
 	keys    map[string]bool
 	touched map[string]bool
+	wrote   map[string]string // the keys written, by the last command that wrote them
 }
 
 // call is redis.call (raise) and redis.pcall.
@@ -569,7 +598,7 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 			return sb.m.stop(L, refuse(refuseOther, "passes a %s to redis.call (Redis accepts strings and numbers only)", v.Type()))
 		}
 	}
-	v, ref := sb.st.exec(args, sb.keys, sb.touched)
+	v, ref := sb.st.exec(args, sb.keys, sb.touched, sb.wrote)
 	if ref != nil {
 		return sb.m.stop(L, ref)
 	}

@@ -108,7 +108,11 @@ func (c *Class) Combine(cases []Case) (Case, int) {
 		}
 		return cases[0], 0
 	}
-	switch c.Role {
+	role := c.Role
+	if c.as != 0 {
+		role = c.as
+	}
+	switch role {
 	case RoleAcquire:
 		for k, cs := range cases {
 			if cs != CaseMissing {
@@ -148,10 +152,12 @@ func (c *Class) Combine(cases []Case) (Case, int) {
 // after the call, and whether the role acted.
 func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 	out := st.clone()
-	ttl, ok := c.TTL(strArgs(argv))
+	ttl, ok := c.TTL(strArgs(argv), st.Now)
 	if c.writes() && !ok {
 		return out, false
 	}
+	// A deadline already passed (ms <= 0) sets a key that is gone at
+	// once, as SET ... PXAT and PEXPIREAT of a past time do on Redis.
 	ms := ttl.Milliseconds()
 	thr := c.threshold(argv)
 	cases := make([]Case, len(keys))
@@ -165,7 +171,9 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			return out, false
 		}
 		for k, key := range keys {
-			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			if ms > 0 {
+				out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			}
 		}
 		return out, true
 	case RoleExtend:
@@ -182,6 +190,10 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			} else {
 				it.At = out.Now + ms
 			}
+			if it.At <= out.Now {
+				delete(out.Keys, key)
+				continue
+			}
 			out.Keys[key] = it
 		}
 		return out, true
@@ -190,7 +202,11 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			return out, false
 		}
 		for k, key := range keys {
-			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			if ms > 0 {
+				out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			} else {
+				delete(out.Keys, key)
+			}
 		}
 		return out, true
 	case RoleRelease:
@@ -256,6 +272,9 @@ func (c *Class) Timed(cs Case) bool {
 // (whether its replies show TTLs, values or arguments), once. A Class must
 // not change after Finish; one not finished is read the slow way.
 func (c *Class) Finish() *Class {
+	if c.Role == RoleAcquire && c.Deadline && c.lapsed == nil {
+		c.lapsed = c.lapsedCopy()
+	}
 	c.detail, c.needsArgs = false, false
 	for cs, t := range c.Replies {
 		c.detail = c.detail || t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcValue)

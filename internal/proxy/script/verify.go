@@ -45,12 +45,29 @@ func (c *classifier) variants(cl *Class) []argVariant {
 	if cl.TTLArg >= 0 {
 		// A small TTL too: a script that read small values in another unit
 		// would make the lock outlive, or not, what its caller counts on.
-		alts := []string{"7", "1234", "59999"}
+		alts := []int64{7, 1234, 59999}
 		if cl.TTLUnit == time.Second {
-			alts = []string{"1", "2", "59"}
+			alts = []int64{1, 2, 59}
+		}
+		if cl.Deadline {
+			// Deadlines that far ahead, and one already passed (a second
+			// ago): the script must do what Redis does with a time in the
+			// past.
+			base := c.now
+			if cl.TTLUnit == time.Second {
+				base = c.now / 1000
+			}
+			for i := range alts {
+				alts[i] += base
+			}
+			if cl.TTLUnit == time.Second {
+				alts = append(alts, base-1)
+			} else {
+				alts = append(alts, base-1000)
+			}
 		}
 		for _, v := range alts {
-			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, v)})
+			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, strconv.FormatInt(v, 10))})
 		}
 	}
 	if cl.MinArg >= 0 {
