@@ -74,10 +74,18 @@ func cmdEvalSha(c *client, args [][]byte) {
 	runScript(c, e, args)
 }
 
-// msgRefused is the error a refused script gets.
+// msgRefused is the error a refused script gets: why, and where to look.
 func msgRefused(ref *script.Refusal) string {
-	return "ERR redlock-proxy: unknown " + ref.Error() + " (SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it was read; " +
-		"declare it under 'scripts:' in the configuration, or set unknown_scripts: vote)"
+	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it read this one); a lock script it cannot read can be " +
+		"declared by hand under 'scripts:' in the configuration"
+}
+
+// msgVoteRefused is the error of a script that the vote policy's guard
+// will not run.
+func msgVoteRefused(ref *script.Refusal) string {
+	return "ERR redlock-proxy: " + ref.Error() + ": a voted script may use the lock commands on its own keys only " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows why the classifier refused it; 'scripts:' in the configuration declares a lock script by hand)"
 }
 
 // runScript runs a script's call: args is EVAL or EVALSHA with its
@@ -128,11 +136,17 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 }
 
 // startVote runs a script the classifier refused on every backend, under
-// the vote policy: the client's own text, and the reply a majority gave.
+// the vote policy: the client's text as the guard writes it back, which
+// checks every command it runs (script.Guard), and the reply a majority
+// gave.
 func startVote(c *client, e *script.Entry, args [][]byte) {
+	sc, ref := e.Guarded(reservedPrefix, c.s.cfg.MaxTTL.Milliseconds())
+	if ref != nil {
+		c.replyErr(msgVoteRefused(ref))
+		return
+	}
 	c.reserve(1)
 	o := c.s.eng.newOp("vote", opVote, c.done)
-	sc := e.Script()
 	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
 	c.startOp(o, c.cmd, sc)
 }
