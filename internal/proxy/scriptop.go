@@ -32,6 +32,38 @@ type scriptCall struct {
 	caseAt   script.Case // the case the reply was filled in
 }
 
+// undoOwnersScript undoes an acquire of a lock of several owners (a
+// sorted set, script.ShapeOwners) where it took or joined the lock: the
+// caller's member is removed, and the marker if it carries the caller's
+// deadline (the acquire set both), and the key expires with its last
+// member. ARGV: token, marker, then the TTL, how recent and the instant,
+// as undoScript and undoLaterScript take them.
+var undoOwnersScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
+// undoOwnersLaterScript is undoOwnersScript for a later connection, as
+// undoLaterScript is undoScript's: the caller's member is this attempt's
+// if its deadline says it was set (deadline - ttl, on the master's clock)
+// before the attempt's reply could leave, or within the last ARGV[4] ms.
+var undoOwnersLaterScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, p = tonumber(ARGV[3]), tonumber(s) - now
+if not (p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[4]) or now - (ttl - p) <= tonumber(ARGV[5]))) then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
 // undoPerKeyScript undoes an acquire whose keys have different tokens:
 // each key is deleted if it still holds its own.
 var undoPerKeyScript = resp.NewScript([]byte(`local n = 0
@@ -156,7 +188,7 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
 	var a script.CallArgs
 	var ttl time.Duration
-	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
+	if cl.Writes() {
 		var ok bool
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv, time.Now().UnixMilli())
@@ -180,7 +212,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		a.TTLms = ttl.Milliseconds()
 	}
 	var tokens [][]byte // the tokens an acquiring role writes, one per key
-	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
+	if cl.Role.Acquires() {
 		tokens = cl.TokensOf(argv, len(keys))
 		for _, tok := range tokens {
 			if len(tok) > c.s.cfg.Limits.MaxToken {
@@ -211,14 +243,19 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
-	if (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire) && !a.ReadOnly {
+	if cl.Role.Acquires() && !a.ReadOnly {
 		// A failed acquire is undone wherever it was not refused; a failed
-		// extend-or-acquire only where it took a free key (see undoFate). A
+		// extend-or-acquire, or any acquire of a lock of several owners,
+		// only where the caller did not hold it before (see undoFate). A
 		// failed extend never is: it would delete the caller's lock where
 		// it is still valid.
-		if sameAll(tokens) {
+		switch {
+		case cl.Shape == script.ShapeOwners:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoOwnersScript, keys, [][]byte{tokens[0], []byte(cl.Marker)}, ttl)
+			o.undoSc, o.laterSc = undoOwnersScript, undoOwnersLaterScript
+		case sameAll(tokens):
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, keys, tokens[:1], ttl)
-		} else {
+		default:
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoPerKeyScript, keys, tokens, ttl)
 			o.undoSc, o.laterSc = undoPerKeyScript, undoPerKeyLaterScript
 		}
@@ -261,7 +298,7 @@ func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
 // or where nothing is known, a compare-and-delete could delete a lock that
 // is still valid.
 func (o *op) undoFate(v quorum.Vote, r resp.Result) quorum.Fate {
-	if o.kind != opScript || o.sc.class.Role != script.RoleExtendOrAcquire {
+	if o.kind != opScript || o.sc.class.Role != script.RoleExtendOrAcquire && o.sc.class.Shape == script.ShapeString {
 		return fate(v, r)
 	}
 	switch {
@@ -274,8 +311,8 @@ func (o *op) undoFate(v quorum.Vote, r resp.Result) quorum.Fate {
 	if o.sc.detailed {
 		cs = script.Case(r.V.Elems[1].Int)
 	}
-	if cs == script.CaseMissing {
-		return quorum.FateHolds
+	if cs == script.CaseMissing || cs == script.CaseOtherShared {
+		return quorum.FateHolds // it took the lock, or joined it: the caller held nothing there
 	}
 	return quorum.FateClear
 }
@@ -299,7 +336,7 @@ func (o *op) scriptVote(v resp.Value) quorum.Vote {
 // acted reads the acted flag of a well-formed reference reply.
 func (o *op) acted(v resp.Value) (bool, bool) {
 	if !o.sc.detailed {
-		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 <= int64(script.CaseOtherLowTTL)
+		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 < 64 && script.Case(v.Int>>1).Valid()
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
 		return false, false
@@ -307,7 +344,7 @@ func (o *op) acted(v resp.Value) (bool, bool) {
 	for k := 0; k < o.sc.nkeys; k++ {
 		e := v.Elems[1+4*k:]
 		if e[0].Kind != resp.KindInt || e[1].Kind != resp.KindInt || e[3].Kind != resp.KindInt ||
-			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int > int64(script.CaseOtherLowTTL) {
+			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int >= 64 || !script.Case(e[0].Int).Valid() {
 			return false, false
 		}
 	}
@@ -316,11 +353,7 @@ func (o *op) acted(v resp.Value) (bool, bool) {
 
 // scriptValidityBound: acquire and extend roles need validity left.
 func (o *op) scriptValidityBound() bool {
-	switch o.sc.class.Role {
-	case script.RoleAcquire, script.RoleExtend, script.RoleExtendOrAcquire:
-		return o.ttl > 0
-	}
-	return false
+	return o.sc.class.Writes() && o.ttl > 0
 }
 
 // decideQueryLocked answers a read-only script once every backend has
@@ -380,6 +413,8 @@ func holder(c script.Case) script.Case {
 		return script.CaseOwn
 	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
 		return script.CaseOther
+	case script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared:
+		return c // a lock of several owners: each case on its own
 	}
 	return script.CaseMissing
 }
@@ -450,7 +485,7 @@ func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
 // majorityCompact is majorityKey for compact answers (one key, cases
 // only), in one pass.
 func (o *op) majorityCompact(m int) (keyObs, bool) {
-	var counts [8]int
+	var counts [numCaseCodes]int
 	for i := range o.replies {
 		if a, ok := o.obs(i, 0); ok && int(a.cs) < len(counts) {
 			counts[a.cs]++
@@ -470,8 +505,16 @@ func (o *op) majorityCompact(m int) (keyObs, bool) {
 			return keyObs{cs: h + 2}, true
 		}
 	}
+	for _, cs := range []script.Case{script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared} {
+		if counts[cs] >= m {
+			return keyObs{cs: cs}, true
+		}
+	}
 	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
 }
+
+// numCaseCodes bounds the case codes a reference answer may give.
+const numCaseCodes = 16
 
 // majorityPTTL is how long a majority of the n backends will still hold
 // the key, from the PTTLs (ms, -1 for none) of those that hold it: the one
@@ -546,9 +589,9 @@ func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 // usual case for that outcome.
 func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int, keyObs) {
 	cl := o.sc.class
-	var counts [8]int
-	var focus [8]int
-	var first [8]keyObs
+	var counts [numCaseCodes]int
+	var focus [numCaseCodes]int
+	var first [numCaseCodes]keyObs
 	cases := make([]script.Case, o.sc.nkeys)
 	for i := range o.replies {
 		ok := true
@@ -585,7 +628,7 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 	switch {
 	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
 		cs = script.CaseOwn
-	case !success && (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire):
+	case !success && cl.Role.Acquires():
 		cs = script.CaseOther
 	}
 	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}

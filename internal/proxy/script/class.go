@@ -22,10 +22,12 @@ const (
 	RoleOwner                // report whether the caller holds the lock (read only)
 	RoleValue                // report the value held (read only)
 	RoleInspect              // report the value held and its TTL (read only)
+	RoleShare                // take a shared (read) lock: join the other readers, unless someone holds it exclusively
+	RoleDelete               // delete the keys whatever holds them (DEL in a script)
 	numRoles
 )
 
-var roleNames = [numRoles]string{"unknown", "acquire", "release", "extend", "extend-or-acquire", "ttl", "owner", "value", "inspect"}
+var roleNames = [numRoles]string{"unknown", "acquire", "release", "extend", "extend-or-acquire", "ttl", "owner", "value", "inspect", "share", "delete"}
 
 func (r Role) String() string {
 	if r < numRoles {
@@ -35,7 +37,7 @@ func (r Role) String() string {
 }
 
 // Query reports whether the role only reads.
-func (r Role) Query() bool { return r >= RoleTTL && r < numRoles }
+func (r Role) Query() bool { return r >= RoleTTL && r <= RoleInspect }
 
 // Roles lists every role but RoleUnknown.
 func Roles() []Role {
@@ -71,16 +73,42 @@ const (
 	CaseOtherNoTTL              // it holds another value and has no TTL
 	CaseOtherLowTTL             // it holds another value with less TTL than the script's minimum
 	CasePartial                 // (several keys, release) some keys hold the token, not all
+	// The cases of a lock with several owners (ShapeOwners), where a lock
+	// is shared (read) or exclusive (write): CaseOwn and CaseOther are
+	// then the exclusive ones.
+	CaseOwnShared       // the caller holds it shared, alone
+	CaseOwnSharedOthers // the caller holds it shared, with other owners
+	CaseOtherShared     // other owners hold it shared, not the caller
 	numCases
 )
 
-var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial"}
+var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial",
+	"own-shared", "own-shared-others", "other-shared"}
 
 var caseText = [numCases]string{
 	"missing (not held)", "held by the caller", "held by the caller without a TTL",
 	"held by the caller with too little time left", "held by another owner", "held by another owner without a TTL",
 	"held by another owner with little time left", "held by the caller on some keys only",
+	"held shared by the caller alone", "held shared by the caller and others", "held shared by others",
 }
+
+// Valid reports whether c is a case a backend's answer may name.
+func (c Case) Valid() bool { return c < numCases && c != CasePartial }
+
+// Shape is how a lock is kept in its key.
+type Shape uint8
+
+// The shapes.
+const (
+	// ShapeString: the key holds its owner's token.
+	ShapeString Shape = iota
+	// ShapeOwners: the key is a sorted set whose members are its owners,
+	// each scored with its deadline (ms since the Unix epoch); the key
+	// expires with the last of them. A lock is exclusive when the marker
+	// member (Layout.Marker, scored like its owner) is in the set, or,
+	// without a marker, when it has one owner; otherwise it is shared.
+	ShapeOwners
+)
 
 func (c Case) String() string {
 	if c < numCases {
@@ -131,6 +159,15 @@ type Layout struct {
 	MinOffset int64         // the key has too little time when PTTL < min*unit + offset (ms)
 
 	NoTTLActs bool // extend, extend-or-acquire: a key held without TTL is acted on too
+
+	// Shape is how the lock is kept; Marker, for ShapeOwners, the member
+	// that makes a lock exclusive ("" for none).
+	Shape  Shape
+	Marker string
+	// Promotes: an exclusive acquire also takes a lock the caller holds
+	// shared alone. Demotes: a shared acquire also takes (as shared) a lock
+	// the caller holds exclusively.
+	Promotes, Demotes bool
 
 	// Controls are the arguments that are neither token nor TTL and that
 	// change what the script does (a database number, a replace flag, a
@@ -185,7 +222,20 @@ func (c *Class) possible(cs Case) bool {
 	if c.as != 0 {
 		role = c.as
 	}
+	if c.Shape == ShapeOwners {
+		switch cs {
+		case CaseMissing, CaseOther, CaseOtherShared:
+			return true
+		case CaseOwn, CaseOwnSharedOthers:
+			return c.Tokens != nil
+		case CaseOwnShared: // without a marker, a lone owner holds it exclusively
+			return c.Tokens != nil && c.Marker != ""
+		}
+		return false
+	}
 	switch cs {
+	case CaseOwnShared, CaseOwnSharedOthers, CaseOtherShared:
+		return false
 	case CaseOwn, CaseOwnNoTTL:
 		return c.Tokens != nil
 	case CaseOwnLowTTL:
@@ -224,17 +274,28 @@ func (c *Class) lapsedCopy() *Class {
 // Acts reports whether the role, with this layout, changes the keys (and
 // so wins the backend's vote) in case cs. Read-only roles never act.
 func (c *Class) Acts(cs Case) bool {
+	shared := cs == CaseOwnShared || cs == CaseOwnSharedOthers
 	switch c.Role {
 	case RoleAcquire:
-		return cs == CaseMissing
+		return cs == CaseMissing || cs == CaseOwnShared && c.Promotes
 	case RoleRelease:
-		return cs == CaseOwn || cs == CaseOwnNoTTL
+		return cs == CaseOwn || cs == CaseOwnNoTTL || shared
 	case RoleExtend:
-		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
 	case RoleExtendOrAcquire:
-		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
+	case RoleShare:
+		return cs == CaseMissing || shared || cs == CaseOtherShared || cs == CaseOwn && c.Demotes
+	case RoleDelete:
+		return cs != CaseMissing
 	}
 	return false
+}
+
+// Acquires reports whether the role takes free keys (and must be undone
+// where a failed attempt took them).
+func (r Role) Acquires() bool {
+	return r == RoleAcquire || r == RoleExtendOrAcquire || r == RoleShare
 }
 
 // TTL returns the TTL a call asks for, from its arguments, at now (ms
@@ -349,6 +410,10 @@ func (c *Class) roleText() string {
 		}
 	case RoleRelease:
 		s += " (compare-and-delete)"
+	case RoleShare:
+		s += " (a shared lock, beside other readers)"
+	case RoleDelete:
+		s += " (whatever holds the keys)"
 	case RoleExtend:
 		if c.Additive {
 			s += " (compare-and-extend, adding to the TTL left)"
@@ -387,6 +452,19 @@ func (c *Class) layoutText() string {
 	if c.Prefix > 0 {
 		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
 	}
+	if c.Shape == ShapeOwners {
+		t := "a sorted set of owners scored with their deadlines"
+		if c.Marker != "" {
+			t += fmt.Sprintf(", exclusive when it holds %s", strconv.Quote(c.Marker))
+		}
+		if c.Promotes {
+			t += ", promoting the caller's lone shared lock"
+		}
+		if c.Demotes {
+			t += ", turning the caller's exclusive lock shared"
+		}
+		parts = append(parts, t)
+	}
 	if c.writes() {
 		switch {
 		case c.TTLArg >= 0 && c.Deadline:
@@ -424,8 +502,12 @@ func (c *Class) uniformToken() bool {
 }
 
 func (c *Class) writes() bool {
-	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire
+	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire || c.Role == RoleShare
 }
+
+// Writes reports whether the role sets a TTL (and its success needs
+// validity left).
+func (c *Class) Writes() bool { return c.writes() }
 
 func unitName(d time.Duration) string {
 	if d == time.Second {
@@ -437,6 +519,9 @@ func unitName(d time.Duration) string {
 // Equal reports whether two classifications say the same (their Source
 // aside).
 func (c *Class) Equal(d *Class) bool {
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes {
+		return false
+	}
 	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.KeyArgs != d.KeyArgs || c.Prefix != d.Prefix ||
 		c.TTLArg != d.TTLArg || c.Deadline != d.Deadline || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
 		(c.Tokens == nil) != (d.Tokens == nil) || len(c.Tokens) != len(d.Tokens) || len(c.Controls) != len(d.Controls) {
@@ -543,6 +628,18 @@ func (c *Class) Spec() string {
 	if c.NoTTLActs && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
 		b.WriteString(" nottl-acts")
 	}
+	if c.Shape == ShapeOwners {
+		b.WriteString(" owners")
+		if c.Marker != "" {
+			b.WriteString(" marker=" + strconv.Quote(c.Marker))
+		}
+		if c.Promotes {
+			b.WriteString(" promotes")
+		}
+		if c.Demotes {
+			b.WriteString(" demotes")
+		}
+	}
 	for _, ct := range c.Controls {
 		fmt.Fprintf(&b, " control=%d:%s", ct.Arg+1, strconv.Quote(ct.Value))
 	}
@@ -639,6 +736,14 @@ func ParseSpec(s string) (*Class, error) {
 			c.MinArg, c.MinUnit, c.MinOffset, err = argUnit(v)
 		case "nottl-acts":
 			c.NoTTLActs = true
+		case "owners":
+			c.Shape = ShapeOwners
+		case "marker":
+			c.Marker, err = strconv.Unquote(v)
+		case "promotes":
+			c.Promotes = true
+		case "demotes":
+			c.Demotes = true
 		case "control":
 			i, q, _ := strings.Cut(v, ":")
 			var n int

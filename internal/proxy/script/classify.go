@@ -53,6 +53,8 @@ type classifier struct {
 	// deadline in the call's arguments (PXAT, PEXPIREAT) and TIME mean
 	// what they mean on Redis.
 	now int64
+	// zsetSeen: a run called a sorted-set command.
+	zsetSeen bool
 }
 
 // Classify says what a script does for a call with these keys and
@@ -148,6 +150,7 @@ func (c *classifier) classify() (*Class, *refusal) {
 		return nil, ref
 	}
 	var first *refusal
+	var constant *Class
 	for _, cl := range cands {
 		ref := c.refine(cl)
 		if ref == nil {
@@ -155,6 +158,14 @@ func (c *classifier) classify() (*Class, *refusal) {
 		}
 		if ref == nil {
 			ref = c.controls(cl)
+		}
+		if ref == nil && cl.Role.Query() && cl.Tokens != nil && sameReplies(cl) {
+			// A query whose reply is the same in every case says nothing
+			// of its token: another argument may be the token.
+			if constant == nil {
+				constant = cl
+			}
+			continue
 		}
 		if ref == nil {
 			return cl, nil
@@ -166,7 +177,27 @@ func (c *classifier) classify() (*Class, *refusal) {
 			first = ref
 		}
 	}
+	if constant != nil {
+		return constant, nil
+	}
 	return nil, first
+}
+
+// sameReplies reports whether a class replies the same in every case.
+func sameReplies(cl *Class) bool {
+	var first string
+	for i, cs := range cl.Cases() {
+		t := cl.Replies[cs]
+		if t == nil {
+			return false
+		}
+		if i == 0 {
+			first = t.String()
+		} else if t.String() != first {
+			return false
+		}
+	}
+	return true
 }
 
 // keySpec is the probe state of one key.
@@ -174,12 +205,27 @@ type keySpec struct {
 	held  bool
 	value string
 	ttl   int64 // ms; 0: no TTL; < 0: expired
+	// zset: the key is a sorted set of owners (ShapeOwners), each member
+	// scored with its deadline: the caller (value) if mine, with ttl left;
+	// others more owners, with more time left; marker, when not "", marks
+	// the lock exclusive, scored like its owner.
+	zset   bool
+	mine   bool
+	others int
+	marker string
 }
+
+// otherOwners name the other owners of a probe's sorted set.
+var otherOwners = [...]string{"other-holder-7f3a", "reader-b-51c2"}
 
 func (c *classifier) state(keys []string, specs []keySpec) *State {
 	st := &State{Now: c.now, Keys: map[string]Item{}}
 	for k, s := range specs {
 		if !s.held {
+			continue
+		}
+		if s.zset {
+			st.Keys[keys[k]] = c.ownersItem(s)
 			continue
 		}
 		it := Item{Value: s.value}
@@ -199,6 +245,33 @@ func uniform(n int, s keySpec) []keySpec {
 	return out
 }
 
+// ownersItem is the sorted set of a probe state.
+func (c *classifier) ownersItem(s keySpec) Item {
+	z := map[string]float64{}
+	excl := float64(c.now + s.ttl)
+	if s.mine {
+		z[s.value] = float64(c.now + s.ttl)
+	}
+	for i := 0; i < s.others && i < len(otherOwners); i++ {
+		d := ttlLong2 + int64(i)*1_000
+		if s.ttl < 0 {
+			d = s.ttl
+		}
+		z[otherOwners[i]] = float64(c.now + d)
+		if i == 0 && !s.mine {
+			excl = z[otherOwners[i]]
+		}
+	}
+	if s.marker != "" {
+		z[s.marker] = excl
+	}
+	top := math.Inf(-1)
+	for _, v := range z {
+		top = math.Max(top, v)
+	}
+	return Item{Type: TypeZset, Zset: z, At: int64(top)}
+}
+
 // run executes the script once, charging the classification's budget.
 func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	if c.left <= 0 {
@@ -212,6 +285,7 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	}
 	res := c.p.runLocked(c.r, append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left))
 	c.left -= res.steps
+	c.zsetSeen = c.zsetSeen || res.zset
 	if res.ref != nil {
 		return res, res.ref
 	}
@@ -255,6 +329,8 @@ func (nm namer) describe(keys, argv, orig []string, specs []keySpec, base []stri
 			parts = append(parts, who+" missing")
 		case s.ttl < 0:
 			parts = append(parts, who+" expired")
+		case s.zset:
+			parts = append(parts, who+" "+nm.ownersText(s, argv))
 		default:
 			t := "no TTL"
 			if s.ttl > 0 {
@@ -273,6 +349,24 @@ func (nm namer) describe(keys, argv, orig []string, specs []keySpec, base []stri
 		out += " and other key names"
 	}
 	return out
+}
+
+// ownersText describes a probe's sorted set of owners.
+func (nm namer) ownersText(s keySpec, argv []string) string {
+	var who []string
+	if s.mine {
+		who = append(who, fmt.Sprintf("%s (deadline in %d ms)", nm.valueText(s.value, argv), s.ttl))
+	}
+	if s.others == 1 {
+		who = append(who, "another owner")
+	} else if s.others > 1 {
+		who = append(who, fmt.Sprintf("%d other owners", s.others))
+	}
+	mode := "shared"
+	if s.marker != "" {
+		mode = "exclusive, marked " + strconv.Quote(short(s.marker))
+	}
+	return "a sorted set of owners holding " + strings.Join(who, " and ") + ", " + mode
 }
 
 func (nm namer) valueText(v string, argv []string) string {
@@ -294,6 +388,8 @@ func (nm namer) effect(keys, argv []string, before, after *State) string {
 		switch {
 		case bok && !aok:
 			parts = append(parts, "deleted "+name)
+		case aok && a.Type != TypeString && (!bok || !a.equal(b)):
+			parts = append(parts, fmt.Sprintf("made %s %s with %s", name, a, pttlText(after, key)))
 		case aok && (!bok || a.Value != b.Value):
 			parts = append(parts, fmt.Sprintf("set %s to %s with %s", name, nm.valueText(a.Value, argv), pttlText(after, key)))
 		case aok && a.At != b.At:
@@ -509,6 +605,15 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 	if len(out) > 0 {
 		return out, nil
 	}
+	if n == 1 && c.zsetSeen {
+		// A lock kept as a sorted set of owners.
+		if oc, ref := c.ownerCandidates(base, res.state); ref != nil || len(oc) > 0 {
+			return oc, ref
+		}
+	}
+	if del := c.deleteCandidate(base, res.state); del != nil {
+		return []*Class{del}, nil
+	}
 	if created > 0 {
 		return nil, refuse(refuseOther, "fits no role: %s", strings.Join(seenEffects, "; "))
 	}
@@ -582,6 +687,9 @@ func (c *classifier) acted(specs []keySpec, argv []string) (bool, *refusal) {
 // a prefix of the token, whether a key without TTL is acted on, and a
 // least TTL for extending.
 func (c *classifier) refine(cl *Class) *refusal {
+	if cl.Shape == ShapeOwners {
+		return c.refineOwners(cl)
+	}
 	if cl.Tokens == nil || cl.Role.Query() || cl.Role == RoleAcquire {
 		return nil
 	}
@@ -705,4 +813,195 @@ func flip(s string, i int) string {
 	b := []byte(s)
 	b[i] ^= 0x55
 	return string(b)
+}
+
+// markerWords are string constants that are no lock's marker: option and
+// type names.
+var markerWords = map[string]bool{
+	"nx": true, "xx": true, "gt": true, "lt": true, "ch": true, "incr": true, "px": true, "ex": true, "pxat": true, "exat": true,
+	"keepttl": true, "get": true, "withscores": true, "limit": true, "byscore": true, "rev": true, "-inf": true, "+inf": true,
+	"inf": true, "ok": true, "err": true, "string": true, "hash": true, "set": true, "zset": true, "none": true,
+}
+
+// markers lists the names a lock's marker member may have: the script's
+// string constants that are not commands, options or arguments, then none.
+func (c *classifier) markers() []string {
+	var out []string
+	for _, s := range c.p.strs {
+		l := strings.ToLower(s)
+		if s == "" || markerWords[l] || lockCommands[l] != nil || slices.Contains(c.argv, s) {
+			continue
+		}
+		out = append(out, s)
+		if len(out) == 8 {
+			break
+		}
+	}
+	return append(out, "")
+}
+
+// ownerCandidates proposes classes of ShapeOwners for a one-key script
+// that used sorted-set commands: an acquire from what it made of a missing
+// key (after), else a release or an extend from what it does to a set
+// where one argument is an owner, else a query.
+func (c *classifier) ownerCandidates(base func(Role) *Class, after *State) ([]*Class, *refusal) {
+	key := c.keys[0]
+	var out []*Class
+	add := func(role Role, tok int, ttl *ttlArg, marker string) {
+		cl := base(role)
+		cl.Shape, cl.Marker, cl.Tokens = ShapeOwners, marker, []int{tok}
+		if ttl != nil {
+			cl.TTLArg, cl.TTLUnit, cl.Deadline = ttl.idx, ttl.unit, ttl.deadline
+		}
+		out = append(out, cl)
+	}
+	if it, ok := after.lookup(key); ok {
+		if it.Type != TypeZset {
+			return nil, nil
+		}
+		// Made from nothing: the caller's member, and maybe a marker with
+		// the same score.
+		var toks []int
+		var score float64
+		marker, others := "", 0
+		for m, sc := range it.Zset {
+			if i := argsEqual(c.argv, m); len(i) > 0 {
+				toks, score = append(toks, i[0]), sc
+			}
+		}
+		if len(toks) != 1 {
+			return nil, nil
+		}
+		for m, sc := range it.Zset {
+			if len(argsEqual(c.argv, m)) > 0 {
+				continue
+			}
+			if sc == score {
+				marker = m
+			}
+			others++
+		}
+		if others > 1 || others == 1 && marker == "" || score != float64(int64(score)) {
+			return nil, nil
+		}
+		ttls := ttlArgs(c.argv, int64(score)-c.now, c.now)
+		roles, markers := []Role{RoleExtendOrAcquire, RoleAcquire}, []string{marker}
+		if marker == "" {
+			roles, markers = []Role{RoleShare, RoleExtendOrAcquire, RoleAcquire}, c.markers()
+		}
+		for _, m := range markers {
+			for _, role := range roles {
+				for i := range ttls {
+					add(role, toks[0], &ttls[i], m)
+				}
+			}
+		}
+		return out, nil
+	}
+	// Held: each argument in turn the one owner of a shared lock.
+	seen := map[string]bool{}
+	var toks []int
+	for i, a := range c.argv {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		toks = append(toks, i)
+		st := &State{Now: c.now, Keys: map[string]Item{key: {Type: TypeZset, Zset: map[string]float64{a: float64(c.now + ttlLong1)}, At: c.now + ttlLong1}}}
+		res, ref := c.run(c.keys, c.argv, st)
+		if ref != nil {
+			continue
+		}
+		it, ok := res.state.lookup(key)
+		sc, mine := it.Zset[a]
+		switch {
+		case !ok || it.Type == TypeZset && !mine:
+			for _, m := range c.markers() {
+				add(RoleRelease, i, nil, m)
+			}
+		case it.Type == TypeZset && sc != float64(c.now+ttlLong1) && sc == float64(int64(sc)):
+			ttls := ttlArgs(c.argv, int64(sc)-c.now, c.now)
+			for _, m := range c.markers() {
+				for j := range ttls {
+					add(RoleExtend, i, &ttls[j], m)
+				}
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, i := range toks {
+		for _, m := range c.markers() {
+			add(RoleInspect, i, nil, m)
+		}
+	}
+	return out, nil
+}
+
+// deleteCandidate proposes RoleDelete for a script that leaves every key
+// gone, or set to expire within a millisecond, when another owner holds
+// it: a forced delete (DEL in a script).
+func (c *classifier) deleteCandidate(base func(Role) *Class, fromMissing *State) *Class {
+	for _, k := range c.keys {
+		if !gone(fromMissing, k, c.now) {
+			return nil
+		}
+	}
+	specs := uniform(len(c.keys), keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1})
+	st := c.state(c.keys, specs)
+	res, ref := c.run(c.keys, c.argv, st)
+	if ref != nil {
+		return nil
+	}
+	for _, k := range c.keys {
+		if !gone(res.state, k, c.now) {
+			return nil
+		}
+	}
+	return base(RoleDelete)
+}
+
+// gone reports whether a key is missing, or expires within ephemeralMs.
+func gone(st *State, k string, now int64) bool {
+	it, ok := st.lookup(k)
+	return !ok || it.At != 0 && it.At <= now+ephemeralMs
+}
+
+// settled is a state as it stands once the keys that expire within
+// ephemeralMs are gone (how RoleDelete is judged).
+func settled(st *State) *State {
+	out := st.clone()
+	out.Now += ephemeralMs + 1
+	for k := range out.Keys {
+		out.lookup(k)
+	}
+	out.Now = st.Now
+	return out
+}
+
+// ephemeralMs is how long a key may be left to live and still count as
+// deleted: the shortest TTL Redis sets (PX 1). No lock is held in it.
+const ephemeralMs = 1
+
+// refineOwners settles, for a lock of several owners with a marker,
+// whether an exclusive acquire takes a lock the caller holds shared alone
+// (promotes) and whether a shared acquire takes one it holds exclusively
+// (demotes).
+func (c *classifier) refineOwners(cl *Class) *refusal {
+	if cl.Marker == "" {
+		if cl.Role == RoleShare {
+			return refuse(refuseOther, "is a shared acquire of a sorted set without a marker for exclusive locks")
+		}
+		return nil
+	}
+	tok := cl.token(c.argv, 0)
+	var ref *refusal
+	switch cl.Role {
+	case RoleAcquire, RoleExtendOrAcquire:
+		cl.Promotes, ref = c.acted([]keySpec{{held: true, zset: true, mine: true, value: tok, ttl: ttlLong1}}, c.argv)
+	case RoleShare:
+		cl.Demotes, ref = c.acted([]keySpec{{held: true, zset: true, mine: true, value: tok, ttl: ttlLong1, marker: cl.Marker}}, c.argv)
+	}
+	return ref
 }

@@ -124,20 +124,126 @@ end
 return reply(0)`))
 
 	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
+
+	refDelete = resp.NewScript([]byte("-- redlock-proxy delete: delete the keys whatever holds them\n" + refPrelude + `local any = 0
+for i = 1, n do
+  if cs[i] ~= 0 then any = 1 end
+  redis.call('del', KEYS[i])
+  forget(i)
+end
+return reply(any)`))
+)
+
+// Locks of several owners (ShapeOwners, one key): the key is a sorted set
+// of owners scored with their deadlines, exclusive when it holds the
+// marker (ARGV[10]) or, without one, a single owner. The case codes are
+// the Case values (own-shared 8, own-shared-others 9, other-shared 10); a
+// value that is not a sorted set is another holder's. Acting removes the
+// expired members, scores the caller's member (never earlier than it was)
+// and, for an exclusive lock, the marker with now + TTL, and lets the key
+// expire with its last member. ARGV as above, the token at [9] and the
+// marker at [10]; flags 4: an exclusive acquire takes a lock the caller
+// holds shared alone, 8: a shared acquire takes one it holds exclusively.
+const ownersPrelude = `local detail = ARGV[1] == '1'
+local ttl, flags = tonumber(ARGV[4]), tonumber(ARGV[5])
+local promotes, demotes = flags % 8 >= 4, flags % 16 >= 8
+local tok, marker = ARGV[9], ARGV[10]
+local K = KEYS[1]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local c, mine = 0, nil
+local pt = redis.call('pttl', K)
+local ty = redis.call('type', K).ok
+if ty == 'zset' then
+  local owners = redis.call('zcount', K, '(' .. now, '+inf')
+  local ms = marker ~= '' and redis.call('zscore', K, marker)
+  local marked = ms and tonumber(ms) > now
+  if marked then owners = owners - 1 end
+  mine = tok and tok ~= marker and redis.call('zscore', K, tok)
+  if mine and tonumber(mine) <= now then mine = nil end
+  if owners > 0 then
+    local excl = owners == 1 and (marked or marker == '')
+    if mine then
+      if excl then c = 1 elseif owners == 1 then c = 8 else c = 9 end
+    elseif excl then c = 4 else c = 10 end
+  end
+elseif ty ~= 'none' then
+  c = 4
+end
+local function reply(acted)
+  if not detail then return acted + 2 * c end
+  return {acted, c, pt, false, redis.call('pttl', K)}
+end
+local function settle()
+  local top = redis.call('zrevrange', K, 0, 0, 'withscores')[2]
+  if top then redis.call('pexpireat', K, top) end
+end
+local function score(exclusive)
+  redis.call('zremrangebyscore', K, '-inf', now)
+  local d = now + ttl
+  if mine and tonumber(mine) > d then d = tonumber(mine) end
+  redis.call('zadd', K, d, tok)
+  if exclusive and marker ~= '' then redis.call('zadd', K, d, marker) end
+  settle()
+end
+`
+
+var (
+	refOwnersAcquire = resp.NewScript([]byte("-- redlock-proxy acquire (owners): a free lock, exclusively\n" + ownersPrelude + `if c == 0 or c == 8 and promotes then score(true) return reply(1) end
+return reply(0)`))
+	refOwnersExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire (owners): a free lock or the caller's, exclusively\n" + ownersPrelude + `if c == 0 or c == 1 or c == 8 and promotes then score(true) return reply(1) end
+return reply(0)`))
+	refOwnersShare = resp.NewScript([]byte("-- redlock-proxy share (owners): a lock no other holds exclusively, shared\n" + ownersPrelude + `if c == 0 or c == 8 or c == 9 or c == 10 or c == 1 and demotes then
+  if c == 1 and marker ~= '' then redis.call('zrem', K, marker) end
+  score(false)
+  return reply(1)
+end
+return reply(0)`))
+	refOwnersExtend = resp.NewScript([]byte("-- redlock-proxy extend (owners): the caller's lock, never shorter\n" + ownersPrelude + `if c == 1 or c == 8 or c == 9 then score(c == 1) return reply(1) end
+return reply(0)`))
+	refOwnersRelease = resp.NewScript([]byte("-- redlock-proxy release (owners): the caller's member, and the marker of its exclusive lock\n" + ownersPrelude + `if c == 1 or c == 8 or c == 9 then
+  redis.call('zrem', K, tok)
+  if c == 1 and marker ~= '' then redis.call('zrem', K, marker) end
+  settle()
+  return reply(1)
+end
+return reply(0)`))
+	refOwnersQuery = resp.NewScript([]byte("-- redlock-proxy query (owners): read the lock\n" + ownersPrelude + `return reply(1)`))
 )
 
 // evalsha holds "EVALSHA <sha>" encoded, per reference script.
 var evalsha = func() map[*resp.Script][]byte {
 	m := map[*resp.Script][]byte{}
-	for _, sc := range []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery} {
+	for _, sc := range references {
 		m[sc] = resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), sc.Sha)
 	}
 	return m
 }()
 
+// references are every reference script.
+var references = []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refDelete,
+	refOwnersAcquire, refOwnersExtendOrAcquire, refOwnersShare, refOwnersExtend, refOwnersRelease, refOwnersQuery}
+
 // Reference returns the script the backends run for the class's role.
 func (c *Class) Reference() *resp.Script {
+	if c.Shape == ShapeOwners {
+		switch c.Role {
+		case RoleAcquire:
+			return refOwnersAcquire
+		case RoleExtendOrAcquire:
+			return refOwnersExtendOrAcquire
+		case RoleShare:
+			return refOwnersShare
+		case RoleExtend:
+			return refOwnersExtend
+		case RoleRelease:
+			return refOwnersRelease
+		}
+		return refOwnersQuery
+	}
 	switch c.Role {
+	case RoleDelete:
+		return refDelete
 	case RoleAcquire:
 		return refAcquire
 	case RoleRelease:
@@ -201,6 +307,9 @@ type CallArgs struct {
 // role's reference, or the query reference for a read-only call.
 func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
 	if a.ReadOnly {
+		if c.Shape == ShapeOwners {
+			return refOwnersQuery
+		}
 		return refQuery
 	}
 	return c.Reference()
@@ -213,12 +322,16 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly
+	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape == ShapeString
 	nk := len(keys)
 	if companions {
 		nk *= 2
 	}
-	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok)
+	owners := 0
+	if c.Shape == ShapeOwners {
+		owners = 1 // the marker, after the token
+	}
+	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok+owners)
 	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
@@ -257,12 +370,21 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.NoTTLActs {
 		flags |= 2
 	}
+	if c.Promotes {
+		flags |= 4
+	}
+	if c.Demotes {
+		flags |= 8
+	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
 		dst = appendInt(dst, n)
 	}
 	for k := 0; k < ntok; k++ {
 		t := c.Tokens[min(k, len(c.Tokens)-1)]
 		dst = resp.AppendBulk(dst, argv[t])
+	}
+	if owners == 1 {
+		dst = resp.AppendBulkString(dst, c.Marker)
 	}
 	return dst
 }
@@ -308,9 +430,10 @@ func (c *Class) referenceArgs(keys, argv []string, a CallArgs) []string {
 
 // IsReference reports whether sc is one of the reference scripts.
 func IsReference(sc *resp.Script) bool {
-	switch sc {
-	case refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery:
-		return true
+	for _, r := range references {
+		if sc == r {
+			return true
+		}
 	}
 	return false
 }

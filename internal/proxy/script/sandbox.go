@@ -48,6 +48,9 @@ type Program struct {
 	Sha    string
 	proto  *lua.FunctionProto
 	concat bool // uses "..": registers are watched for long strings
+	// strs are the script's string constants, in order, each once: the
+	// names a script may give a member of its own (a lock's marker).
+	strs []string
 }
 
 // Compile reads, checks and compiles a script. The refusal says why a
@@ -76,6 +79,7 @@ func compile(body []byte) (*Program, *refusal) {
 		return nil, w.ref
 	}
 	p.concat = w.concats > 0
+	p.strs = w.strs
 	proto, err := compileChunk(chunk, p.Sha)
 	if err != nil {
 		return nil, refuse(refuseOther, "does not compile: %s", oneLine(err.Error()))
@@ -117,7 +121,11 @@ func oneLine(s string) string {
 type walker struct {
 	concats int
 	ref     *refusal
+	strs    []string
 }
+
+// maxConstants bounds the string constants a program keeps.
+const maxConstants = 64
 
 func (w *walker) fail(format string, args ...any) {
 	if w.ref == nil {
@@ -199,10 +207,16 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 		return
 	}
 	switch e := e.(type) {
-	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.NumberExpr, *ast.StringExpr, *ast.Comma3Expr, *ast.IdentExpr:
+	case *ast.StringExpr:
+		if len(e.Value) <= 64 && len(w.strs) < maxConstants && !slices.Contains(w.strs, e.Value) {
+			w.strs = append(w.strs, e.Value)
+		}
+	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.NumberExpr, *ast.Comma3Expr, *ast.IdentExpr:
 	case *ast.AttrGetExpr:
 		w.expr(e.Object, d+1, loop)
-		w.expr(e.Key, d+1, loop)
+		if _, ok := e.Key.(*ast.StringExpr); !ok { // a field name is no constant of the script's
+			w.expr(e.Key, d+1, loop)
+		}
 	case *ast.TableExpr:
 		for _, f := range e.Fields {
 			w.expr(f.Key, d+1, loop)
@@ -268,6 +282,7 @@ type result struct {
 	ref     *refusal
 	steps   int
 	touched map[string]bool // the keys commands were given
+	zset    bool            // it called a sorted-set command
 }
 
 // noTTL refuses a run that left a key it wrote without an expiry (a key
@@ -526,6 +541,7 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 	r.m = m
 	wrote := map[string]string{}
 	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched, wrote: wrote}
+	defer func() { res.zset = r.sb.zset }()
 	defer func() {
 		// gopher-lua turns errors inside scripts into errors; this guards
 		// against a panic anywhere else.
@@ -582,6 +598,7 @@ type sandbox struct {
 	keys    map[string]bool
 	touched map[string]bool
 	wrote   map[string]string // the keys written, by the last command that wrote them
+	zset    bool              // a sorted-set command was called
 }
 
 // call is redis.call (raise) and redis.pcall.
@@ -597,6 +614,9 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 		default:
 			return sb.m.stop(L, refuse(refuseOther, "passes a %s to redis.call (Redis accepts strings and numbers only)", v.Type()))
 		}
+	}
+	if len(args) > 0 && len(args[0]) > 1 && (args[0][0] == 'z' || args[0][0] == 'Z') {
+		sb.zset = true
 	}
 	v, ref := sb.st.exec(args, sb.keys, sb.touched, sb.wrote)
 	if ref != nil {

@@ -39,6 +39,9 @@ func prefix(s string, n int) string {
 // keyCase classifies one key; thr is the least PTTL that is not low
 // (when the class has a minimum).
 func (c *Class) keyCase(st *State, key, tok string, thr int64) Case {
+	if c.Shape == ShapeOwners {
+		return c.ownersCase(st, key, tok)
+	}
 	it, ok := st.lookup(key)
 	if !ok {
 		return CaseMissing
@@ -90,7 +93,7 @@ func (c *Class) situate(before, after *State, keys, argv []string) *Situation {
 	if len(keys) > 0 {
 		key := keys[focus]
 		s.PTTL = before.pttl(key)
-		if it, ok := before.lookup(key); ok {
+		if it, ok := before.lookup(key); ok && it.Type == TypeString && c.Shape == ShapeString {
 			s.Value, s.HasValue = []byte(it.Value), true
 		}
 		s.PTTLAfter = after.pttl(key)
@@ -165,6 +168,25 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 		cases[k] = c.keyCase(out, key, c.token(argv, k), thr)
 	}
 	cs, _ := c.Combine(cases)
+	if c.Role == RoleDelete {
+		deleted := false
+		for _, key := range keys {
+			if _, ok := out.lookup(key); ok {
+				delete(out.Keys, key)
+				deleted = true
+			}
+		}
+		return out, deleted
+	}
+	if c.Shape == ShapeOwners {
+		if !c.Acts(cs) {
+			return out, false
+		}
+		for k, key := range keys {
+			c.simulateOwners(out, key, c.token(argv, k), cases[k], ms)
+		}
+		return out, true
+	}
 	switch c.Role {
 	case RoleAcquire:
 		if cs != CaseMissing {

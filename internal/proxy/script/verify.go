@@ -87,8 +87,45 @@ func (c *classifier) variants(cl *Class) []argVariant {
 	return out
 }
 
+// ownerStates lists the probe states of a variant for a lock of several
+// owners (one key): free, expired, the caller's (exclusive, shared alone,
+// shared with another owner) with several deadlines, another owner's
+// (exclusive) and others' (shared), and a string held by another value.
+func (c *classifier) ownerStates(cl *Class, v argVariant) [][]keySpec {
+	tok := cl.token(v.argv, 0)
+	m := cl.Marker
+	ttls := []int64{ttlLong1, ttlLong2 + 7_000, ttlShort}
+	if !v.full {
+		ttls = ttls[:1]
+	}
+	one := func(s keySpec) []keySpec { return []keySpec{s} }
+	out := [][]keySpec{one(keySpec{}), one(keySpec{held: true, zset: true, mine: true, value: tok, ttl: -1000, marker: m})}
+	for _, t := range ttls {
+		own := keySpec{held: true, zset: true, mine: true, value: tok, ttl: t}
+		excl := own
+		excl.marker = m
+		with := own
+		with.others = 1
+		out = append(out, one(excl), one(with))
+		if m != "" {
+			out = append(out, one(own))
+		}
+	}
+	out = append(out,
+		one(keySpec{held: true, zset: true, others: 1, marker: m, ttl: ttlLong1}),
+		one(keySpec{held: true, zset: true, others: 2, ttl: ttlLong1}),
+		one(keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1}))
+	if v.full {
+		out = append(out, one(keySpec{held: true, value: tok, ttl: ttlLong1}), one(keySpec{held: true, zset: true, others: 1, ttl: ttlLong1}))
+	}
+	return out
+}
+
 // states lists the probe states of a variant.
 func (c *classifier) states(cl *Class, v argVariant) [][]keySpec {
+	if cl.Shape == ShapeOwners {
+		return c.ownerStates(cl, v)
+	}
 	n := len(v.keys)
 	thr := cl.threshold(v.argv)
 	ok := []int64{ttlLong1, ttlLong2, ttlShort}
@@ -260,6 +297,9 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		return sample{}, withProbe(ref, desc)
 	}
 	want, _ := cl.simulate(st, keys, argv)
+	if cl.Role == RoleDelete {
+		res.state = settled(res.state)
+	}
 	if !sameKeys(keys, res.state, want) {
 		got := c.names.effect(keys, argv, st, res.state)
 		sit := cl.situate(st, want, keys, argv)

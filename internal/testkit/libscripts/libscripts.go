@@ -306,3 +306,62 @@ func Installed(dir string) ([]Script, error) {
 	}
 	return append(out, p...), nil
 }
+
+// symfonyDump prints the scripts Symfony Lock's RedisStore sends, as JSON:
+// it is given a phpredis client that records what it is asked to
+// evaluate, and answers 1 (so the store takes TIME to be usable in
+// scripts, as on Redis 7).
+const symfonyDump = `require_once 'Symfony/Component/Lock/autoload.php';
+class Recorder extends \Redis {
+    public $seen = [];
+    public function __construct() {}
+    #[\ReturnTypeWillChange]
+    public function eval($script, $args = [], $n = 0) { $this->seen[] = [$script, $args, $n]; return 1; }
+    #[\ReturnTypeWillChange]
+    public function clearLastError() { return true; }
+    #[\ReturnTypeWillChange]
+    public function getLastError() { return null; }
+}
+$r = new Recorder();
+$store = new Symfony\Component\Lock\Store\RedisStore($r, 30);
+$key = new Symfony\Component\Lock\Key('res');
+$store->save($key);
+$store->saveRead($key);
+$store->putOffExpiration($key, 30);
+$store->exists($key);
+$store->delete($key);
+$out = [];
+foreach (['probe', 'save', 'saveRead', 'putOffExpiration', 'exists', 'delete'] as $i => $name) {
+    $out[$name] = ['text' => $r->seen[$i][0], 'args' => array_map('strval', $r->seen[$i][1])];
+}
+echo json_encode($out);`
+
+// Symfony returns the scripts of Symfony Lock's RedisStore (Debian's
+// php-symfony-lock), with the arguments it passes: KEYS[1], then ARGV.
+// The names are the store's methods; "probe" is its check that TIME may be
+// called in a script.
+func Symfony() ([]Script, error) {
+	cmd := exec.Command("php", "-r", symfonyDump)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libscripts: php cannot load Symfony Lock (apt-get install php-cli php-redis php-symfony-lock): %w: %s", err, stderr.String())
+	}
+	var m map[string]struct {
+		Text string   `json:"text"`
+		Args []string `json:"args"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("libscripts: php output: %w", err)
+	}
+	var out []Script
+	for _, name := range []string{"probe", "save", "saveRead", "putOffExpiration", "exists", "delete"} {
+		s, ok := m[name]
+		if !ok || s.Text == "" || len(s.Args) == 0 {
+			return nil, fmt.Errorf("libscripts: php printed no %s", name)
+		}
+		out = append(out, Script{Library: "symfony/lock", Name: "RedisStore::" + name, Text: s.Text, Keys: s.Args[:1], Argv: s.Args[1:]})
+	}
+	return out, nil
+}
