@@ -3,9 +3,9 @@
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, Node.js and the npm packages of the npm library
-# tests, Debian's python3-redis for redis-py, PHP with phpredis and
-# Laravel's cache and redis components); a dependency that is still missing
-# fails the run.
+# tests, Debian's python3-redis for redis-py, PHP with phpredis, Laravel's
+# cache and redis components and Symfony's lock component); a dependency
+# that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,6 +19,11 @@ laravel_ok() {
     exit(extension_loaded("redis") && class_exists("Illuminate\Cache\PhpRedisLock") && class_exists("Illuminate\Redis\RedisManager") ? 0 : 1);' >/dev/null 2>&1
 }
 
+symfony_ok() {
+  php -r 'require "Symfony/Component/Lock/autoload.php";
+    exit(extension_loaded("redis") && class_exists("Symfony\Component\Lock\Store\RedisStore") ? 0 : 1);' >/dev/null 2>&1
+}
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
@@ -26,6 +31,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 redispy_ok || missing+=(python3 python3-redis)
 laravel_ok || missing+=(php-cli php-redis php-illuminate-cache php-illuminate-redis)
+symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -38,6 +44,7 @@ for tool in redis-server redis-cli node npm; do
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
 laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
+symfony_ok || { echo "php with phpredis and php-symfony-lock are required and could not be installed" >&2; exit 1; }
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
