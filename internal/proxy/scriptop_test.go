@@ -422,3 +422,29 @@ func TestScriptDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// A script first seen with a deadline already passed is read as it is
+// with one ahead: rueidislock's extend stays an extend (with the deadline
+// passed it deletes the lock on one Redis, which would read as a release
+// and delete the lock of any later call), so that call leaves the lock as
+// it was, and a later one extends it.
+func TestScriptFirstSeenWithAPassedDeadline(t *testing.T) {
+	ext := rueidislockScript(t, "extend")
+	s, m := modelServer(5)
+	m.set([]int{0, 1, 2, 3, 4}, "k", "tok", 10000)
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(-time.Second))...); v.String() != ":0" {
+		t.Fatalf("extend to a second ago, first seen = %v; want :0", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] != 10000 {
+		t.Fatalf("after it the lock is on %v with %v; want as it was", nodes, pttls)
+	}
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(20*time.Second))...); v.String() != ":1" {
+		t.Fatalf("extend to 20 s from now = %v; want :1", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] < 19000 {
+		t.Fatalf("after the extend the lock is on %v with %v; want extended", nodes, pttls)
+	}
+	if v := do(t, s, "SCRIPT", "EXPLAIN", script.Sha1([]byte(ext))); !strings.Contains(v.String(), "role: extend") || strings.Contains(v.String(), "role: release") {
+		t.Fatalf("EXPLAIN = %v; want the extend alone", v)
+	}
+}

@@ -65,7 +65,7 @@ func Classify(p *Program, keys, argv []string) (*Class, *Refusal) {
 
 // classifyAt is Classify with the sandbox's clock at now.
 func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
-	c := &classifier{p: p, keys: keys, argv: argv, left: classifyBudget, now: now}
+	c := &classifier{p: p, keys: keys, argv: aheadOf(argv, now), left: classifyBudget, now: now}
 	defer func() {
 		if c.r != nil {
 			c.r.close()
@@ -81,6 +81,46 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	cl.KeyArgs = c.extra
 	cl.Source = "classified"
 	return cl.Finish(), nil
+}
+
+// pastSpan is how far back an argument may be a deadline that has passed;
+// aheadMs is how far ahead aheadOf puts it (unlike any probe's TTL).
+const (
+	pastSpan = 10 * 365 * 24 * 3600 * 1000
+	aheadMs  = 37_911
+)
+
+// aheadOf returns the arguments with every one that reads as a deadline
+// already passed (an integer Unix time in ms or s, at most ten years ago)
+// moved ahead of now. A script is classified by what it does with a
+// deadline ahead: with one passed, an extend (PEXPIREAT) deletes the lock
+// and would read as a release, which a late call must never be. The call
+// itself is then judged with its own deadline (Class.TTL: nothing left).
+func aheadOf(argv []string, now int64) []string {
+	var out []string
+	for i, a := range argv {
+		n, ok := parseInt(a)
+		if !ok {
+			continue
+		}
+		var ahead int64
+		switch {
+		case n >= now-pastSpan && n <= now:
+			ahead = now + aheadMs
+		case n >= (now-pastSpan)/1000 && n <= now/1000:
+			ahead = now/1000 + aheadMs/1000
+		default:
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(argv)
+		}
+		out[i] = strconv.FormatInt(ahead, 10)
+	}
+	if out == nil {
+		return argv
+	}
+	return out
 }
 
 // lockKeys finds which KEYS the script uses as keys: some libraries pass

@@ -374,7 +374,10 @@ func (c *classifier) controls(cl *Class) *refusal {
 			continue
 		}
 		control := false
-		for _, alt := range []string{"0", "1", "7", "", orig + "x"} {
+		// Small numbers, nothing, another string, and deadlines ahead (in
+		// ms and s): an argument that is a time changes what the script
+		// does.
+		for _, alt := range []string{"0", "1", "7", "", orig + "x", strconv.FormatInt(c.now+ttlLong2, 10), strconv.FormatInt(c.now/1000+ttlLong2/1000, 10)} {
 			if alt == orig || control {
 				continue
 			}
