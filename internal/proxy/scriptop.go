@@ -191,7 +191,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	if cl.Writes() {
 		var ok bool
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
-		ttl, ok = cl.TTL(argv, time.Now().UnixMilli())
+		ttl, ok = cl.TTL(argv)
 		if !ok {
 			c.replyErr(msgNotInteger)
 			return

@@ -48,8 +48,18 @@ func Roles() []Role {
 	return out
 }
 
-// ParseRole reads a role name as written in the configuration.
+// ParseRole reads a role name as written in the configuration, which
+// declares locks kept in strings: share, whose lock has several owners,
+// is the classifier's only.
 func ParseRole(s string) (Role, error) {
+	r, err := parseRole(s)
+	if err == nil && r == RoleShare {
+		return RoleUnknown, fmt.Errorf("script: role share is a lock of several owners, which the classifier reads from the script itself; a configuration declares locks kept in strings")
+	}
+	return r, err
+}
+
+func parseRole(s string) (Role, error) {
 	for r := RoleAcquire; r < numRoles; r++ {
 		if roleNames[r] == s {
 			return r, nil
@@ -298,11 +308,15 @@ func (r Role) Acquires() bool {
 	return r == RoleAcquire || r == RoleExtendOrAcquire || r == RoleShare
 }
 
-// TTL returns the TTL a call asks for, from its arguments, at now (ms
-// since the Unix epoch): ok is false when the argument is not a positive
-// integer. A deadline's TTL is what is left of it at now, zero or less
-// once it has passed.
-func (c *Class) TTL(argv [][]byte, now int64) (time.Duration, bool) {
+// TTL returns the TTL a call asks for, from its arguments, now: ok is
+// false when the argument is not a positive integer. A deadline's TTL is
+// what is left of it, zero or less once it has passed.
+func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
+	return c.TTLAt(argv, time.Now().UnixMilli())
+}
+
+// TTLAt is TTL at now (ms since the Unix epoch).
+func (c *Class) TTLAt(argv [][]byte, now int64) (time.Duration, bool) {
 	if c.TTLArg < 0 {
 		return c.TTLConst, true
 	}
@@ -665,7 +679,7 @@ func ParseSpec(s string) (*Class, error) {
 	if len(words) == 0 {
 		return nil, fmt.Errorf("script: empty spec")
 	}
-	role, err := ParseRole(words[0])
+	role, err := parseRole(words[0])
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []
 
 	t0 = time.Now()
 	r.setState(keys, specs)
-	ttl, _ := cl.TTL(strArgs(argv), time.Now().UnixMilli())
+	ttl, _ := cl.TTLAt(strArgs(argv), time.Now().UnixMilli())
 	ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(argv), CapMs: 1 << 40, Detailed: true}
 	ref := eval(string(cl.Reference().Body), keys, cl.referenceArgs(keys, argv, ca))
 	after2 := r.state(keys)
@@ -322,7 +322,7 @@ func TestReferenceScriptsOnRedisDoWhatTheRolesMean(t *testing.T) {
 			want, acted := cl.simulateRef(st, keys, a)
 			t0 := time.Now()
 			r.setState(keys, specs)
-			ttl, _ := cl.TTL(strArgs(a), time.Now().UnixMilli())
+			ttl, _ := cl.TTLAt(strArgs(a), time.Now().UnixMilli())
 			ca := CallArgs{TTLms: ttl.Milliseconds(), LowMs: cl.threshold(a), CapMs: 1 << 40, Detailed: true}
 			a2 := append(append([]string{"EVAL", string(cl.Reference().Body), strconv.Itoa(len(keys))}, keys...), cl.referenceArgs(keys, a, ca)...)
 			v := r.do(a2...)
@@ -392,7 +392,7 @@ func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 		if fresh {
 			r.do("DEL", "k")
 		}
-		ttl, _ := cl.TTL(strArgs(argv), time.Now().UnixMilli())
+		ttl, _ := cl.TTLAt(strArgs(argv), time.Now().UnixMilli())
 		b := cl.AppendReference(nil, strArgs([]string{"k"}), strArgs(argv), CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Companion: "c:"})
 		rd := resp.NewReader(bufio.NewReader(bytes.NewReader(b)), resp.ReaderLimits{})
 		cmd, _ := rd.Read()

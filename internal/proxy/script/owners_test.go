@@ -181,7 +181,7 @@ func TestSymfonyScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				after1 := r.owners(key)
 
 				set()
-				ttl, _ := cl.TTL(strArgs(v.argv), r.redisNow())
+				ttl, _ := cl.TTLAt(strArgs(v.argv), r.redisNow())
 				ca := CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Detailed: true}
 				ref := r.evalOn(string(cl.Reference().Body), v.keys, cl.referenceArgs(v.keys, v.argv, ca))
 				after2 := r.owners(key)

@@ -155,7 +155,7 @@ func (c *Class) Combine(cases []Case) (Case, int) {
 // after the call, and whether the role acted.
 func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 	out := st.clone()
-	ttl, ok := c.TTL(strArgs(argv), st.Now)
+	ttl, ok := c.TTLAt(strArgs(argv), st.Now)
 	if c.writes() && !ok {
 		return out, false
 	}
