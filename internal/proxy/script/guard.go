@@ -2,8 +2,10 @@ package script
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
@@ -100,7 +102,17 @@ func (e *emitter) w(parts ...string) {
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-var numberRE = regexp.MustCompile(`^(0[xX][0-9a-fA-F]+|[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?|[0-9]+\.)$`)
+
+// luaNumeral writes a number as a Lua 5.1 numeral of the same value.
+func luaNumeral(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "1e999"
+	case f == math.Trunc(f) && math.Abs(f) < 1<<53:
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', 17, 64)
+}
 
 func (e *emitter) name(n string) {
 	if !identRE.MatchString(n) {
@@ -114,9 +126,20 @@ func (e *emitter) name(n string) {
 // it).
 func (e *emitter) block(ss []ast.Stmt, sc scope) scope {
 	sc = sc.with()
-	for _, s := range ss {
+	for i, s := range ss {
 		if e.err != "" {
 			return sc
+		}
+		switch s.(type) {
+		case *ast.ReturnStmt, *ast.BreakStmt:
+			if i < len(ss)-1 {
+				// Lua 5.1 wants return and break last in a block: in one of
+				// their own, written as a do block's last statement is.
+				e.w("do\n")
+				e.stmt(s, sc)
+				e.w("\nend\n")
+				continue
+			}
 		}
 		sc = e.stmt(s, sc)
 		e.w("\n")
@@ -237,12 +260,13 @@ func (e *emitter) stmt(s ast.Stmt, sc scope) scope {
 		}
 		e.funcBody(s.Func, sc, method)
 	case *ast.ReturnStmt:
-		// In a block of its own: Lua 5.1 wants return last in a block.
-		e.w("do return ")
-		e.exprs(s.Exprs, sc)
-		e.w(" end")
+		e.w("return")
+		if len(s.Exprs) > 0 {
+			e.w(" ")
+			e.exprs(s.Exprs, sc)
+		}
 	case *ast.BreakStmt:
-		e.w("do break end")
+		e.w("break")
 	default:
 		e.fail("uses a statement the vote guard does not write back (%T)", s)
 	}
@@ -305,11 +329,12 @@ func (e *emitter) expr(x ast.Expr, sc scope) {
 	case *ast.NilExpr:
 		e.w("nil")
 	case *ast.NumberExpr:
-		if !numberRE.MatchString(x.Value) {
+		f, ok := luaNumber(x.Value)
+		if !ok {
 			e.fail("writes the number %q in a form the vote guard does not write back", x.Value)
 			return
 		}
-		e.w("(", x.Value, ")")
+		e.w("(", luaNumeral(f), ")")
 	case *ast.StringExpr:
 		e.w(luaQuote(x.Value))
 	case *ast.Comma3Expr:
@@ -406,6 +431,18 @@ func (e *emitter) binary(l ast.Expr, op string, r ast.Expr, sc scope) {
 // operand): parenthesized, which also cuts a call or ... to one value, as
 // the operator does.
 func (e *emitter) operand(x ast.Expr, sc scope) {
+	switch x := x.(type) {
+	case *ast.FuncCallExpr:
+		if x.AdjustRet { // already cut to one value, and parenthesized
+			e.expr(x, sc)
+			return
+		}
+	case *ast.Comma3Expr:
+		if x.AdjustRet {
+			e.expr(x, sc)
+			return
+		}
+	}
 	e.w("(")
 	e.expr(x, sc)
 	e.w(")")
@@ -418,10 +455,6 @@ func (e *emitter) prefix(x ast.Expr, sc scope) {
 	case *ast.IdentExpr, *ast.AttrGetExpr:
 		e.expr(x, sc)
 	case *ast.FuncCallExpr:
-		if x.AdjustRet {
-			e.expr(x, sc)
-			return
-		}
 		e.expr(x, sc)
 	default:
 		e.operand(x, sc)

@@ -211,7 +211,11 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 		if len(e.Value) <= 64 && len(w.strs) < maxConstants && !slices.Contains(w.strs, e.Value) {
 			w.strs = append(w.strs, e.Value)
 		}
-	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.NumberExpr, *ast.Comma3Expr, *ast.IdentExpr:
+	case *ast.NumberExpr:
+		if _, ok := luaNumber(e.Value); !ok {
+			w.fail("writes the number %s, which Redis's Lua and the classifier's interpreter read differently (a leading zero, 0b, 0o or _)", strconv.Quote(e.Value))
+		}
+	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.Comma3Expr, *ast.IdentExpr:
 	case *ast.AttrGetExpr:
 		w.expr(e.Object, d+1, loop)
 		if _, ok := e.Key.(*ast.StringExpr); !ok { // a field name is no constant of the script's
@@ -911,4 +915,30 @@ func Eval(body []byte, keys, argv []string, st *State) (resp.Value, *State, erro
 		return resp.Value{}, st, errors.New(res.ref.reason)
 	}
 	return res.reply, res.state, nil
+}
+
+// luaNumber is the value of a numeral as both Lua 5.1 and gopher-lua read
+// it: ok is false where they differ (gopher-lua reads 010 as octal, and
+// takes 0b, 0o and underscores) or the numeral is not Lua 5.1's.
+func luaNumber(tok string) (float64, bool) {
+	if h, ok := strings.CutPrefix(strings.ToLower(tok), "0x"); ok {
+		n, err := strconv.ParseUint(h, 16, 64)
+		return float64(n), err == nil && !strings.Contains(h, "_")
+	}
+	if strings.ContainsAny(tok, "_xXbBoOpP") {
+		return 0, false
+	}
+	if len(tok) > 1 && tok[0] == '0' && tok[1] >= '0' && tok[1] <= '9' {
+		// gopher-lua reads a leading zero as octal where it can.
+		if _, err := strconv.ParseInt(tok, 0, 64); err == nil {
+			if v, _ := strconv.ParseFloat(tok, 64); v != 0 {
+				return 0, false
+			}
+		}
+	}
+	f, err := strconv.ParseFloat(tok, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
 }
