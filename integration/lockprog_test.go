@@ -275,6 +275,11 @@ func (lt lockTarget) checkStep(st traceStep) error {
 	if st.Key == "" {
 		return fmt.Errorf("trace step %q names no key", st.Step)
 	}
+	return lt.eventually(check)
+}
+
+// eventually retries check until it passes or settle has passed.
+func (lt lockTarget) eventually(check func() error) error {
 	deadline := time.Now().Add(lt.settle)
 	for {
 		err := check()
@@ -283,6 +288,18 @@ func (lt lockTarget) checkStep(st traceStep) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// mastersOnly is a target of n fresh redis-server processes with no
+// address to lock on: for tests of the checks themselves.
+func mastersOnly(t *testing.T, n int) lockTarget {
+	var lt lockTarget
+	for _, s := range startRedis(t, n) {
+		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { d.Close() })
+		lt.masters = append(lt.masters, d)
+	}
+	return lt
 }
 
 // stringCheck is the check of a step on a string lock.
@@ -391,13 +408,7 @@ func testTraceScenarios(t *testing.T, lt lockTarget, scenarios []traceScenario, 
 // TestLockTraceCheckSeesWrongMasters feeds the master checks states that
 // are wrong for the step: each must be reported.
 func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
-	servers := startRedis(t, 5)
-	var lt lockTarget
-	for _, s := range servers {
-		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
-		t.Cleanup(func() { d.Close() })
-		lt.masters = append(lt.masters, d)
-	}
+	lt := mastersOnly(t, 5)
 	ctx := context.Background()
 	key := uniqueKey("tracecheck")
 	setOn := func(n int, value string, ttl time.Duration) {

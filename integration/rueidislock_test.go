@@ -104,18 +104,6 @@ func (lt lockTarget) lockHeld(keys []string, need int, validity time.Duration) (
 	return held, nil
 }
 
-// eventually retries check until it passes or settle has passed.
-func (lt lockTarget) eventually(check func() error) error {
-	deadline := time.Now().Add(lt.settle)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // lockGone checks that no master holds any of the keys.
 func (lt lockTarget) lockGone(keys []string) error {
 	for _, k := range keys {
@@ -135,6 +123,24 @@ func (lt lockTarget) dropOnMajority(t *testing.T, keys []string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// hold takes a free lock with a locker of its own, and waits until a
+// majority of the masters hold it.
+func (rc rueidislockConfig) hold(t *testing.T, lt lockTarget, validity time.Duration) (keys []string, ctx context.Context, cancel context.CancelFunc) {
+	t.Helper()
+	l := rc.locker(t, lt.addr, validity)
+	name := uniqueKey("rueidislock")
+	ctx, cancel, err := l.TryWithContext(context.Background(), name)
+	if err != nil {
+		t.Fatalf("TryWithContext of a free lock: %v", err)
+	}
+	t.Cleanup(cancel)
+	keys = rc.keys(name)
+	if err := lt.eventually(func() error { _, err := lt.lockHeld(keys, int(rc.keyMajority()), validity); return err }); err != nil {
+		t.Fatalf("after acquire: %v", err)
+	}
+	return keys, ctx, cancel
 }
 
 func TestRueidislockAgainstLoneRedis(t *testing.T) {
@@ -204,14 +210,7 @@ func testRueidislock(t *testing.T, target func(*testing.T) lockTarget) {
 
 			t.Run("auto-extension over several validities", func(t *testing.T) {
 				const validity = 1200 * time.Millisecond
-				l := rc.locker(t, lt.addr, validity)
-				name := uniqueKey("rueidislock")
-				keys := rc.keys(name)
-				ctx, cancel, err := l.TryWithContext(context.Background(), name)
-				if err != nil {
-					t.Fatalf("TryWithContext: %v", err)
-				}
-				defer cancel()
+				keys, ctx, _ := rc.hold(t, lt, validity)
 				var first map[string]string
 				for end := time.Now().Add(4 * validity); time.Now().Before(end); time.Sleep(validity / 3) {
 					if ctx.Err() != nil {
@@ -240,17 +239,7 @@ func testRueidislock(t *testing.T, target func(*testing.T) lockTarget) {
 			}
 			t.Run(lostCase, func(t *testing.T) {
 				const validity = 3 * time.Second
-				l := rc.locker(t, lt.addr, validity)
-				name := uniqueKey("rueidislock")
-				keys := rc.keys(name)
-				ctx, cancel, err := l.TryWithContext(context.Background(), name)
-				if err != nil {
-					t.Fatalf("TryWithContext: %v", err)
-				}
-				defer cancel()
-				if err := lt.eventually(func() error { _, err := lt.lockHeld(keys, need, validity); return err }); err != nil {
-					t.Fatalf("after acquire: %v", err)
-				}
+				keys, ctx, _ := rc.hold(t, lt, validity)
 				lost := time.Now()
 				lt.dropOnMajority(t, keys)
 				select {

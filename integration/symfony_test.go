@@ -74,13 +74,7 @@ func TestSymfonyContentionControlLosesUpdates(t *testing.T) {
 // TestOwnersTraceCheckSeesWrongMasters feeds the sorted-set checks states
 // that are wrong for the step: each must be reported.
 func TestOwnersTraceCheckSeesWrongMasters(t *testing.T) {
-	servers := startRedis(t, 5)
-	var lt lockTarget
-	for _, s := range servers {
-		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
-		t.Cleanup(func() { d.Close() })
-		lt.masters = append(lt.masters, d)
-	}
+	lt := mastersOnly(t, 5)
 	ctx := context.Background()
 	key := uniqueKey("ownerscheck")
 	// setOn makes the first n masters hold the members, each with its TTL.

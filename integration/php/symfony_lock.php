@@ -17,39 +17,18 @@
 //   php symfony_lock.php --addr 127.0.0.1:6379 --scenario lifecycle
 
 require_once 'Symfony/Component/Lock/autoload.php';
+require_once __DIR__ . '/lockprog.php';
 
 use Symfony\Component\Lock\Key;
 use Symfony\Component\Lock\LockFactory;
 use Symfony\Component\Lock\Store\RedisStore;
 
-class CheckFailed extends Exception {}
-
-function check(bool $cond, string $msg): void
-{
-    if (!$cond) {
-        throw new CheckFailed($msg);
-    }
-}
-
 $opts = getopt('', ['addr:', 'scenario:', 'prefix:', 'wait-ack', 'workers:', 'rounds:', 'no-lock']);
 $waitAck = isset($opts['wait-ack']);
 $noLock = isset($opts['no-lock']);
 $prefix = $opts['prefix'] ?? 'symfony';
+$traceFields = ['shape' => 'owners'];
 [$host, $port] = explode(':', $opts['addr'] ?? '') + [1 => ''];
-
-function emit(string $step, array $fields = []): void
-{
-    global $waitAck;
-    $fields['step'] = $step;
-    if ($step !== 'done' && $step !== 'error' && $step !== 'contention') {
-        $fields['shape'] = 'owners';
-    }
-    fwrite(STDOUT, json_encode($fields) . "\n");
-    fflush(STDOUT);
-    if ($waitAck && $step !== 'done' && $step !== 'error' && fgets(STDIN) === false) {
-        throw new CheckFailed('the checker went away');
-    }
-}
 
 // factory returns a lock factory over a fresh connection (a forked child
 // must not share its parent's socket). $ttl is the store's initial TTL in
@@ -133,54 +112,21 @@ function expired(string $name): void
 
 // handoff: a forked process blocks in acquire(true) while this one holds
 // the lock, and gets it soon after this one releases.
-function handoff(string $name): void
+function handoffScenario(string $name): void
 {
-    $dir = sys_get_temp_dir() . '/symfony-lock-' . getmypid() . '-' . bin2hex(random_bytes(4));
-    mkdir($dir);
     $a = new Held(factory(), $name, 10);
     check($a->lock->acquire() === true, 'acquire() of a free lock returned false');
     emit('acquire', ['key' => $name, 'token' => $a->token(), 'ttl_ms' => 10000, 'mode' => 'write']);
-
-    $pid = pcntl_fork();
-    check($pid >= 0, 'fork failed');
-    if ($pid === 0) {
-        $code = 1;
-        try {
-            $mine = new Held(factory(), $name, 10);
-            $mine->lock->acquire(true);
-            file_put_contents("$dir/got.tmp", json_encode(['at' => microtime(true), 'owner' => $mine->token()]));
-            rename("$dir/got.tmp", "$dir/got");
-            for ($i = 0; $i < 3000 && !file_exists("$dir/release"); $i++) {
-                usleep(10000);
-            }
-            $mine->lock->release();
-            $code = 0;
-        } catch (Throwable $e) {
-            file_put_contents("$dir/error", get_class($e) . ': ' . $e->getMessage());
-        }
-        exit($code);
-    }
-    try {
-        usleep(500000);
-        check(!file_exists("$dir/got") && !file_exists("$dir/error"), 'the waiter did not block while the lock was held');
-        $releasedAt = microtime(true);
+    $owner = handoff(function () use ($name) {
+        $mine = new Held(factory(), $name, 10);
+        $mine->lock->acquire(true);
+        return [$mine->token(), function () use ($mine) { $mine->lock->release(); return true; }];
+    }, function () use ($a) {
         $a->lock->release();
-        $deadline = microtime(true) + 10;
-        while (!file_exists("$dir/got") && !file_exists("$dir/error")) {
-            check(microtime(true) < $deadline, 'the waiter did not get the lock within 10s of its release');
-            usleep(10000);
-        }
-        check(!file_exists("$dir/error"), 'waiter: ' . @file_get_contents("$dir/error"));
-        $got = json_decode(file_get_contents("$dir/got"), true);
-        check($got['at'] >= $releasedAt, 'the waiter got the lock before it was released');
-        check($got['at'] - $releasedAt < 1.5, sprintf('the waiter got the lock %.2fs after the release', $got['at'] - $releasedAt));
-        emit('handoff', ['key' => $name, 'token' => $got['owner'], 'other' => $a->token(), 'ttl_ms' => 10000, 'mode' => 'write']);
-    } finally {
-        touch("$dir/release");
-        pcntl_waitpid($pid, $status);
-    }
-    check(pcntl_wifexited($status) && pcntl_wexitstatus($status) === 0, 'the waiter failed to release: ' . @file_get_contents("$dir/error"));
-    emit('release', ['key' => $name, 'token' => $got['owner']]);
+    }, 1.5, function (string $owner) use ($name, $a) {
+        emit('handoff', ['key' => $name, 'token' => $owner, 'other' => $a->token(), 'ttl_ms' => 10000, 'mode' => 'write']);
+    });
+    emit('release', ['key' => $name, 'token' => $owner]);
 }
 
 // shared: readers together, a writer refused while they hold it, a reader
@@ -240,55 +186,6 @@ function promote(string $name): void
     emit('release', ['key' => $name, 'token' => $r2->token()]);
 }
 
-// contention: forked processes increment a counter in a file under the
-// lock, with a pause between read and write; no update may be lost.
-function contention(string $name, int $workers, int $rounds, bool $noLock): void
-{
-    $file = tempnam(sys_get_temp_dir(), 'symfony-counter-');
-    file_put_contents($file, '0');
-    $pids = [];
-    for ($w = 0; $w < $workers; $w++) {
-        $pid = pcntl_fork();
-        check($pid >= 0, 'fork failed');
-        if ($pid === 0) {
-            $code = 0;
-            try {
-                $f = factory();
-                for ($r = 0; $r < $rounds; $r++) {
-                    $lock = $noLock ? null : $f->createLock($name, 10, false);
-                    if ($lock) {
-                        $lock->acquire(true);
-                    }
-                    $v = (int) file_get_contents($file);
-                    usleep(2000);
-                    file_put_contents($file, (string) ($v + 1));
-                    if ($lock) {
-                        $lock->release();
-                    }
-                }
-            } catch (Throwable $e) {
-                fwrite(STDERR, get_class($e) . ': ' . $e->getMessage() . "\n");
-                $code = 1;
-            }
-            exit($code);
-        }
-        $pids[] = $pid;
-    }
-    $failed = 0;
-    foreach ($pids as $pid) {
-        pcntl_waitpid($pid, $status);
-        if (!pcntl_wifexited($status) || pcntl_wexitstatus($status) !== 0) {
-            $failed++;
-        }
-    }
-    $counter = (int) file_get_contents($file);
-    unlink($file);
-    check($failed === 0, "$failed workers failed");
-    $want = $workers * $rounds;
-    check($counter === $want, sprintf('lost %d of %d updates', $want - $counter, $want));
-    emit('contention', ['key' => $name, 'increments' => $want, 'counter' => $counter]);
-}
-
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
 try {
@@ -301,7 +198,7 @@ try {
             expired($name);
             break;
         case 'handoff':
-            handoff($name);
+            handoffScenario($name);
             break;
         case 'shared':
             shared($name);
@@ -310,7 +207,22 @@ try {
             promote($name);
             break;
         case 'contention':
-            contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 10), $noLock);
+            contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 10), function () use ($name, $noLock) {
+                $f = factory();
+                return function (callable $increment) use ($f, $name, $noLock) {
+                    if ($noLock) {
+                        $increment();
+                        return;
+                    }
+                    $lock = $f->createLock($name, 10, false);
+                    $lock->acquire(true);
+                    try {
+                        $increment();
+                    } finally {
+                        $lock->release();
+                    }
+                };
+            });
             break;
         default:
             throw new CheckFailed("unknown scenario '$scenario'");

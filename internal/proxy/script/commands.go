@@ -100,14 +100,14 @@ var lockCommands = map[string]*command{
 	"hsetnx":  {4, keysFirst, true, cmdHSetNX},
 	"hget":    {3, keysFirst, false, cmdHGet},
 	"hmget":   {-3, keysFirst, false, cmdHGet},
-	"hdel":    {-3, keysFirst, true, cmdHDel},
+	"hdel":    {-3, keysFirst, true, cmdRemove},
 	"hexists": {3, keysFirst, false, cmdHExists},
 	"hlen":    {2, keysFirst, false, cmdLen},
 	"hstrlen": {3, keysFirst, false, cmdHStrlen},
 	"hincrby": {4, keysFirst, true, cmdHIncrBy},
 	// Sets.
 	"sadd":       {-3, keysFirst, true, cmdSAdd},
-	"srem":       {-3, keysFirst, true, cmdSRem},
+	"srem":       {-3, keysFirst, true, cmdRemove},
 	"sismember":  {3, keysFirst, false, cmdSIsMember},
 	"smismember": {-3, keysFirst, false, cmdSIsMember},
 	"scard":      {2, keysFirst, false, cmdLen},
@@ -116,7 +116,7 @@ var lockCommands = map[string]*command{
 	"zincrby":          {4, keysFirst, true, cmdZAdd},
 	"zscore":           {3, keysFirst, false, cmdZScore},
 	"zmscore":          {-3, keysFirst, false, cmdZScore},
-	"zrem":             {-3, keysFirst, true, cmdZRem},
+	"zrem":             {-3, keysFirst, true, cmdRemove},
 	"zcard":            {2, keysFirst, false, cmdLen},
 	"zcount":           {4, keysFirst, false, cmdZCount},
 	"zrange":           {-4, keysFirst, false, cmdZRange},
@@ -861,33 +861,7 @@ func cmdHGet(c *call) (resp.Value, *refusal) {
 		}
 		return resp.Nil
 	}
-	if c.name == "hget" {
-		return get(c.args[2]), nil
-	}
-	out := make([]resp.Value, 0, len(c.args)-2)
-	for _, f := range c.args[2:] {
-		out = append(out, get(f))
-	}
-	return array(out...), nil
-}
-
-func cmdHDel(c *call) (resp.Value, *refusal) {
-	it, ok, typeOK := c.typed(c.args[1], TypeHash)
-	switch {
-	case !typeOK:
-		return c.fail(errWrongType)
-	case !ok:
-		return resp.IntValue(0), nil
-	}
-	n := int64(0)
-	for _, f := range c.args[2:] {
-		if _, ok := it.Hash[f]; ok {
-			n++
-			delete(it.Hash, f)
-		}
-	}
-	c.put(c.args[1], it)
-	return resp.IntValue(n), nil
+	return c.oneOrMany(c.name == "hget", get)
 }
 
 func cmdHExists(c *call) (resp.Value, *refusal) {
@@ -933,6 +907,55 @@ func cmdHIncrBy(c *call) (resp.Value, *refusal) {
 	return resp.IntValue(cur), nil
 }
 
+// removeNames deletes names from m and counts those it held.
+func removeNames[V any](m map[string]V, names []string) int64 {
+	n := int64(0)
+	for _, f := range names {
+		if _, ok := m[f]; ok {
+			n++
+			delete(m, f)
+		}
+	}
+	return n
+}
+
+// cmdRemove is HDEL, SREM and ZREM: fields or members removed, the key
+// deleted once it is empty.
+func cmdRemove(c *call) (resp.Value, *refusal) {
+	t := map[string]Type{"hdel": TypeHash, "srem": TypeSet, "zrem": TypeZset}[c.name]
+	it, ok, typeOK := c.typed(c.args[1], t)
+	switch {
+	case !typeOK:
+		return c.fail(errWrongType)
+	case !ok:
+		return resp.IntValue(0), nil
+	}
+	var n int64
+	switch t {
+	case TypeHash:
+		n = removeNames(it.Hash, c.args[2:])
+	case TypeSet:
+		n = removeNames(it.Set, c.args[2:])
+	default:
+		n = removeNames(it.Zset, c.args[2:])
+	}
+	c.put(c.args[1], it)
+	return resp.IntValue(n), nil
+}
+
+// oneOrMany answers a command of one name (HGET) with get of its third
+// argument, and its many-name form (HMGET) with an array of get of each.
+func (c *call) oneOrMany(single bool, get func(string) resp.Value) (resp.Value, *refusal) {
+	if single {
+		return get(c.args[2]), nil
+	}
+	out := make([]resp.Value, 0, len(c.args)-2)
+	for _, f := range c.args[2:] {
+		out = append(out, get(f))
+	}
+	return array(out...), nil
+}
+
 func boolInt(b bool) resp.Value {
 	if b {
 		return resp.IntValue(1)
@@ -964,40 +987,13 @@ func cmdSAdd(c *call) (resp.Value, *refusal) {
 	return resp.IntValue(n), nil
 }
 
-func cmdSRem(c *call) (resp.Value, *refusal) {
-	it, ok, typeOK := c.typed(c.args[1], TypeSet)
-	switch {
-	case !typeOK:
-		return c.fail(errWrongType)
-	case !ok:
-		return resp.IntValue(0), nil
-	}
-	n := int64(0)
-	for _, m := range c.args[2:] {
-		if _, ok := it.Set[m]; ok {
-			n++
-			delete(it.Set, m)
-		}
-	}
-	c.put(c.args[1], it)
-	return resp.IntValue(n), nil
-}
-
 // cmdSIsMember is SISMEMBER and SMISMEMBER.
 func cmdSIsMember(c *call) (resp.Value, *refusal) {
 	it, _, typeOK := c.typed(c.args[1], TypeSet)
 	if !typeOK {
 		return c.fail(errWrongType)
 	}
-	has := func(m string) resp.Value { _, ok := it.Set[m]; return boolInt(ok) }
-	if c.name == "sismember" {
-		return has(c.args[2]), nil
-	}
-	out := make([]resp.Value, 0, len(c.args)-2)
-	for _, m := range c.args[2:] {
-		out = append(out, has(m))
-	}
-	return array(out...), nil
+	return c.oneOrMany(c.name == "sismember", func(m string) resp.Value { _, ok := it.Set[m]; return boolInt(ok) })
 }
 
 // Sorted sets. Scores are doubles; replies show them as Redis 7.0 does
@@ -1200,33 +1196,7 @@ func cmdZScore(c *call) (resp.Value, *refusal) {
 		}
 		return resp.Nil
 	}
-	if c.name == "zscore" {
-		return get(c.args[2]), nil
-	}
-	out := make([]resp.Value, 0, len(c.args)-2)
-	for _, m := range c.args[2:] {
-		out = append(out, get(m))
-	}
-	return array(out...), nil
-}
-
-func cmdZRem(c *call) (resp.Value, *refusal) {
-	it, ok, typeOK := c.typed(c.args[1], TypeZset)
-	switch {
-	case !typeOK:
-		return c.fail(errWrongType)
-	case !ok:
-		return resp.IntValue(0), nil
-	}
-	n := int64(0)
-	for _, m := range c.args[2:] {
-		if _, ok := it.Zset[m]; ok {
-			n++
-			delete(it.Zset, m)
-		}
-	}
-	c.put(c.args[1], it)
-	return resp.IntValue(n), nil
+	return c.oneOrMany(c.name == "zscore", get)
 }
 
 // cmdZCount is ZCOUNT and ZREMRANGEBYSCORE.

@@ -202,15 +202,11 @@ func (e *emitter) stmt(s ast.Stmt, sc scope) scope {
 	case *ast.FuncCallStmt:
 		e.expr(s.Expr, sc)
 	case *ast.DoBlockStmt:
-		e.w("do\n")
-		e.block(s.Stmts, sc)
-		e.w("end")
+		e.body("do\n", s.Stmts, sc)
 	case *ast.WhileStmt:
 		e.w("while ")
 		e.expr(s.Condition, sc)
-		e.w(" do\n")
-		e.block(s.Stmts, sc)
-		e.w("end")
+		e.body(" do\n", s.Stmts, sc)
 	case *ast.RepeatStmt:
 		e.w("repeat\n")
 		inner := e.block(s.Stmts, sc) // the condition sees the body's locals
@@ -237,17 +233,13 @@ func (e *emitter) stmt(s ast.Stmt, sc scope) scope {
 			e.w(", ")
 			e.expr(s.Step, sc)
 		}
-		e.w(" do\n")
-		e.block(s.Stmts, sc.with(s.Name))
-		e.w("end")
+		e.body(" do\n", s.Stmts, sc.with(s.Name))
 	case *ast.GenericForStmt:
 		e.w("for ")
 		e.names(s.Names)
 		e.w(" in ")
 		e.exprs(s.Exprs, sc)
-		e.w(" do\n")
-		e.block(s.Stmts, sc.with(s.Names...))
-		e.w("end")
+		e.body(" do\n", s.Stmts, sc.with(s.Names...))
 	case *ast.FuncDefStmt:
 		e.w("function ")
 		method := s.Name.Func == nil
@@ -271,6 +263,13 @@ func (e *emitter) stmt(s ast.Stmt, sc scope) scope {
 		e.fail("uses a statement the vote guard does not write back (%T)", s)
 	}
 	return sc
+}
+
+// body writes a block after its opening word, and its end.
+func (e *emitter) body(open string, ss []ast.Stmt, sc scope) {
+	e.w(open)
+	e.block(ss, sc)
+	e.w("end")
 }
 
 // funcTarget writes the name of function a.b.c (a must not be a global
@@ -394,23 +393,23 @@ func (e *emitter) expr(x ast.Expr, sc scope) {
 	case *ast.StringConcatOpExpr:
 		e.binary(x.Lhs, "..", x.Rhs, sc)
 	case *ast.UnaryMinusOpExpr:
-		e.w("(-")
-		e.operand(x.Expr, sc)
-		e.w(")")
+		e.unary("-", x.Expr, sc)
 	case *ast.UnaryNotOpExpr:
-		e.w("(not ")
-		e.operand(x.Expr, sc)
-		e.w(")")
+		e.unary("not ", x.Expr, sc)
 	case *ast.UnaryLenOpExpr:
-		e.w("(#")
-		e.operand(x.Expr, sc)
-		e.w(")")
+		e.unary("#", x.Expr, sc)
 	case *ast.FunctionExpr:
 		e.w("function")
 		e.funcBody(x, sc, false)
 	default:
 		e.fail("uses an expression the vote guard does not write back (%T)", x)
 	}
+}
+
+func (e *emitter) unary(op string, x ast.Expr, sc scope) {
+	e.w("(", op)
+	e.operand(x, sc)
+	e.w(")")
 }
 
 func (e *emitter) binary(l ast.Expr, op string, r ast.Expr, sc scope) {

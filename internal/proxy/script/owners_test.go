@@ -165,6 +165,9 @@ func TestSymfonyScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 		runs := 0
 		for _, v := range variants {
 			for _, specs := range c.ownerStates(cl, v) {
+				if nearlyGone(specs) {
+					continue
+				}
 				key := s.Keys[0]
 				tok := cl.token(v.argv, 0)
 				set := func() {
@@ -220,6 +223,9 @@ func TestOwnersReferenceCasesOnRedis(t *testing.T) {
 		argv := []string{"tok", "20000"}[:max(cl.Args, 0)]
 		c := &classifier{keys: []string{"k"}, argv: argv}
 		for _, specs := range c.ownerStates(cl, argVariant{keys: []string{"k"}, argv: argv, full: true}) {
+			if nearlyGone(specs) {
+				continue
+			}
 			r.do("FLUSHALL")
 			c.now = r.redisNow()
 			st := c.state([]string{"k"}, specs)
@@ -233,4 +239,15 @@ func TestOwnersReferenceCasesOnRedis(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nearlyGone reports whether a probe state ends within a few milliseconds,
+// too soon to be put on a real Redis and read in the same state.
+func nearlyGone(specs []keySpec) bool {
+	for _, s := range specs {
+		if s.held && s.ttl > 0 && s.ttl < 100 {
+			return true
+		}
+	}
+	return false
 }
