@@ -64,6 +64,32 @@ local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
 if top then redis.call('pexpireat', k, top) end
 return 1`))
 
+// undoHashScript undoes an acquire of hash locks (script.ShapeHash):
+// each key is deleted if it is a hash whose one field is its token (ARGV:
+// one token per key, then the TTL, how recent and the instant, as
+// undoPerKeyScript).
+var undoHashScript = resp.NewScript([]byte(`local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    n = n + redis.call('del', k)
+  end
+end
+return n`))
+
+// undoHashLaterScript is undoHashScript for a later connection, as
+// undoPerKeyLaterScript is undoPerKeyScript's.
+var undoHashLaterScript = resp.NewScript([]byte(`local n = 0
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[#KEYS + 1])
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    local p = redis.call('pttl', k)
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3])) then n = n + redis.call('del', k) end
+  end
+end
+return n`))
+
 // undoPerKeyScript undoes an acquire whose keys have different tokens:
 // each key is deleted if it still holds its own.
 var undoPerKeyScript = resp.NewScript([]byte(`local n = 0
@@ -250,6 +276,9 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// failed extend never is: it would delete the caller's lock where
 		// it is still valid.
 		switch {
+		case cl.Shape == script.ShapeHash:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoHashScript, keys, tokens, ttl)
+			o.undoSc, o.laterSc = undoHashScript, undoHashLaterScript
 		case cl.Shape == script.ShapeOwners:
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoOwnersScript, keys, [][]byte{tokens[0], []byte(cl.Marker)}, ttl)
 			o.undoSc, o.laterSc = undoOwnersScript, undoOwnersLaterScript

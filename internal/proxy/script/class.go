@@ -118,6 +118,11 @@ const (
 	// member (Layout.Marker, scored like its owner) is in the set, or,
 	// without a marker, when it has one owner; otherwise it is shared.
 	ShapeOwners
+	// ShapeHash: the key is a hash whose one field is its owner's token
+	// (with a value of the script's, Layout.FieldArg or FieldValue); any
+	// other hash, or value, is another holder's. Its cases and roles are a
+	// string lock's.
+	ShapeHash
 )
 
 func (c Case) String() string {
@@ -174,6 +179,10 @@ type Layout struct {
 	// that makes a lock exclusive ("" for none).
 	Shape  Shape
 	Marker string
+	// FieldArg is the 0-based index of the argument a ShapeHash lock's
+	// field holds, -1 when it holds the constant FieldValue.
+	FieldArg   int
+	FieldValue string
 	// Promotes: an exclusive acquire also takes a lock the caller holds
 	// shared alone. Demotes: a shared acquire also takes (as shared) a lock
 	// the caller holds exclusively.
@@ -466,6 +475,13 @@ func (c *Class) layoutText() string {
 	if c.Prefix > 0 {
 		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
 	}
+	if c.Shape == ShapeHash {
+		v := strconv.Quote(c.FieldValue)
+		if c.FieldArg >= 0 {
+			v = c.names().arg(c.FieldArg)
+		}
+		parts = append(parts, "a hash whose one field is the owner's token, holding "+v)
+	}
 	if c.Shape == ShapeOwners {
 		t := "a sorted set of owners scored with their deadlines"
 		if c.Marker != "" {
@@ -519,6 +535,14 @@ func (c *Class) writes() bool {
 	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire || c.Role == RoleShare
 }
 
+// fieldValue is what a ShapeHash lock's field holds for a call.
+func (c *Class) fieldValue(argv [][]byte) []byte {
+	if c.FieldArg >= 0 && c.FieldArg < len(argv) {
+		return argv[c.FieldArg]
+	}
+	return []byte(c.FieldValue)
+}
+
 // Writes reports whether the role sets a TTL (and its success needs
 // validity left).
 func (c *Class) Writes() bool { return c.writes() }
@@ -533,7 +557,8 @@ func unitName(d time.Duration) string {
 // Equal reports whether two classifications say the same (their Source
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes {
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes ||
+		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
 		return false
 	}
 	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.KeyArgs != d.KeyArgs || c.Prefix != d.Prefix ||
@@ -642,6 +667,13 @@ func (c *Class) Spec() string {
 	if c.NoTTLActs && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
 		b.WriteString(" nottl-acts")
 	}
+	if c.Shape == ShapeHash {
+		if c.FieldArg >= 0 {
+			fmt.Fprintf(&b, " hash=%d", c.FieldArg+1)
+		} else {
+			b.WriteString(" hash=" + strconv.Quote(c.FieldValue))
+		}
+	}
 	if c.Shape == ShapeOwners {
 		b.WriteString(" owners")
 		if c.Marker != "" {
@@ -683,7 +715,7 @@ func ParseSpec(s string) (*Class, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Class{Role: role, Layout: Layout{Keys: 1, Args: -1, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
+	c := &Class{Role: role, Layout: Layout{Keys: 1, Args: -1, TTLArg: -1, MinArg: -1, FieldArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
 	argUnit := func(v string) (int, time.Duration, int64, error) {
 		off := int64(0)
 		if i := strings.IndexByte(v, '+'); i >= 0 {
@@ -752,6 +784,18 @@ func ParseSpec(s string) (*Class, error) {
 			c.NoTTLActs = true
 		case "owners":
 			c.Shape = ShapeOwners
+		case "hash":
+			c.Shape = ShapeHash
+			if strings.HasPrefix(v, `"`) {
+				c.FieldValue, err = strconv.Unquote(v)
+			} else {
+				var n int
+				n, err = strconv.Atoi(v)
+				c.FieldArg = n - 1
+				if err == nil && n < 1 {
+					err = fmt.Errorf("bad position %d", n)
+				}
+			}
 		case "marker":
 			c.Marker, err = strconv.Unquote(v)
 		case "promotes":

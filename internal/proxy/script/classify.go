@@ -53,8 +53,11 @@ type classifier struct {
 	// deadline in the call's arguments (PXAT, PEXPIREAT) and TIME mean
 	// what they mean on Redis.
 	now int64
-	// zsetSeen: a run called a sorted-set command.
-	zsetSeen bool
+	// zsetSeen, hashSeen: a run called a sorted-set, a hash command.
+	zsetSeen, hashSeen bool
+	// cur is the candidate being checked: its shape decides how a probe
+	// state's held keys are kept.
+	cur *Class
 }
 
 // Classify says what a script does for a call with these keys and
@@ -192,6 +195,7 @@ func (c *classifier) classify() (*Class, *refusal) {
 	var first *refusal
 	var constant *Class
 	for _, cl := range cands {
+		c.cur = cl
 		ref := c.refine(cl)
 		if ref == nil {
 			ref = c.verify(cl)
@@ -253,6 +257,8 @@ type keySpec struct {
 	mine   bool
 	others int
 	marker string
+	// str: a string held by another value, whatever the candidate's shape.
+	str bool
 }
 
 // otherOwners name the other owners of a probe's sorted set.
@@ -269,6 +275,9 @@ func (c *classifier) state(keys []string, specs []keySpec) *State {
 			continue
 		}
 		it := Item{Value: s.value}
+		if c.cur != nil && c.cur.Shape == ShapeHash && !s.str {
+			it = Item{Type: TypeHash, Hash: map[string]string{s.value: string(c.cur.fieldValue(strArgs(c.argv)))}}
+		}
 		if s.ttl != 0 {
 			it.At = c.now + s.ttl
 		}
@@ -326,6 +335,7 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	res := c.p.runLocked(c.r, append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left))
 	c.left -= res.steps
 	c.zsetSeen = c.zsetSeen || res.zset
+	c.hashSeen = c.hashSeen || res.hash
 	if res.ref != nil {
 		return res, res.ref
 	}
@@ -602,6 +612,9 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		}
 		st := c.state(c.keys, specs)
 		res, ref := c.run(c.keys, c.argv, st)
+		if ref != nil && wrongType(ref) && (c.hashSeen || c.zsetSeen) {
+			continue // a script of hashes or sorted sets, given a string
+		}
 		if ref != nil {
 			return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, specs, nil))
 		}
@@ -649,6 +662,12 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		// A lock kept as a sorted set of owners.
 		if oc, ref := c.ownerCandidates(base, res.state); ref != nil || len(oc) > 0 {
 			return oc, ref
+		}
+	}
+	if c.hashSeen {
+		// A lock kept as a hash whose one field is its owner.
+		if hc := c.hashCandidates(base, res.state); len(hc) > 0 {
+			return hc, nil
 		}
 	}
 	if del := c.deleteCandidate(base, res.state); del != nil {
@@ -1045,3 +1064,106 @@ func (c *classifier) refineOwners(cl *Class) *refusal {
 	}
 	return ref
 }
+
+// hashCandidates proposes classes of ShapeHash for a script that used hash
+// commands: an acquire from what it made of missing keys (after), else a
+// release or an extend from what it does to hashes whose one field is an
+// argument, else a query.
+func (c *classifier) hashCandidates(base func(Role) *Class, after *State) []*Class {
+	n := len(c.keys)
+	var out []*Class
+	mk := func(role Role, tok []int) *Class {
+		cl := base(role)
+		cl.Shape, cl.Tokens, cl.FieldArg, cl.FieldValue = ShapeHash, tok, -1, "1"
+		return cl
+	}
+	// Made from nothing: one field per key, an argument, with the same TTL.
+	tok := make([]int, n)
+	var d int64 = -1
+	field, fieldArg := "", -1
+	made := true
+	for k, key := range c.keys {
+		it, ok := after.lookup(key)
+		if !ok || it.Type != TypeHash || len(it.Hash) != 1 || it.At == 0 || d >= 0 && it.At-c.now != d {
+			made = false
+			break
+		}
+		d = it.At - c.now
+		for f, v := range it.Hash {
+			i := argsEqual(c.argv, f)
+			if len(i) == 0 {
+				made = false
+				break
+			}
+			tok[k], field = i[0], v
+		}
+	}
+	if made {
+		if i := argsEqual(c.argv, field); len(i) > 0 && !slices.Contains(tok, i[0]) {
+			fieldArg = i[0]
+		}
+		for _, role := range []Role{RoleAcquire, RoleExtendOrAcquire} {
+			if role == RoleExtendOrAcquire && n > 1 {
+				continue
+			}
+			for _, t := range ttlArgs(c.argv, d, c.now) {
+				cl := mk(role, slices.Clone(tok))
+				cl.FieldArg, cl.FieldValue = fieldArg, field
+				cl.TTLArg, cl.TTLUnit, cl.Deadline = t.idx, t.unit, t.deadline
+				out = append(out, cl)
+			}
+		}
+		return out
+	}
+	// Held: every key a hash whose one field is an argument.
+	seen := map[string]bool{}
+	var toks [][]int
+	for i, a := range c.argv {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		toks = append(toks, uniformInts(n, i))
+		st := &State{Now: c.now, Keys: map[string]Item{}}
+		for _, key := range c.keys {
+			st.Keys[key] = Item{Type: TypeHash, Hash: map[string]string{a: "1"}, At: c.now + ttlLong1}
+		}
+		res, ref := c.run(c.keys, c.argv, st)
+		if ref != nil {
+			continue
+		}
+		deleted, rearmed := 0, map[int64]int{}
+		for _, key := range c.keys {
+			it, ok := res.state.lookup(key)
+			switch {
+			case !ok:
+				deleted++
+			case it.Type == TypeHash && it.At != c.now+ttlLong1 && it.At != 0:
+				rearmed[it.At-c.now]++
+			}
+		}
+		if deleted == n {
+			out = append(out, mk(RoleRelease, uniformInts(n, i)))
+		}
+		for d, cnt := range rearmed {
+			if cnt != n {
+				continue
+			}
+			for _, t := range ttlArgs(c.argv, d, c.now) {
+				cl := mk(RoleExtend, uniformInts(n, i))
+				cl.TTLArg, cl.TTLUnit, cl.Deadline = t.idx, t.unit, t.deadline
+				out = append(out, cl)
+			}
+		}
+	}
+	if len(out) > 0 || n > 1 {
+		return out
+	}
+	for _, t := range toks {
+		out = append(out, mk(RoleInspect, t))
+	}
+	return out
+}
+
+// wrongType reports whether a run stopped on Redis's WRONGTYPE error.
+func wrongType(r *refusal) bool { return strings.HasPrefix(r.redisErr, "WRONGTYPE") }

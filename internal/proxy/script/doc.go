@@ -37,7 +37,8 @@
 // max_ttl, or delete keys that hold the caller's token (extend, release);
 // add the caller to a lock of several owners that no other holds
 // exclusively, re-score or remove the caller's own member (the same roles,
-// and share, for ShapeOwners); delete whatever holds the keys, as the DEL
+// and share, for ShapeOwners; ShapeHash keeps a string lock's roles in a
+// hash whose one field is the owner); delete whatever holds the keys, as the DEL
 // command already does (delete); or read. None can take a key from another
 // holder or leave a key without expiry, and the proxy votes on them and
 // checks validity as for SET NX.

@@ -30,16 +30,42 @@ import (
 // [8] longest value a detailed answer brings back (a longer one comes back
 // as nil), then one token per key (none for a query without token).
 
-const refPrelude = `local detail = ARGV[1] == '1'
+// The way a lock is read and taken, by shape: read(i, t) is the value of
+// lock key i (false when missing), take(i, t, ms) sets it to token t for
+// ms. A hash lock's value is its one field, the owner's token (any other
+// hash, or another type, reads as a value that is not t); it is taken as
+// that one field, with the class's field value (after the tokens in ARGV).
+const (
+	stringAccess = `local function read(i, t) return redis.call('get', KEYS[i]) end
+local function take(i, t, ms) redis.call('set', KEYS[i], t, 'PX', ms) end
+`
+	hashAccess = `local fv = ARGV[#ARGV]
+local function read(i, t)
+  local ty = redis.call('type', KEYS[i]).ok
+  if ty == 'none' then return false end
+  if ty == 'hash' and t and redis.call('hlen', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], t) == 1 then return t end
+  return (t or '') .. '\0'
+end
+local function take(i, t, ms)
+  redis.call('del', KEYS[i])
+  redis.call('hset', KEYS[i], t, fv)
+  redis.call('pexpire', KEYS[i], ms)
+end
+`
+)
+
+const refHead = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
 local additive, nottl = flags % 2 == 1, flags % 4 >= 2
--- asked: set by an extend that sets (not adds) a TTL, which keeps the
+`
+
+const refPrelude = `-- asked: set by an extend that sets (not adds) a TTL, which keeps the
 -- longer of that TTL and what is left, and reports the TTL asked.
 local asked = nil
 local cs, pts, vs = {}, {}, {}
 for i = 1, n do
-  local v = redis.call('get', KEYS[i])
+  local v = read(i, ARGV[8 + i])
   local pt = redis.call('pttl', KEYS[i])
   local t = ARGV[8 + i]
   local c = 0
@@ -75,18 +101,17 @@ local function forget(i)
 end
 `
 
-// Reference scripts by role.
-var (
-	refAcquire = resp.NewScript([]byte("-- redlock-proxy acquire: every key is free, then take them all\n" + refPrelude + `for i = 1, n do
+// The role bodies of the string and hash references.
+const (
+	acquireBody = `for i = 1, n do
   if cs[i] ~= 0 then return reply(0) end
 end
 for i = 1, n do
-  redis.call('set', KEYS[i], ARGV[8 + i], 'PX', ttl)
+  take(i, ARGV[8 + i], ttl)
   forget(i)
 end
-return reply(1)`))
-
-	refRelease = resp.NewScript([]byte("-- redlock-proxy release: delete each key that holds its token\n" + refPrelude + `local all = 1
+return reply(1)`
+	releaseBody = `local all = 1
 for i = 1, n do
   if cs[i] == 1 or cs[i] == 2 then
     redis.call('del', KEYS[i])
@@ -95,9 +120,8 @@ for i = 1, n do
     all = 0
   end
 end
-return reply(all)`))
-
-	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all, never shorter\n" + refPrelude + `if not additive then asked = ttl end
+return reply(all)`
+	extendBody = `if not additive then asked = ttl end
 for i = 1, n do
   local c = cs[i]
   if not (c == 1 or (c == 2 and nottl and not additive)) then return reply(0) end
@@ -106,32 +130,51 @@ end
 for i = 1, n do
   if additive then rearm(i, pts[i] + ttl) else rearm(i, math.max(ttl, pts[i])) end
 end
-return reply(1)`))
-
-	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token\n" + refPrelude + `local c = cs[1]
+return reply(1)`
+	extendOrAcquireBody = `local c = cs[1]
 if c == 0 then
-  redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
+  take(1, ARGV[9], ttl)
   forget(1)
   return reply(1)
 end
 if c == 1 or (c == 2 and nottl) then
   asked = ttl
   local ms = math.max(ttl, pts[1])
-  redis.call('set', KEYS[1], ARGV[9], 'PX', ms)
+  take(1, ARGV[9], ms)
   if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
   return reply(1)
 end
-return reply(0)`))
-
-	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
-
-	refDelete = resp.NewScript([]byte("-- redlock-proxy delete: delete the keys whatever holds them\n" + refPrelude + `local any = 0
+return reply(0)`
+	queryBody  = `return reply(1)`
+	deleteBody = `local any = 0
 for i = 1, n do
   if cs[i] ~= 0 then any = 1 end
   redis.call('del', KEYS[i])
   forget(i)
 end
-return reply(any)`))
+return reply(any)`
+)
+
+// refScript makes a reference: its first line names it, then the head,
+// the shape's access, the prelude and the role's body.
+func refScript(title, access, body string) *resp.Script {
+	return resp.NewScript([]byte("-- redlock-proxy " + title + "\n" + refHead + access + refPrelude + body))
+}
+
+// Reference scripts by role.
+var (
+	refAcquire         = refScript("acquire: every key is free, then take them all", stringAccess, acquireBody)
+	refRelease         = refScript("release: delete each key that holds its token", stringAccess, releaseBody)
+	refExtend          = refScript("extend: every key holds its token, then re-arm them all, never shorter", stringAccess, extendBody)
+	refExtendOrAcquire = refScript("extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token", stringAccess, extendOrAcquireBody)
+	refQuery           = refScript("query: read the keys", stringAccess, queryBody)
+	refDelete          = refScript("delete: delete the keys whatever holds them", stringAccess, deleteBody)
+
+	refHashAcquire         = refScript("acquire (hash): every key is free, then take them all", hashAccess, acquireBody)
+	refHashRelease         = refScript("release (hash): delete each key that holds its token", hashAccess, releaseBody)
+	refHashExtend          = refScript("extend (hash): every key holds its token, then re-arm them all, never shorter", hashAccess, extendBody)
+	refHashExtendOrAcquire = refScript("extend-or-acquire (hash): take the key if free, re-arm it (never shorter) if it holds the token", hashAccess, extendOrAcquireBody)
+	refHashQuery           = refScript("query (hash): read the keys", hashAccess, queryBody)
 )
 
 // Locks of several owners (ShapeOwners, one key): the key is a sorted set
@@ -222,7 +265,8 @@ var evalsha = func() map[*resp.Script][]byte {
 
 // references are every reference script.
 var references = []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refDelete,
-	refOwnersAcquire, refOwnersExtendOrAcquire, refOwnersShare, refOwnersExtend, refOwnersRelease, refOwnersQuery}
+	refOwnersAcquire, refOwnersExtendOrAcquire, refOwnersShare, refOwnersExtend, refOwnersRelease, refOwnersQuery,
+	refHashAcquire, refHashRelease, refHashExtend, refHashExtendOrAcquire, refHashQuery}
 
 // Reference returns the script the backends run for the class's role.
 func (c *Class) Reference() *resp.Script {
@@ -240,6 +284,19 @@ func (c *Class) Reference() *resp.Script {
 			return refOwnersRelease
 		}
 		return refOwnersQuery
+	}
+	if c.Shape == ShapeHash {
+		switch c.Role {
+		case RoleAcquire:
+			return refHashAcquire
+		case RoleRelease:
+			return refHashRelease
+		case RoleExtend:
+			return refHashExtend
+		case RoleExtendOrAcquire:
+			return refHashExtendOrAcquire
+		}
+		return refHashQuery
 	}
 	switch c.Role {
 	case RoleDelete:
@@ -307,8 +364,11 @@ type CallArgs struct {
 // role's reference, or the query reference for a read-only call.
 func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
 	if a.ReadOnly {
-		if c.Shape == ShapeOwners {
+		switch c.Shape {
+		case ShapeOwners:
 			return refOwnersQuery
+		case ShapeHash:
+			return refHashQuery
 		}
 		return refQuery
 	}
@@ -322,14 +382,14 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape == ShapeString
+	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape != ShapeOwners
 	nk := len(keys)
 	if companions {
 		nk *= 2
 	}
 	owners := 0
-	if c.Shape == ShapeOwners {
-		owners = 1 // the marker, after the token
+	if c.Shape != ShapeString {
+		owners = 1 // the marker, or the hash's field value, after the tokens
 	}
 	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok+owners)
 	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
@@ -383,8 +443,11 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		t := c.Tokens[min(k, len(c.Tokens)-1)]
 		dst = resp.AppendBulk(dst, argv[t])
 	}
-	if owners == 1 {
+	switch c.Shape {
+	case ShapeOwners:
 		dst = resp.AppendBulkString(dst, c.Marker)
+	case ShapeHash:
+		dst = resp.AppendBulk(dst, c.fieldValue(argv))
 	}
 	return dst
 }

@@ -287,6 +287,7 @@ type result struct {
 	steps   int
 	touched map[string]bool // the keys commands were given
 	zset    bool            // it called a sorted-set command
+	hash    bool            // it called a hash command
 }
 
 // noTTL refuses a run that left a key it wrote without an expiry (a key
@@ -545,7 +546,7 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 	r.m = m
 	wrote := map[string]string{}
 	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched, wrote: wrote}
-	defer func() { res.zset = r.sb.zset }()
+	defer func() { res.zset, res.hash = r.sb.zset, r.sb.hash }()
 	defer func() {
 		// gopher-lua turns errors inside scripts into errors; this guards
 		// against a panic anywhere else.
@@ -603,6 +604,7 @@ type sandbox struct {
 	touched map[string]bool
 	wrote   map[string]string // the keys written, by the last command that wrote them
 	zset    bool              // a sorted-set command was called
+	hash    bool              // a hash command was called
 }
 
 // call is redis.call (raise) and redis.pcall.
@@ -619,8 +621,13 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 			return sb.m.stop(L, refuse(refuseOther, "passes a %s to redis.call (Redis accepts strings and numbers only)", v.Type()))
 		}
 	}
-	if len(args) > 0 && len(args[0]) > 1 && (args[0][0] == 'z' || args[0][0] == 'Z') {
-		sb.zset = true
+	if len(args) > 0 && len(args[0]) > 1 {
+		switch args[0][0] {
+		case 'z', 'Z':
+			sb.zset = true
+		case 'h', 'H':
+			sb.hash = true
+		}
 	}
 	v, ref := sb.st.exec(args, sb.keys, sb.touched, sb.wrote)
 	if ref != nil {

@@ -28,6 +28,29 @@ func (c *Class) owns(v, tok string) bool {
 	return prefix(v, c.Prefix) == prefix(tok, c.Prefix)
 }
 
+// ownsItem reports whether a key holding it belongs to the caller: a
+// string the caller owns, or, for ShapeHash, a hash whose one field is the
+// caller's token.
+func (c *Class) ownsItem(it Item, tok string) bool {
+	if c.Shape == ShapeHash {
+		if it.Type != TypeHash || len(it.Hash) != 1 || c.Tokens == nil {
+			return false
+		}
+		_, ok := it.Hash[tok]
+		return ok
+	}
+	return it.Type == TypeString && c.owns(it.Value, tok)
+}
+
+// lockItem is what the role writes to lock key k for a call, expiring at.
+func (c *Class) lockItem(argv []string, k int, at int64) Item {
+	tok := c.token(argv, k)
+	if c.Shape == ShapeHash {
+		return Item{Type: TypeHash, Hash: map[string]string{tok: string(c.fieldValue(strArgs(argv)))}, At: at}
+	}
+	return Item{Value: tok, At: at}
+}
+
 // prefix is Lua's string.sub(s, 1, n).
 func prefix(s string, n int) string {
 	if n < len(s) {
@@ -46,7 +69,7 @@ func (c *Class) keyCase(st *State, key, tok string, thr int64) Case {
 	if !ok {
 		return CaseMissing
 	}
-	own := c.owns(it.Value, tok)
+	own := c.ownsItem(it, tok)
 	p := st.pttl(key)
 	switch {
 	case p == -1 && own:
@@ -194,7 +217,7 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 		}
 		for k, key := range keys {
 			if ms > 0 {
-				out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+				out.Keys[key] = c.lockItem(argv, k, out.Now+ms)
 			}
 		}
 		return out, true
@@ -225,7 +248,7 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 		}
 		for k, key := range keys {
 			if ms > 0 {
-				out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+				out.Keys[key] = c.lockItem(argv, k, out.Now+ms)
 			} else {
 				delete(out.Keys, key)
 			}

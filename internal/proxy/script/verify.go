@@ -126,6 +126,16 @@ func (c *classifier) states(cl *Class, v argVariant) [][]keySpec {
 	if cl.Shape == ShapeOwners {
 		return c.ownerStates(cl, v)
 	}
+	if cl.Shape == ShapeHash {
+		// A hash lock's states are a string lock's, each held key a hash
+		// whose one field is the value.
+		return c.stringStates(cl, v)
+	}
+	return c.stringStates(cl, v)
+}
+
+// stringStates lists the probe states of a string lock.
+func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 	n := len(v.keys)
 	thr := cl.threshold(v.argv)
 	ok := []int64{ttlLong1, ttlLong2, ttlShort}
