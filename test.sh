@@ -3,11 +3,11 @@
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, Node.js and the npm packages of the npm library
-# tests, Debian's python3-redis for redis-py, PHP with phpredis and
-# Laravel's cache and redis components, promtool for the alert rules' unit
-# tests, podman to build the container image, nutcracker for the
-# benchmark's twemproxy series); a dependency that is still missing fails
-# the run.
+# tests, Debian's python3-redis for redis-py, PHP with phpredis, Laravel's
+# cache and redis components and Symfony's lock component, promtool for the
+# alert rules' unit tests, podman to build the container image, nutcracker
+# for the benchmark's twemproxy series); a dependency that is still missing
+# fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -23,6 +23,11 @@ laravel_ok() {
     exit(extension_loaded("redis") && class_exists("Illuminate\Cache\PhpRedisLock") && class_exists("Illuminate\Redis\RedisManager") ? 0 : 1);' >/dev/null 2>&1
 }
 
+symfony_ok() {
+  php -r 'require "Symfony/Component/Lock/autoload.php";
+    exit(extension_loaded("redis") && class_exists("Symfony\Component\Lock\Store\RedisStore") ? 0 : 1);' >/dev/null 2>&1
+}
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
@@ -33,6 +38,7 @@ laravel_ok || missing+=(php-cli php-redis php-illuminate-cache php-illuminate-re
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
+symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -45,6 +51,7 @@ for tool in redis-server redis-cli redis-benchmark node npm promtool podman nutc
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
 laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
+symfony_ok || { echo "php with phpredis and php-symfony-lock are required and could not be installed" >&2; exit 1; }
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
@@ -65,7 +72,7 @@ echo "== go test -race (safety harness)"
 go test -race -count=1 -timeout 10m ./bench/safety
 
 echo "== fuzz (${FUZZTIME} each)"
-for target in ./internal/resp:FuzzReader ./internal/proxy/script:FuzzClassify ./internal/proxy:FuzzServerInput ./internal/proxy:FuzzParseSet; do
+for target in ./internal/resp:FuzzReader ./internal/proxy/script:FuzzClassify ./internal/proxy/script:FuzzGuard ./internal/proxy:FuzzServerInput ./internal/proxy:FuzzParseSet; do
   pkg=${target%%:*}; fn=${target##*:}
   go test -run=NONE -fuzz="^${fn}\$" -fuzztime="$FUZZTIME" "$pkg"
 done

@@ -35,10 +35,15 @@ func TestHelpForPeopleAtAPrompt(t *testing.T) {
 	if strings.Contains(lock, "PING") {
 		t.Errorf("redis-cli help @lock lists PING:\n%s", lock)
 	}
-	for _, args := range [][]string{{"KEYS", "*"}, {"INCR", "n"}, {"MULTI"}, {"MONITOR"}} {
+	for _, args := range [][]string{{"KEYS", "*"}, {"MONITOR"}} {
 		want := fmt.Sprintf("ERR unknown command '%s', with args beginning with: ", args[0])
 		if out := cli(args...); !strings.HasPrefix(out, want) {
 			t.Errorf("redis-cli %v = %q; want Redis's own %q", args, out, want)
+		}
+	}
+	for _, args := range [][]string{{"INCR", "n"}, {"MULTI"}, {"SETNX", "k", "v"}} {
+		if out := cli(args...); !strings.HasPrefix(out, "ERR redlock-proxy: ") || strings.Contains(out, "unknown command") {
+			t.Errorf("redis-cli %v = %q; want why it is not served", args, out)
 		}
 	}
 
@@ -54,7 +59,7 @@ func TestHelpForPeopleAtAPrompt(t *testing.T) {
 		"  SET key token NX|IFEQ token PX milliseconds",
 		"  DELIFEQ key token",
 		"  SUBSCRIBE channel [channel ...]\n      Accepted so that clients that open a subscription connection (StackExchange.Redis) can connect; nothing is ever published here.",
-		`is not served: it gets Redis's "unknown command" error.`,
+		`is not served: it gets Redis's "unknown command" error; the commands of lock designs no majority makes safe`,
 		"a nil (or 0, -2) reply may also mean that too few backends answered: INFO proxy and /readyz say how many count",
 	} {
 		if !strings.Contains(help, want) {

@@ -56,6 +56,133 @@ type traceStep struct {
 	TTLms  int64  `json:"ttl_ms"` // the TTL the lock was given...
 	AgeMs  int64  `json:"age_ms"` // ...this long before the step, when the step did not set it
 	Error  string `json:"error"`
+	// Shape "owners": the lock is a sorted set of owners scored with their
+	// deadlines (Symfony's RedisStore), held in Mode "write" (exclusive,
+	// with the "__write__" member) or "read" (shared).
+	Shape string `json:"shape"`
+	Mode  string `json:"mode"`
+}
+
+// ownersMarker is the member that marks a sorted set of owners exclusive.
+const ownersMarker = "__write__"
+
+// owner is what one master holds of one owner of a sorted-set lock.
+type owner struct {
+	left   time.Duration // the owner's deadline less the master's now; <= 0: not an owner
+	marked bool          // the marker is live with the owner's deadline
+	others int           // live owners besides it, the marker aside
+	err    error
+}
+
+func (lt lockTarget) owners(key, token string) []owner {
+	out := make([]owner, len(lt.masters))
+	for i, m := range lt.masters {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		t, err := m.Time(ctx).Result()
+		var members []redis.Z
+		if err == nil {
+			members, err = m.ZRangeWithScores(ctx, key, 0, -1).Result()
+		}
+		cancel()
+		if err != nil && !strings.Contains(err.Error(), "WRONGTYPE") {
+			out[i].err = err
+			continue
+		}
+		now := float64(t.UnixMilli())
+		var mine, mark float64
+		for _, z := range members {
+			switch {
+			case z.Score <= now:
+			case z.Member == token:
+				mine = z.Score
+			case z.Member == ownersMarker:
+				mark = z.Score
+			default:
+				out[i].others++
+			}
+		}
+		if mine > 0 {
+			out[i].left = time.Duration(mine-now) * time.Millisecond
+			out[i].marked = mark == mine
+		}
+	}
+	return out
+}
+
+// ownersHeld reports whether a majority of masters hold token as an owner
+// in mode, with a deadline in (ttl - age - ttlSlack, ttl] from now; a
+// writer alone with the marker, a reader without it.
+func (lt lockTarget) ownersHeld(key, token, mode string, ttl, age time.Duration) error {
+	n := 0
+	var bad []string
+	for i, o := range lt.owners(key, token) {
+		if o.err != nil {
+			return fmt.Errorf("master %d: %w", i, o.err)
+		}
+		if o.left <= 0 {
+			continue
+		}
+		if lo := ttl - age - ttlSlack; o.left > ttl+50*time.Millisecond || o.left <= lo {
+			return fmt.Errorf("master %d holds %q with %v left; want (%v, %v]", i, token, o.left, lo, ttl)
+		}
+		switch {
+		case mode == "write" && (!o.marked || o.others > 0):
+			bad = append(bad, fmt.Sprintf("master %d: %q is no lone writer (marker %v, %d other owners)", i, token, o.marked, o.others))
+			continue
+		case mode == "read" && o.marked:
+			bad = append(bad, fmt.Sprintf("master %d: %q holds it exclusively, not shared", i, token))
+			continue
+		}
+		n++
+	}
+	if n < lt.majority() {
+		return fmt.Errorf("%q owns %q (%s) on %d of %d masters; want a majority (%d) %v", token, key, mode, n, len(lt.masters), lt.majority(), bad)
+	}
+	return nil
+}
+
+// ownersNowhere reports whether token owns key on no master.
+func (lt lockTarget) ownersNowhere(key, token string) error {
+	for i, o := range lt.owners(key, token) {
+		if o.err != nil {
+			return fmt.Errorf("master %d: %w", i, o.err)
+		}
+		if o.left > 0 {
+			return fmt.Errorf("master %d still has %q as an owner of %q (%v left)", i, token, key, o.left)
+		}
+	}
+	return nil
+}
+
+// ownersCheck is the check of a step on a sorted-set lock.
+func (lt lockTarget) ownersCheck(st traceStep) func() error {
+	ttl := time.Duration(st.TTLms) * time.Millisecond
+	age := time.Duration(st.AgeMs) * time.Millisecond
+	switch st.Step {
+	case "acquire", "extend", "read":
+		mode := st.Mode
+		if st.Step == "read" {
+			mode = "read"
+		}
+		return func() error { return lt.ownersHeld(st.Key, st.Token, mode, ttl, age) }
+	case "refused":
+		return func() error {
+			if err := lt.ownersNowhere(st.Key, st.Token); err != nil {
+				return fmt.Errorf("the refused token: %w", err)
+			}
+			return lt.ownersHeld(st.Key, st.Holder, st.Mode, ttl, age)
+		}
+	case "not-owner", "handoff":
+		return func() error {
+			if err := lt.ownersNowhere(st.Key, st.Other); err != nil {
+				return fmt.Errorf("the previous holder's token: %w", err)
+			}
+			return lt.ownersHeld(st.Key, st.Token, st.Mode, ttl, age)
+		}
+	case "release", "expired":
+		return func() error { return lt.ownersNowhere(st.Key, st.Token) }
+	}
+	return nil
 }
 
 // ttlSlack is how far below a step's TTL a master's PTTL may be by the
@@ -132,6 +259,51 @@ func (lt lockTarget) checkStep(st traceStep) error {
 	var check func() error
 	ttl := time.Duration(st.TTLms) * time.Millisecond
 	age := time.Duration(st.AgeMs) * time.Millisecond
+	if st.Shape == "owners" {
+		if check = lt.ownersCheck(st); check == nil {
+			return fmt.Errorf("unknown trace step %q of a sorted-set lock", st.Step)
+		}
+	}
+	switch {
+	case check != nil:
+	default:
+		check = lt.stringCheck(st, ttl, age)
+		if check == nil {
+			return fmt.Errorf("unknown trace step %q", st.Step)
+		}
+	}
+	if st.Key == "" {
+		return fmt.Errorf("trace step %q names no key", st.Step)
+	}
+	return lt.eventually(check)
+}
+
+// eventually retries check until it passes or settle has passed.
+func (lt lockTarget) eventually(check func() error) error {
+	deadline := time.Now().Add(lt.settle)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// mastersOnly is a target of n fresh redis-server processes with no
+// address to lock on: for tests of the checks themselves.
+func mastersOnly(t *testing.T, n int) lockTarget {
+	var lt lockTarget
+	for _, s := range startRedis(t, n) {
+		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { d.Close() })
+		lt.masters = append(lt.masters, d)
+	}
+	return lt
+}
+
+// stringCheck is the check of a step on a string lock.
+func (lt lockTarget) stringCheck(st traceStep, ttl, age time.Duration) (check func() error) {
 	switch st.Step {
 	case "acquire", "extend", "reacquire":
 		check = func() error { return lt.held(st.Key, st.Token, ttl, age) }
@@ -153,20 +325,8 @@ func (lt lockTarget) checkStep(st traceStep) error {
 		check = func() error { return lt.nowhere(st.Key, st.Token) }
 	case "contention":
 		check = func() error { return lt.nowhere(st.Key, "") }
-	default:
-		return fmt.Errorf("unknown trace step %q", st.Step)
 	}
-	if st.Key == "" {
-		return fmt.Errorf("trace step %q names no key", st.Step)
-	}
-	deadline := time.Now().Add(lt.settle)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return check
 }
 
 // traceScenario is a scenario of a lock program and the trace it must
@@ -248,13 +408,7 @@ func testTraceScenarios(t *testing.T, lt lockTarget, scenarios []traceScenario, 
 // TestLockTraceCheckSeesWrongMasters feeds the master checks states that
 // are wrong for the step: each must be reported.
 func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
-	servers := startRedis(t, 5)
-	var lt lockTarget
-	for _, s := range servers {
-		d := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
-		t.Cleanup(func() { d.Close() })
-		lt.masters = append(lt.masters, d)
-	}
+	lt := mastersOnly(t, 5)
 	ctx := context.Background()
 	key := uniqueKey("tracecheck")
 	setOn := func(n int, value string, ttl time.Duration) {

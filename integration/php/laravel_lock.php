@@ -15,36 +15,17 @@
 
 require_once 'Illuminate/Cache/autoload.php';
 require_once 'Illuminate/Redis/autoload.php';
+require_once __DIR__ . '/lockprog.php';
 
 use Illuminate\Cache\RedisStore;
 use Illuminate\Contracts\Cache\LockTimeoutException;
 use Illuminate\Redis\RedisManager;
-
-class CheckFailed extends Exception {}
-
-function check(bool $cond, string $msg): void
-{
-    if (!$cond) {
-        throw new CheckFailed($msg);
-    }
-}
 
 $opts = getopt('', ['addr:', 'scenario:', 'prefix:', 'wait-ack', 'workers:', 'rounds:', 'no-lock']);
 $waitAck = isset($opts['wait-ack']);
 $noLock = isset($opts['no-lock']);
 $prefix = $opts['prefix'] ?? 'laravel';
 [$host, $port] = explode(':', $opts['addr'] ?? '') + [1 => ''];
-
-function emit(string $step, array $fields = []): void
-{
-    global $waitAck;
-    $fields['step'] = $step;
-    fwrite(STDOUT, json_encode($fields) . "\n");
-    fflush(STDOUT);
-    if ($waitAck && $step !== 'done' && $step !== 'error' && fgets(STDIN) === false) {
-        throw new CheckFailed('the checker went away');
-    }
-}
 
 // store returns a fresh cache store on its own connection (a forked child
 // must not share its parent's socket).
@@ -129,101 +110,21 @@ function notOwned(string $name): void
 
 // handoff: a forked process blocks in block() while this one holds the
 // lock, and gets it once this one releases.
-function handoff(string $name): void
+function handoffScenario(string $name): void
 {
-    $dir = sys_get_temp_dir() . '/laravel-lock-' . getmypid() . '-' . bin2hex(random_bytes(4));
-    mkdir($dir);
     $lock = store()->lock($name, 10);
     check($lock->get() === true, 'get() of a free lock returned false');
     emit('acquire', ['key' => $name, 'token' => $lock->owner(), 'ttl_ms' => 10000]);
-
-    $pid = pcntl_fork();
-    check($pid >= 0, 'fork failed');
-    if ($pid === 0) {
-        $code = 1;
-        try {
-            $mine = store()->lock($name, 10);
-            $mine->betweenBlockedAttemptsSleepFor(20)->block(20);
-            file_put_contents("$dir/got.tmp", json_encode(['at' => microtime(true), 'owner' => $mine->owner()]));
-            rename("$dir/got.tmp", "$dir/got");
-            for ($i = 0; $i < 3000 && !file_exists("$dir/release"); $i++) {
-                usleep(10000);
-            }
-            $code = $mine->release() ? 0 : 2;
-        } catch (Throwable $e) {
-            file_put_contents("$dir/error", get_class($e) . ': ' . $e->getMessage());
-        }
-        exit($code);
-    }
-    try {
-        usleep(500000);
-        check(!file_exists("$dir/got") && !file_exists("$dir/error"), 'the waiter did not block while the lock was held');
-        $releasedAt = microtime(true);
+    $owner = handoff(function () use ($name) {
+        $mine = store()->lock($name, 10);
+        $mine->betweenBlockedAttemptsSleepFor(20)->block(20);
+        return [$mine->owner(), function () use ($mine) { return $mine->release(); }];
+    }, function () use ($lock) {
         check($lock->release() === true, 'release() by the holder returned false');
-        $deadline = microtime(true) + 10;
-        while (!file_exists("$dir/got") && !file_exists("$dir/error")) {
-            check(microtime(true) < $deadline, 'the waiter did not get the lock within 10s of its release');
-            usleep(10000);
-        }
-        check(!file_exists("$dir/error"), 'waiter: ' . @file_get_contents("$dir/error"));
-        $got = json_decode(file_get_contents("$dir/got"), true);
-        check($got['at'] >= $releasedAt, 'the waiter got the lock before it was released');
-        emit('handoff', ['key' => $name, 'token' => $got['owner'], 'other' => $lock->owner(), 'ttl_ms' => 10000]);
-    } finally {
-        touch("$dir/release");
-        pcntl_waitpid($pid, $status);
-    }
-    check(pcntl_wifexited($status) && pcntl_wexitstatus($status) === 0, 'the waiter failed to release: ' . @file_get_contents("$dir/error"));
-    emit('release', ['key' => $name, 'token' => $got['owner']]);
-}
-
-// contention: forked processes increment a counter in a file under the
-// lock, with a pause between read and write; no update may be lost.
-function contention(string $name, int $workers, int $rounds, bool $noLock): void
-{
-    $file = tempnam(sys_get_temp_dir(), 'laravel-counter-');
-    file_put_contents($file, '0');
-    $pids = [];
-    for ($w = 0; $w < $workers; $w++) {
-        $pid = pcntl_fork();
-        check($pid >= 0, 'fork failed');
-        if ($pid === 0) {
-            $code = 0;
-            try {
-                $store = store();
-                $increment = function () use ($file) {
-                    $v = (int) file_get_contents($file);
-                    usleep(2000);
-                    file_put_contents($file, (string) ($v + 1));
-                };
-                for ($r = 0; $r < $rounds; $r++) {
-                    if ($noLock) {
-                        $increment();
-                    } else {
-                        $store->lock($name, 10)->betweenBlockedAttemptsSleepFor(5)->block(60, $increment);
-                    }
-                }
-            } catch (Throwable $e) {
-                fwrite(STDERR, get_class($e) . ': ' . $e->getMessage() . "\n");
-                $code = 1;
-            }
-            exit($code);
-        }
-        $pids[] = $pid;
-    }
-    $failed = 0;
-    foreach ($pids as $pid) {
-        pcntl_waitpid($pid, $status);
-        if (!pcntl_wifexited($status) || pcntl_wexitstatus($status) !== 0) {
-            $failed++;
-        }
-    }
-    $counter = (int) file_get_contents($file);
-    unlink($file);
-    check($failed === 0, "$failed workers failed");
-    $want = $workers * $rounds;
-    check($counter === $want, sprintf('lost %d of %d updates', $want - $counter, $want));
-    emit('contention', ['key' => $name, 'increments' => $want, 'counter' => $counter]);
+    }, 10, function (string $owner) use ($name, $lock) {
+        emit('handoff', ['key' => $name, 'token' => $owner, 'other' => $lock->owner(), 'ttl_ms' => 10000]);
+    });
+    emit('release', ['key' => $name, 'token' => $owner]);
 }
 
 $scenario = $opts['scenario'] ?? '';
@@ -238,10 +139,19 @@ try {
             notOwned($name);
             break;
         case 'handoff':
-            handoff($name);
+            handoffScenario($name);
             break;
         case 'contention':
-            contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 12), $noLock);
+            contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 12), function () use ($name, $noLock) {
+                $store = store();
+                return function (callable $increment) use ($store, $name, $noLock) {
+                    if ($noLock) {
+                        $increment();
+                    } else {
+                        $store->lock($name, 10)->betweenBlockedAttemptsSleepFor(5)->block(60, $increment);
+                    }
+                };
+            });
             break;
         default:
             throw new CheckFailed("unknown scenario '$scenario'");

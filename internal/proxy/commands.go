@@ -113,6 +113,10 @@ func (c *client) exec(args [][]byte) {
 	cmd := lookup(args[0])
 	if cmd == nil {
 		c.lastCmd = "unknown"
+		if msg, ok := msgUnsafeDesign(args[0]); ok {
+			c.replyErr(msg) // a design no majority makes safe: say why
+			return
+		}
 		c.replyErr(msgUnknownCommand(args))
 		return
 	}

@@ -185,7 +185,7 @@ func cmdHelp(c *client, args [][]byte) {
 				}
 			}
 		}
-		line("Every other command (KEYS, INCR, MULTI, FLUSHALL, ...) is not served: it gets Redis's \"unknown command\" error.")
+		line("Every other command (KEYS, FLUSHALL, ...) is not served: it gets Redis's \"unknown command\" error; the commands of lock designs no majority makes safe (SETNX, EXPIRE, GETSET, INCR, MULTI, ...) are answered with why.")
 		line("Note: %s.", noQuorumNote)
 		line("HELP <command> documents one command; redis-cli's \"help @lock\" lists the lock commands.")
 	case 2:

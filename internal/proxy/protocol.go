@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
 // Wire replies: errors worded as Redis words them where Redis has a reply
@@ -168,4 +170,56 @@ func msgNotServed(name []byte) string {
 
 func msgNoReplyForCase(c string) string {
 	return "ERR redlock-proxy: no reply known for this script in case " + c
+}
+
+// unsafeDesigns are commands of lock designs no majority can make safe, by
+// lower-case name: the proxy answers them with why, not "unknown command".
+var unsafeDesigns = map[string]string{
+	"setnx": "SETNX sets a key with no expiry: a lock taken in two steps (SETNX, then EXPIRE) never expires if its client stops " +
+		"between them, and no majority can tell the steps apart. Take it in one step: SET key token NX PX milliseconds",
+	"expire":    msgRearmUnchecked,
+	"pexpire":   msgRearmUnchecked,
+	"expireat":  msgRearmUnchecked,
+	"pexpireat": msgRearmUnchecked,
+	"setex":     "SETEX overwrites whatever holds the key: it takes a lock from its holder. Take a free lock with SET key token NX EX seconds",
+	"psetex":    "PSETEX overwrites whatever holds the key: it takes a lock from its holder. Take a free lock with SET key token NX PX milliseconds",
+	"getset": "GETSET takes the key whatever holds it and leaves it without an expiry (the SETNX/GETSET recipe lets two clients " +
+		"take the same expired lock). Take a free lock with SET key token NX PX milliseconds",
+	"getdel": "GETDEL deletes the key whatever holds it. Release with a compare-and-delete: DELIFEQ key token, or a script " +
+		"that deletes the key only if it holds the token",
+	"persist": "PERSIST removes a lock's expiry: a lock must always expire, or a client that stops holds it for ever",
+	"incr":    msgCounter,
+	"incrby":  msgCounter,
+	"decr":    msgCounter,
+	"decrby":  msgCounter,
+	"multi":   msgTransaction,
+	"exec":    msgTransaction,
+	"watch":   msgTransaction,
+	"unwatch": msgTransaction,
+	"discard": msgTransaction,
+}
+
+const (
+	msgRearmUnchecked = "EXPIRE and PEXPIRE re-arm a key whatever holds it: they could lengthen another client's lock, and " +
+		"as the second step of SETNX they leave a lock that never expires if the client stops first. Extend with a script " +
+		"that re-arms the key only if it holds the caller's token, or SET key token IFEQ token PX milliseconds"
+	msgCounter = "a counter has no majority meaning: each master counts on its own, and a majority of them can go back " +
+		"when one is lost. FENCE key token gives a lock's fencing number, which only grows"
+	msgTransaction = "a transaction runs on each master on its own: WATCH, MULTI and EXEC check and change one master, not a " +
+		"majority, so they cannot decide who holds a lock. Lock with SET key token NX PX milliseconds and release or extend " +
+		"with a script that checks the token"
+)
+
+// msgUnsafeDesign is the refusal of a command of an unsafe lock design, if
+// name is one.
+func msgUnsafeDesign(name []byte) (string, bool) {
+	var buf [16]byte
+	if len(name) > len(buf) {
+		return "", false
+	}
+	why, ok := unsafeDesigns[string(resp.AppendLower(buf[:0], name))]
+	if !ok {
+		return "", false
+	}
+	return "ERR redlock-proxy: " + why, true
 }

@@ -32,6 +32,64 @@ type scriptCall struct {
 	caseAt   script.Case // the case the reply was filled in
 }
 
+// undoOwnersScript undoes an acquire of a lock of several owners (a
+// sorted set, script.ShapeOwners) where it took or joined the lock: the
+// caller's member is removed, and the marker if it carries the caller's
+// deadline (the acquire set both), and the key expires with its last
+// member. ARGV: token, marker, then the TTL, how recent and the instant,
+// as undoScript and undoLaterScript take them.
+var undoOwnersScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
+// undoOwnersLaterScript is undoOwnersScript for a later connection, as
+// undoLaterScript is undoScript's: the caller's member is this attempt's
+// if its deadline says it was set (deadline - ttl, on the master's clock)
+// before the attempt's reply could leave, or within the last ARGV[4] ms.
+var undoOwnersLaterScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, p = tonumber(ARGV[3]), tonumber(s) - now
+if not (p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[4]) or now - (ttl - p) <= tonumber(ARGV[5]))) then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
+// undoHashScript undoes an acquire of hash locks (script.ShapeHash):
+// each key is deleted if it is a hash whose one field is its token (ARGV:
+// one token per key, then the TTL, how recent and the instant, as
+// undoPerKeyScript).
+var undoHashScript = resp.NewScript([]byte(`local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    n = n + redis.call('del', k)
+  end
+end
+return n`))
+
+// undoHashLaterScript is undoHashScript for a later connection, as
+// undoPerKeyLaterScript is undoPerKeyScript's.
+var undoHashLaterScript = resp.NewScript([]byte(`local n = 0
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[#KEYS + 1])
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    local p = redis.call('pttl', k)
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3])) then n = n + redis.call('del', k) end
+  end
+end
+return n`))
+
 // undoPerKeyScript undoes an acquire whose keys have different tokens:
 // each key is deleted if it still holds its own.
 var undoPerKeyScript = resp.NewScript([]byte(`local n = 0
@@ -74,10 +132,18 @@ func cmdEvalSha(c *client, args [][]byte) {
 	runScript(c, e, args)
 }
 
-// msgRefused is the error a refused script gets.
+// msgRefused is the error a refused script gets: why, and where to look.
 func msgRefused(ref *script.Refusal) string {
-	return "ERR redlock-proxy: unknown " + ref.Error() + " (SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it was read; " +
-		"declare it under 'scripts:' in the configuration, or set unknown_scripts: vote)"
+	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it read this one); a lock script it cannot read can be " +
+		"declared by hand under 'scripts:' in the configuration"
+}
+
+// msgVoteRefused is the error of a script that the vote policy's guard
+// will not run.
+func msgVoteRefused(ref *script.Refusal) string {
+	return "ERR redlock-proxy: " + ref.Error() + ": a voted script may use the lock commands on its own keys only " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows why the classifier refused it; 'scripts:' in the configuration declares a lock script by hand)"
 }
 
 // runScript runs a script's call: args is EVAL or EVALSHA with its
@@ -128,11 +194,17 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 }
 
 // startVote runs a script the classifier refused on every backend, under
-// the vote policy: the client's own text, and the reply a majority gave.
+// the vote policy: the client's text as the guard writes it back, which
+// checks every command it runs (script.Guard), and the reply a majority
+// gave.
 func startVote(c *client, e *script.Entry, args [][]byte) {
+	sc, ref := e.Guarded(reservedPrefix, c.s.cfg.MaxTTL.Milliseconds())
+	if ref != nil {
+		c.replyErr(msgVoteRefused(ref))
+		return
+	}
 	c.reserve(1)
 	o := c.s.eng.newOp("vote", opVote, c.done)
-	sc := e.Script()
 	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
 	c.startOp(o, c.cmd, sc)
 }
@@ -142,8 +214,9 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
 	var a script.CallArgs
 	var ttl time.Duration
-	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
+	if cl.Writes() {
 		var ok bool
+		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv)
 		if !ok {
 			c.replyErr(msgNotInteger)
@@ -153,10 +226,19 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
 			return
 		}
+		if ttl <= 0 && cl.Role == script.RoleAcquire {
+			// A deadline already passed: on one Redis the keys would be set
+			// and gone at once, so nothing is written anywhere and the
+			// client gets what its script answers in the keys' case (the
+			// acquire's success where they are free). An extend of that kind
+			// is sent as a read below and answered as the role's failure: it
+			// never shortens a lock.
+			cl, ttl = cl.Lapsed(), 0
+		}
 		a.TTLms = ttl.Milliseconds()
 	}
 	var tokens [][]byte // the tokens an acquiring role writes, one per key
-	if cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire {
+	if cl.Role.Acquires() {
 		tokens = cl.TokensOf(argv, len(keys))
 		for _, tok := range tokens {
 			if len(tok) > c.s.cfg.Limits.MaxToken {
@@ -197,14 +279,22 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
-	if (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire) && !a.ReadOnly {
+	if cl.Role.Acquires() && !a.ReadOnly {
 		// A failed acquire is undone wherever it was not refused; a failed
-		// extend-or-acquire only where it took a free key (see undoFate). A
+		// extend-or-acquire, or any acquire of a lock of several owners,
+		// only where the caller did not hold it before (see undoFate). A
 		// failed extend never is: it would delete the caller's lock where
 		// it is still valid.
-		if sameAll(tokens) {
+		switch {
+		case cl.Shape == script.ShapeHash:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoHashScript, keys, tokens, ttl)
+			o.undoSc, o.laterSc = undoHashScript, undoHashLaterScript
+		case cl.Shape == script.ShapeOwners:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoOwnersScript, keys, [][]byte{tokens[0], []byte(cl.Marker)}, ttl)
+			o.undoSc, o.laterSc = undoOwnersScript, undoOwnersLaterScript
+		case sameAll(tokens):
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, keys, tokens[:1], ttl)
-		} else {
+		default:
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoPerKeyScript, keys, tokens, ttl)
 			o.undoSc, o.laterSc = undoPerKeyScript, undoPerKeyLaterScript
 		}
@@ -247,7 +337,7 @@ func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
 // or where nothing is known, a compare-and-delete could delete a lock that
 // is still valid.
 func (o *op) undoFate(v quorum.Vote, r resp.Result) quorum.Fate {
-	if o.kind != opScript || o.sc.class.Role != script.RoleExtendOrAcquire {
+	if o.kind != opScript || o.sc.class.Role != script.RoleExtendOrAcquire && o.sc.class.Shape == script.ShapeString {
 		return fate(v, r)
 	}
 	switch {
@@ -260,8 +350,8 @@ func (o *op) undoFate(v quorum.Vote, r resp.Result) quorum.Fate {
 	if o.sc.detailed {
 		cs = script.Case(r.V.Elems[1].Int)
 	}
-	if cs == script.CaseMissing {
-		return quorum.FateHolds
+	if cs == script.CaseMissing || cs == script.CaseOtherShared {
+		return quorum.FateHolds // it took the lock, or joined it: the caller held nothing there
 	}
 	return quorum.FateClear
 }
@@ -285,7 +375,7 @@ func (o *op) scriptVote(v resp.Value) quorum.Vote {
 // acted reads the acted flag of a well-formed reference reply.
 func (o *op) acted(v resp.Value) (bool, bool) {
 	if !o.sc.detailed {
-		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 <= int64(script.CaseOtherLowTTL)
+		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 < 64 && script.Case(v.Int>>1).Valid()
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
 		return false, false
@@ -293,7 +383,7 @@ func (o *op) acted(v resp.Value) (bool, bool) {
 	for k := 0; k < o.sc.nkeys; k++ {
 		e := v.Elems[1+4*k:]
 		if e[0].Kind != resp.KindInt || e[1].Kind != resp.KindInt || e[3].Kind != resp.KindInt ||
-			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int > int64(script.CaseOtherLowTTL) {
+			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int >= 64 || !script.Case(e[0].Int).Valid() {
 			return false, false
 		}
 	}
@@ -302,11 +392,7 @@ func (o *op) acted(v resp.Value) (bool, bool) {
 
 // scriptValidityBound: acquire and extend roles need validity left.
 func (o *op) scriptValidityBound() bool {
-	switch o.sc.class.Role {
-	case script.RoleAcquire, script.RoleExtend, script.RoleExtendOrAcquire:
-		return o.ttl > 0
-	}
-	return false
+	return o.sc.class.Writes() && o.ttl > 0
 }
 
 // decideQueryLocked answers a read-only script once every backend has
@@ -366,6 +452,8 @@ func holder(c script.Case) script.Case {
 		return script.CaseOwn
 	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
 		return script.CaseOther
+	case script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared:
+		return c // a lock of several owners: each case on its own
 	}
 	return script.CaseMissing
 }
@@ -448,7 +536,7 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 // majorityCompact is majorityKey for compact answers (one key, cases
 // only), in one pass.
 func (o *op) majorityCompact(m int) (keyObs, bool) {
-	var counts [8]int
+	var counts [numCaseCodes]int
 	for i := range o.replies {
 		if a, ok := o.obs(i, 0); ok && int(a.cs) < len(counts) {
 			counts[a.cs]++
@@ -468,8 +556,16 @@ func (o *op) majorityCompact(m int) (keyObs, bool) {
 			return keyObs{cs: h + 2}, true
 		}
 	}
+	for _, cs := range []script.Case{script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared} {
+		if counts[cs] >= m {
+			return keyObs{cs: cs}, true
+		}
+	}
 	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
 }
+
+// numCaseCodes bounds the case codes a reference answer may give.
+const numCaseCodes = 16
 
 // majorityPTTL is how long a majority of the n backends will still hold
 // the key, from the PTTLs (ms, -1 for none) of those that hold it: the one
@@ -544,9 +640,9 @@ func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 // usual case for that outcome.
 func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int, keyObs) {
 	cl := o.sc.class
-	var counts [8]int
-	var focus [8]int
-	var first [8]keyObs
+	var counts [numCaseCodes]int
+	var focus [numCaseCodes]int
+	var first [numCaseCodes]keyObs
 	cases := make([]script.Case, o.sc.nkeys)
 	for i := range o.replies {
 		ok := true
@@ -583,7 +679,7 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 	switch {
 	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
 		cs = script.CaseOwn
-	case !success && (cl.Role == script.RoleAcquire || cl.Role == script.RoleExtendOrAcquire):
+	case !success && cl.Role.Acquires():
 		cs = script.CaseOther
 	}
 	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}

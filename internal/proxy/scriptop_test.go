@@ -357,3 +357,95 @@ return 0`
 		t.Fatalf("the other owner's lock is on %v", nodes)
 	}
 }
+
+// rueidislockScript reads one of rueidislock's scripts from the module
+// cache.
+func rueidislockScript(t *testing.T, name string) string {
+	t.Helper()
+	text, err := libscripts.GoText(".", "github.com/redis/rueidis", "rueidislock/lock.go", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+func msFromNow(d time.Duration) string { return itoa(time.Now().Add(d).UnixMilli()) }
+
+// A deadline in a script (PXAT, PEXPIREAT) is judged against real time: the
+// lock gets the time left until it; a deadline beyond max_ttl is refused
+// with the time actually left; one already passed writes nothing, and an
+// acquire answers as one Redis (OK where free, nil where held), an extend
+// as failed, leaving the lock as it was.
+func TestScriptDeadlines(t *testing.T) {
+	acq, ext := rueidislockScript(t, "acqat"), rueidislockScript(t, "extend")
+	s, m := modelServer(5)
+	if v := do(t, s, evalArgs(acq, []string{"k"}, "tok", msFromNow(5*time.Second))...); v.String() != "+OK" {
+		t.Fatalf("acquire until 5 s from now = %v; want +OK", v)
+	}
+	nodes, pttls := m.held("k", "tok")
+	if len(nodes) != 5 || pttls[0] > 5000 || pttls[0] < 4000 {
+		t.Fatalf("held on %v with PTTLs %v; want every master, just under 5000 ms", nodes, pttls)
+	}
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(20*time.Second))...); v.String() != ":1" {
+		t.Fatalf("extend to 20 s from now = %v; want :1", v)
+	}
+	if _, pttls := m.held("k", "tok"); pttls[0] > 20000 || pttls[0] < 19000 {
+		t.Fatalf("after the extend PTTL %v; want just under 20000", pttls)
+	}
+	v := do(t, s, evalArgs(acq, []string{"far"}, "tok", msFromNow(2*time.Minute))...)
+	if v.Kind != resp.KindError || !strings.Contains(v.String(), "exceeds max_ttl (60000 ms)") || !strings.Contains(v.String(), "TTL of 1") {
+		t.Fatalf("acquire 2 min ahead = %v; want the max_ttl refusal with about 120000 ms left", v)
+	}
+	if nodes, _ := m.held("far", "tok"); len(nodes) != 0 {
+		t.Fatalf("refused acquire written on %v", nodes)
+	}
+	// Passed: free, then held.
+	if v := do(t, s, evalArgs(acq, []string{"past"}, "tok", msFromNow(-time.Second))...); v.String() != "+OK" {
+		t.Fatalf("acquire of a free key until a second ago = %v; want +OK, as one Redis", v)
+	}
+	if nodes, _ := m.held("past", "tok"); len(nodes) != 0 {
+		t.Fatalf("a deadline in the past was written on %v", nodes)
+	}
+	if v := do(t, s, evalArgs(acq, []string{"k"}, "tok2", msFromNow(-time.Second))...); v.String() != "(nil)" {
+		t.Fatalf("acquire of a held key until a second ago = %v; want nil", v)
+	}
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(-time.Second))...); v.String() != ":0" {
+		t.Fatalf("extend to a second ago = %v; want :0 (failed, the lock kept)", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] < 19000 {
+		t.Fatalf("after the extend to a past time the lock is on %v with %v; want it as it was", nodes, pttls)
+	}
+	for n, sent := range m.sent {
+		for _, sc := range sent {
+			if !strings.Contains(sc, "redlock-proxy") {
+				t.Fatalf("node %d ran %q: the client's text reached a backend", n, sc)
+			}
+		}
+	}
+}
+
+// A script first seen with a deadline already passed is read as it is
+// with one ahead: rueidislock's extend stays an extend (with the deadline
+// passed it deletes the lock on one Redis, which would read as a release
+// and delete the lock of any later call), so that call leaves the lock as
+// it was, and a later one extends it.
+func TestScriptFirstSeenWithAPassedDeadline(t *testing.T) {
+	ext := rueidislockScript(t, "extend")
+	s, m := modelServer(5)
+	m.set([]int{0, 1, 2, 3, 4}, "k", "tok", 10000)
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(-time.Second))...); v.String() != ":0" {
+		t.Fatalf("extend to a second ago, first seen = %v; want :0", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] != 10000 {
+		t.Fatalf("after it the lock is on %v with %v; want as it was", nodes, pttls)
+	}
+	if v := do(t, s, evalArgs(ext, []string{"k"}, "tok", msFromNow(20*time.Second))...); v.String() != ":1" {
+		t.Fatalf("extend to 20 s from now = %v; want :1", v)
+	}
+	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] < 19000 {
+		t.Fatalf("after the extend the lock is on %v with %v; want extended", nodes, pttls)
+	}
+	if v := do(t, s, "SCRIPT", "EXPLAIN", script.Sha1([]byte(ext))); !strings.Contains(v.String(), "role: extend") || strings.Contains(v.String(), "role: release") {
+		t.Fatalf("EXPLAIN = %v; want the extend alone", v)
+	}
+}

@@ -22,10 +22,12 @@ const (
 	RoleOwner                // report whether the caller holds the lock (read only)
 	RoleValue                // report the value held (read only)
 	RoleInspect              // report the value held and its TTL (read only)
+	RoleShare                // take a shared (read) lock: join the other readers, unless someone holds it exclusively
+	RoleDelete               // delete the keys whatever holds them (DEL in a script)
 	numRoles
 )
 
-var roleNames = [numRoles]string{"unknown", "acquire", "release", "extend", "extend-or-acquire", "ttl", "owner", "value", "inspect"}
+var roleNames = [numRoles]string{"unknown", "acquire", "release", "extend", "extend-or-acquire", "ttl", "owner", "value", "inspect", "share", "delete"}
 
 func (r Role) String() string {
 	if r < numRoles {
@@ -35,7 +37,7 @@ func (r Role) String() string {
 }
 
 // Query reports whether the role only reads.
-func (r Role) Query() bool { return r >= RoleTTL && r < numRoles }
+func (r Role) Query() bool { return r >= RoleTTL && r <= RoleInspect }
 
 // Roles lists every role but RoleUnknown.
 func Roles() []Role {
@@ -46,8 +48,18 @@ func Roles() []Role {
 	return out
 }
 
-// ParseRole reads a role name as written in the configuration.
+// ParseRole reads a role name as written in the configuration, which
+// declares locks kept in strings: share, whose lock has several owners,
+// is the classifier's only.
 func ParseRole(s string) (Role, error) {
+	r, err := parseRole(s)
+	if err == nil && r == RoleShare {
+		return RoleUnknown, fmt.Errorf("script: role share is a lock of several owners, which the classifier reads from the script itself; a configuration declares locks kept in strings")
+	}
+	return r, err
+}
+
+func parseRole(s string) (Role, error) {
 	for r := RoleAcquire; r < numRoles; r++ {
 		if roleNames[r] == s {
 			return r, nil
@@ -71,16 +83,47 @@ const (
 	CaseOtherNoTTL              // it holds another value and has no TTL
 	CaseOtherLowTTL             // it holds another value with less TTL than the script's minimum
 	CasePartial                 // (several keys, release) some keys hold the token, not all
+	// The cases of a lock with several owners (ShapeOwners), where a lock
+	// is shared (read) or exclusive (write): CaseOwn and CaseOther are
+	// then the exclusive ones.
+	CaseOwnShared       // the caller holds it shared, alone
+	CaseOwnSharedOthers // the caller holds it shared, with other owners
+	CaseOtherShared     // other owners hold it shared, not the caller
 	numCases
 )
 
-var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial"}
+var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial",
+	"own-shared", "own-shared-others", "other-shared"}
 
 var caseText = [numCases]string{
 	"missing (not held)", "held by the caller", "held by the caller without a TTL",
 	"held by the caller with too little time left", "held by another owner", "held by another owner without a TTL",
 	"held by another owner with little time left", "held by the caller on some keys only",
+	"held shared by the caller alone", "held shared by the caller and others", "held shared by others",
 }
+
+// Valid reports whether c is a case a backend's answer may name.
+func (c Case) Valid() bool { return c < numCases && c != CasePartial }
+
+// Shape is how a lock is kept in its key.
+type Shape uint8
+
+// The shapes.
+const (
+	// ShapeString: the key holds its owner's token.
+	ShapeString Shape = iota
+	// ShapeOwners: the key is a sorted set whose members are its owners,
+	// each scored with its deadline (ms since the Unix epoch); the key
+	// expires with the last of them. A lock is exclusive when the marker
+	// member (Layout.Marker, scored like its owner) is in the set, or,
+	// without a marker, when it has one owner; otherwise it is shared.
+	ShapeOwners
+	// ShapeHash: the key is a hash whose one field is its owner's token
+	// (with a value of the script's, Layout.FieldArg or FieldValue); any
+	// other hash, or value, is another holder's. Its cases and roles are a
+	// string lock's.
+	ShapeHash
+)
 
 func (c Case) String() string {
 	if c < numCases {
@@ -116,8 +159,13 @@ type Layout struct {
 	// library that appends metadata to the token).
 	Prefix int
 
-	TTLArg   int           // 0-based ARGV index of the TTL, -1 for none
-	TTLUnit  time.Duration // its unit, ms or s
+	TTLArg  int           // 0-based ARGV index of the TTL, -1 for none
+	TTLUnit time.Duration // its unit, ms or s
+	// Deadline: the TTL argument is the time the lock ends, in TTLUnit
+	// since the Unix epoch (PXAT, EXAT, PEXPIREAT, EXPIREAT), not a
+	// duration. Its TTL is what is left of it when the proxy reads the
+	// call.
+	Deadline bool
 	TTLConst time.Duration // the TTL when the script writes a constant one (TTLArg -1)
 	Additive bool          // extend: the TTL is added to what is left, not set
 
@@ -126,6 +174,19 @@ type Layout struct {
 	MinOffset int64         // the key has too little time when PTTL < min*unit + offset (ms)
 
 	NoTTLActs bool // extend, extend-or-acquire: a key held without TTL is acted on too
+
+	// Shape is how the lock is kept; Marker, for ShapeOwners, the member
+	// that makes a lock exclusive ("" for none).
+	Shape  Shape
+	Marker string
+	// FieldArg is the 0-based index of the argument a ShapeHash lock's
+	// field holds, -1 when it holds the constant FieldValue.
+	FieldArg   int
+	FieldValue string
+	// Promotes: an exclusive acquire also takes a lock the caller holds
+	// shared alone. Demotes: a shared acquire also takes (as shared) a lock
+	// the caller holds exclusively.
+	Promotes, Demotes bool
 
 	// Controls are the arguments that are neither token nor TTL and that
 	// change what the script does (a database number, a replace flag, a
@@ -152,7 +213,12 @@ type Class struct {
 	// a library fact ("redis-py 4.3.4 Lock.release"), or "configured".
 	Source string
 
+	// as, when set, is the role whose cases and key combination a query
+	// class follows (Lapsed: an acquire run as a read).
+	as Role
+
 	// Set by Finish.
+	lapsed    *Class
 	finished  bool
 	detail    bool
 	needsArgs bool
@@ -171,7 +237,24 @@ func (c *Class) Cases() []Case {
 }
 
 func (c *Class) possible(cs Case) bool {
+	role := c.Role
+	if c.as != 0 {
+		role = c.as
+	}
+	if c.Shape == ShapeOwners {
+		switch cs {
+		case CaseMissing, CaseOther, CaseOtherShared:
+			return true
+		case CaseOwn, CaseOwnSharedOthers:
+			return c.Tokens != nil
+		case CaseOwnShared: // without a marker, a lone owner holds it exclusively
+			return c.Tokens != nil && c.Marker != ""
+		}
+		return false
+	}
 	switch cs {
+	case CaseOwnShared, CaseOwnSharedOthers, CaseOtherShared:
+		return false
 	case CaseOwn, CaseOwnNoTTL:
 		return c.Tokens != nil
 	case CaseOwnLowTTL:
@@ -179,30 +262,70 @@ func (c *Class) possible(cs Case) bool {
 	case CaseOtherLowTTL:
 		return c.MinArg >= 0
 	case CasePartial:
-		return c.Role == RoleRelease && c.Keys != 1
+		return role == RoleRelease && c.Keys != 1
 	}
 	return true
+}
+
+// Lapsed returns, for an acquire whose TTL argument is a deadline, the
+// class of a call whose deadline has already passed: a read of the keys
+// (nothing is written), answered with the acquire's reply in the keys'
+// case, as one Redis answers SET NX PXAT of a past time (the success
+// reply when the keys are free, nil or the like when they are held). For
+// any other class it returns the class itself.
+func (c *Class) Lapsed() *Class {
+	if c.lapsed != nil {
+		return c.lapsed
+	}
+	if c.Role != RoleAcquire || !c.Deadline {
+		return c
+	}
+	return c.lapsedCopy()
+}
+
+func (c *Class) lapsedCopy() *Class {
+	d := *c
+	d.Role, d.as, d.lapsed, d.finished = RoleInspect, RoleAcquire, nil, false
+	d.Source = c.Source + " (deadline passed)"
+	return d.Finish()
 }
 
 // Acts reports whether the role, with this layout, changes the keys (and
 // so wins the backend's vote) in case cs. Read-only roles never act.
 func (c *Class) Acts(cs Case) bool {
+	shared := cs == CaseOwnShared || cs == CaseOwnSharedOthers
 	switch c.Role {
 	case RoleAcquire:
-		return cs == CaseMissing
+		return cs == CaseMissing || cs == CaseOwnShared && c.Promotes
 	case RoleRelease:
-		return cs == CaseOwn || cs == CaseOwnNoTTL
+		return cs == CaseOwn || cs == CaseOwnNoTTL || shared
 	case RoleExtend:
-		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
 	case RoleExtendOrAcquire:
-		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs)
+		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
+	case RoleShare:
+		return cs == CaseMissing || shared || cs == CaseOtherShared || cs == CaseOwn && c.Demotes
+	case RoleDelete:
+		return cs != CaseMissing
 	}
 	return false
 }
 
-// TTL returns the TTL a call asks for, from its arguments: ok is false
-// when the argument is not a positive integer.
+// Acquires reports whether the role takes free keys (and must be undone
+// where a failed attempt took them).
+func (r Role) Acquires() bool {
+	return r == RoleAcquire || r == RoleExtendOrAcquire || r == RoleShare
+}
+
+// TTL returns the TTL a call asks for, from its arguments, now: ok is
+// false when the argument is not a positive integer. A deadline's TTL is
+// what is left of it, zero or less once it has passed.
 func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
+	return c.TTLAt(argv, time.Now().UnixMilli())
+}
+
+// TTLAt is TTL at now (ms since the Unix epoch).
+func (c *Class) TTLAt(argv [][]byte, now int64) (time.Duration, bool) {
 	if c.TTLArg < 0 {
 		return c.TTLConst, true
 	}
@@ -213,7 +336,11 @@ func (c *Class) TTL(argv [][]byte) (time.Duration, bool) {
 	if !ok || n <= 0 || n > int64(1<<62)/int64(c.TTLUnit) {
 		return 0, false
 	}
-	return time.Duration(n) * c.TTLUnit, true
+	d := time.Duration(n) * c.TTLUnit
+	if c.Deadline {
+		d -= time.Duration(now) * time.Millisecond
+	}
+	return d, true
 }
 
 // Threshold returns the least PTTL (ms) a key needs not to be "low", or
@@ -306,6 +433,10 @@ func (c *Class) roleText() string {
 		}
 	case RoleRelease:
 		s += " (compare-and-delete)"
+	case RoleShare:
+		s += " (a shared lock, beside other readers)"
+	case RoleDelete:
+		s += " (whatever holds the keys)"
 	case RoleExtend:
 		if c.Additive {
 			s += " (compare-and-extend, adding to the TTL left)"
@@ -344,8 +475,30 @@ func (c *Class) layoutText() string {
 	if c.Prefix > 0 {
 		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
 	}
+	if c.Shape == ShapeHash {
+		v := strconv.Quote(c.FieldValue)
+		if c.FieldArg >= 0 {
+			v = c.names().arg(c.FieldArg)
+		}
+		parts = append(parts, "a hash whose one field is the owner's token, holding "+v)
+	}
+	if c.Shape == ShapeOwners {
+		t := "a sorted set of owners scored with their deadlines"
+		if c.Marker != "" {
+			t += fmt.Sprintf(", exclusive when it holds %s", strconv.Quote(c.Marker))
+		}
+		if c.Promotes {
+			t += ", promoting the caller's lone shared lock"
+		}
+		if c.Demotes {
+			t += ", turning the caller's exclusive lock shared"
+		}
+		parts = append(parts, t)
+	}
 	if c.writes() {
 		switch {
+		case c.TTLArg >= 0 && c.Deadline:
+			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
 		case c.TTLArg >= 0:
 			parts = append(parts, fmt.Sprintf("TTL %s in %s", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
 		default:
@@ -379,8 +532,20 @@ func (c *Class) uniformToken() bool {
 }
 
 func (c *Class) writes() bool {
-	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire
+	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire || c.Role == RoleShare
 }
+
+// fieldValue is what a ShapeHash lock's field holds for a call.
+func (c *Class) fieldValue(argv [][]byte) []byte {
+	if c.FieldArg >= 0 && c.FieldArg < len(argv) {
+		return argv[c.FieldArg]
+	}
+	return []byte(c.FieldValue)
+}
+
+// Writes reports whether the role sets a TTL (and its success needs
+// validity left).
+func (c *Class) Writes() bool { return c.writes() }
 
 func unitName(d time.Duration) string {
 	if d == time.Second {
@@ -392,8 +557,12 @@ func unitName(d time.Duration) string {
 // Equal reports whether two classifications say the same (their Source
 // aside).
 func (c *Class) Equal(d *Class) bool {
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes ||
+		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
+		return false
+	}
 	if c.Role != d.Role || c.Keys != d.Keys || c.Args != d.Args || c.KeyArgs != d.KeyArgs || c.Prefix != d.Prefix ||
-		c.TTLArg != d.TTLArg || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
+		c.TTLArg != d.TTLArg || c.Deadline != d.Deadline || c.Additive != d.Additive || c.MinArg != d.MinArg || c.MinOffset != d.MinOffset ||
 		(c.Tokens == nil) != (d.Tokens == nil) || len(c.Tokens) != len(d.Tokens) || len(c.Controls) != len(d.Controls) {
 		return false
 	}
@@ -448,7 +617,7 @@ func (c *Class) Diff(d *Class) string {
 //
 // Words after the role: keys=N|any, args=N|any, token=I or tokens=I,J,...
 // (1-based ARGV positions, one per key), prefix=P, ttl=I(ms|s) or
-// ttl=const:MS, additive, min=I(ms|s) (min=I(ms|s)+1 when PTTL equal to
+// ttl=const:MS, deadline (the TTL argument is a Unix time), additive, min=I(ms|s) (min=I(ms|s)+1 when PTTL equal to
 // the minimum is still too little), nottl-acts, control=I:"value". Then
 // each case with its reply template.
 func (c *Class) Spec() string {
@@ -483,6 +652,9 @@ func (c *Class) Spec() string {
 			fmt.Fprintf(&b, " ttl=const:%d", c.TTLConst.Milliseconds())
 		}
 	}
+	if c.Deadline && c.TTLArg >= 0 {
+		b.WriteString(" deadline")
+	}
 	if c.Additive {
 		b.WriteString(" additive")
 	}
@@ -494,6 +666,25 @@ func (c *Class) Spec() string {
 	}
 	if c.NoTTLActs && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
 		b.WriteString(" nottl-acts")
+	}
+	if c.Shape == ShapeHash {
+		if c.FieldArg >= 0 {
+			fmt.Fprintf(&b, " hash=%d", c.FieldArg+1)
+		} else {
+			b.WriteString(" hash=" + strconv.Quote(c.FieldValue))
+		}
+	}
+	if c.Shape == ShapeOwners {
+		b.WriteString(" owners")
+		if c.Marker != "" {
+			b.WriteString(" marker=" + strconv.Quote(c.Marker))
+		}
+		if c.Promotes {
+			b.WriteString(" promotes")
+		}
+		if c.Demotes {
+			b.WriteString(" demotes")
+		}
 	}
 	for _, ct := range c.Controls {
 		fmt.Fprintf(&b, " control=%d:%s", ct.Arg+1, strconv.Quote(ct.Value))
@@ -520,11 +711,11 @@ func ParseSpec(s string) (*Class, error) {
 	if len(words) == 0 {
 		return nil, fmt.Errorf("script: empty spec")
 	}
-	role, err := ParseRole(words[0])
+	role, err := parseRole(words[0])
 	if err != nil {
 		return nil, err
 	}
-	c := &Class{Role: role, Layout: Layout{Keys: 1, Args: -1, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
+	c := &Class{Role: role, Layout: Layout{Keys: 1, Args: -1, TTLArg: -1, MinArg: -1, FieldArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
 	argUnit := func(v string) (int, time.Duration, int64, error) {
 		off := int64(0)
 		if i := strings.IndexByte(v, '+'); i >= 0 {
@@ -585,10 +776,32 @@ func ParseSpec(s string) (*Class, error) {
 			}
 		case "additive":
 			c.Additive = true
+		case "deadline":
+			c.Deadline = true
 		case "min":
 			c.MinArg, c.MinUnit, c.MinOffset, err = argUnit(v)
 		case "nottl-acts":
 			c.NoTTLActs = true
+		case "owners":
+			c.Shape = ShapeOwners
+		case "hash":
+			c.Shape = ShapeHash
+			if strings.HasPrefix(v, `"`) {
+				c.FieldValue, err = strconv.Unquote(v)
+			} else {
+				var n int
+				n, err = strconv.Atoi(v)
+				c.FieldArg = n - 1
+				if err == nil && n < 1 {
+					err = fmt.Errorf("bad position %d", n)
+				}
+			}
+		case "marker":
+			c.Marker, err = strconv.Unquote(v)
+		case "promotes":
+			c.Promotes = true
+		case "demotes":
+			c.Demotes = true
 		case "control":
 			i, q, _ := strings.Cut(v, ":")
 			var n int

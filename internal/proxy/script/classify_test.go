@@ -1,8 +1,10 @@
 package script
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
@@ -187,6 +189,26 @@ return {KEYS[1], v or '', redis.call('pttl', KEYS[1])}`, "job:1 --",
 			`inspect keys=1 args=0; missing: [KEYS[1], "", -2]; other: [KEYS[1], value, pttl]; other-no-ttl: [KEYS[1], value, -1]`},
 		{"multi-key acquire answering the first key taken", libscripts.BatchAcquire, "a b c -- t1 t2 t3 9000",
 			"acquire keys=3 args=4 tokens=1,2,3 ttl=4ms; missing: [1, nkeys]; own: [0, index, KEYS[index]]; own-no-ttl: [0, index, KEYS[index]]; other: [0, index, KEYS[index]]; other-no-ttl: [0, index, KEYS[index]]"},
+		{"acquire until a deadline (SET PXAT)", `return redis.call("SET", KEYS[1], ARGV[1], "NX", "PXAT", ARGV[2])`, "job:1 -- w-7 " + deadline(5000),
+			"acquire keys=1 args=2 token=1 ttl=2ms deadline; missing: +OK; own: nil; own-no-ttl: nil; other: nil; other-no-ttl: nil"},
+		{"acquire until a deadline in seconds (SET EXAT)", `if redis.call("SET", KEYS[1], ARGV[2], "NX", "EXAT", ARGV[1]) then return 1 end return 0`, "job:1 -- " + deadlineS(30) + " w-7",
+			"acquire keys=1 args=2 token=2 ttl=1s deadline; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0"},
+		{"extend to a deadline (PEXPIREAT)", `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIREAT", KEYS[1], ARGV[2]) end return 0`, "job:1 -- w-7 " + deadline(5000),
+			"extend keys=1 args=2 token=1 ttl=2ms deadline nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"},
+		{"extend to a deadline in seconds (EXPIREAT), answering EXPIRETIME", `if redis.call("GET", KEYS[1]) ~= ARGV[1] then return -3 end
+redis.call("EXPIREAT", KEYS[1], ARGV[2])
+return redis.call("TTL", KEYS[1])`, "job:1 -- w-7 " + deadlineS(20),
+			"extend keys=1 args=2 token=1 ttl=2s deadline nottl-acts; missing: -3; own: ttl_after; own-no-ttl: ttl_after; other: -3; other-no-ttl: -3"},
+		{"acquire with a deadline from TIME", `local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+return redis.call("SET", KEYS[1], ARGV[1], "NX", "PXAT", now + ARGV[2])`, "job:1 -- w-7 8000",
+			"acquire keys=1 args=2 token=1 ttl=2ms; missing: +OK; own: nil; own-no-ttl: nil; other: nil; other-no-ttl: nil"},
+		{"acquire in two steps, SETNX then PEXPIRE", `if redis.call("setnx", KEYS[1], ARGV[1]) == 1 then
+  redis.call("pexpire", KEYS[1], ARGV[2])
+  return 1
+end
+return 0`, "job:1 -- w-7 8000",
+			"acquire keys=1 args=2 token=1 ttl=2ms; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0"},
 		{"multi-key release counting", `local n = 0
 for _, k in ipairs(KEYS) do
   if redis.call('get', k) == ARGV[1] then n = n + redis.call('del', k) end
@@ -207,6 +229,10 @@ return n`, "a b c -- t1",
 	}
 }
 
+// deadline is a Unix time in ms, ms from now; deadlineS the same in s.
+func deadline(ms int64) string { return strconv.FormatInt(time.Now().UnixMilli()+ms, 10) }
+func deadlineS(s int64) string { return strconv.FormatInt(time.Now().Unix()+s, 10) }
+
 func splitCall(s string) ([]string, []string) {
 	k, a, _ := strings.Cut(s, "--")
 	return strings.Fields(k), strings.Fields(a)
@@ -225,10 +251,14 @@ func TestRefusalsNameTheProbe(t *testing.T) {
 			[]string{"KEYS[1] missing", "without an expiry"}, true},
 		{"a key not in KEYS", `return redis.call('del', 'other:' .. KEYS[1])`, "k -- tok",
 			[]string{`accesses key "other:k", which is not in KEYS`}, false},
-		{"TIME", `local t = redis.call('TIME') return 1`, "k -- tok", []string{"calls TIME"}, false},
+		{"SETNX never given an expiry", `if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then return 1 end return 0`, "k -- tok",
+			[]string{"KEYS[1] missing", `leaves "k" without an expiry (it ran SETNX on it)`}, true},
+		{"randomness", `local k = redis.call('randomkey') return 1`, "k -- tok", []string{`calls "RANDOMKEY"`, "randomness"}, false},
 		{"math.random", `if math.random() > 2 then return 1 end return 0`, "k -- tok", []string{"math.random"}, false},
 		{"os.time", `return os.time()`, "k -- tok", []string{"os.time"}, false},
-		{"a command outside the allow-list", `return redis.call('incr', KEYS[1])`, "k --", []string{`calls "INCR"`}, false},
+		{"a command outside the allow-list", `return redis.call('lpush', KEYS[1], 'x')`, "k --", []string{`calls "LPUSH"`, "lists are not a shape"}, false},
+		{"PERSIST", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('persist', KEYS[1]) end return 0`, "k -- tok",
+			[]string{`calls "PERSIST"`, "a lock must always expire"}, false},
 		{"database 3", `redis.pcall('select', ARGV[1]) return redis.call('del', KEYS[1])`, "k -- 3", []string{"database 3", "only database 0"}, false},
 		{"an endless loop", `while true do end`, "k -- tok", []string{"more than 100000 Lua instructions"}, false},
 		{"no keys", `return 1`, " -- tok", []string{"takes no keys"}, false},
@@ -255,5 +285,29 @@ if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[
 				t.Errorf("NoTTL = %v", ref.NoTTL)
 			}
 		})
+	}
+}
+
+// rueidislock's ForceWithContext scripts take a lock whatever its holder:
+// refused, saying why, for both of its forms (PXAT, and PX with
+// FallbackSETPX).
+func TestForcedTakeoverIsRefusedWithWhy(t *testing.T) {
+	for name, arg := range map[string]string{"fcqat": deadline(5000), "fcqms": "5000"} {
+		text, err := libscripts.GoText(".", "github.com/redis/rueidis", "rueidislock/lock.go", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ref := Compile([]byte(text))
+		if ref == nil {
+			_, ref = Classify(p, []string{"rueidislock:0:a"}, []string{"tok-1", arg})
+		}
+		if ref == nil {
+			t.Fatalf("%s classified", name)
+		}
+		for _, w := range []string{"holding another value", "set KEYS[1] to ARGV[1]", "forced takeover", "never take a key from its holder"} {
+			if !strings.Contains(ref.Reason, w) {
+				t.Errorf("%s: refusal %q lacks %q", name, ref.Reason, w)
+			}
+		}
 	}
 }

@@ -4,31 +4,44 @@
 // the script gives on one Redis in each case.
 //
 // A script is run in a sandbox (sandbox.go: gopher-lua with a redis table
-// of this package's own over an in-memory model of its keys on a clock
-// that stands still) against probe states of its keys, with the call's
-// real number of keys and arguments and with variants of them
-// (classify.go, verify.go). What it does to the keys in every probe must
-// be what one role does (semantics.go); its replies in each case must
-// follow one template. Otherwise it is refused, with the probe that showed
-// it. The classification holds for the number of keys and arguments and
-// the values of the control arguments it was made with (Registry caches
-// it by them); library facts (facts.go) and the configuration give
-// classifications for SHA1s whose text the proxy has not seen.
+// of this package's own over an in-memory model of its keys, model.go and
+// commands.go, on a clock that stands still at the real time) against
+// probe states of its keys, with the call's real number of keys and
+// arguments and with variants of them (classify.go, verify.go). What it
+// does to the keys in every probe must be what one role does
+// (semantics.go, and shapes.go for a lock kept as a sorted set of owners);
+// its replies in each case must follow one template. Otherwise it is
+// refused, with the probe that showed it. The classification holds for
+// the number of keys and arguments and the values of the control
+// arguments it was made with (Registry caches it by them); library facts
+// (facts.go) and the configuration give classifications for SHA1s whose
+// text the proxy has not seen.
 //
 // It promises: Classify never panics and stays within fixed bounds of
 // instructions and memory whatever the script; a script is classified
 // only if, on every probe, it did what its role does and replied what its
 // templates say; the backends never run a classified script's text, only
-// the role's reference script (reference.go).
+// the role's reference script (reference.go); time is real time: TIME
+// answers the clock and a deadline argument (PXAT, PEXPIREAT) is a
+// deadline, never a duration read against a fixed clock (Class.TTL gives
+// what is left of it); the commands a script may use are one list
+// (commands.go), the same for the sandbox and for Guard, which is the only
+// form in which a refused script's text reaches a backend (the vote
+// policy): checked, written back, and run with every command checked.
 //
 // Why the probes suffice. Mutual exclusion does not rest on the
 // classification at all. Whatever a script is classified as, the backends
-// run one of five fixed reference scripts, which can only: set keys that
+// run one of the fixed reference scripts, which can only: set keys that
 // are free, each to its caller's token, with a TTL the proxy checked
 // against max_ttl (acquire, extend-or-acquire); re-arm or lengthen, within
 // max_ttl, or delete keys that hold the caller's token (extend, release);
-// or read. None can take a key from another holder or leave a key without
-// expiry, and the proxy votes on them and checks validity as for SET NX.
+// add the caller to a lock of several owners that no other holds
+// exclusively, re-score or remove the caller's own member (the same roles,
+// and share, for ShapeOwners; ShapeHash keeps a string lock's roles in a
+// hash whose one field is the owner); delete whatever holds the keys, as the DEL
+// command already does (delete); or read. None can take a key from another
+// holder or leave a key without expiry, and the proxy votes on them and
+// checks validity as for SET NX.
 // So a classification that is wrong can only give a client the role's
 // effect and reply where its own script would have done something else;
 // in the worst case a script that would have misbehaved on one Redis
@@ -42,7 +55,10 @@
 // states other than "all alike" and "one differs", and differences
 // between gopher-lua and Redis's Lua 5.1 or between the model and Redis
 // for the allowed commands (the tests run classified scripts and their
-// reference scripts on a real redis-server to keep those small). Each of
+// reference scripts on a real redis-server, and the model command by
+// command against it, to keep those small); a lock of several owners
+// whose marker the script builds at run time, or whose owners' deadlines
+// passed while the set lives on. Each of
 // these changes the reply a client sees, never which client holds a lock,
 // with one exception: a script that reads the TTL argument in another unit
 // for values between the probed ones would have its caller count on a

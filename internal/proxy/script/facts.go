@@ -99,6 +99,14 @@ var facts = []factRow{
 	{"da225123b2af4a41136fdba7ffac1e045e344da1", "@microfleet/ioredis-lock", "6.0.1", "delifequal", release10},
 	{"bf3108245472c550b02852e1e425128e5eb399c4", "@microfleet/ioredis-lock", "6.0.1", "pexpireifequal", pexpire10},
 
+	{"3875d208d9e377969d2022550302cc83ad17b584", "rueidislock", "v1.0.79", "acqat (SET NX PXAT)",
+		"acquire keys=1 args=2 token=1 ttl=2ms deadline; missing: +OK; own: nil; own-no-ttl: nil; other: nil; other-no-ttl: nil"},
+	{"fa3d1aaa7e4145457755016a3d5daf72fa7a11bf", "rueidislock", "v1.0.79", "acqms (SET NX PX, FallbackSETPX)",
+		"acquire keys=1 args=2 token=1 ttl=2ms; missing: +OK; own: nil; own-no-ttl: nil; other: nil; other-no-ttl: nil"},
+	{"852ba6ec6104340ced36643283c856d4698569e4", "rueidislock", "v1.0.79", "extend (PEXPIREAT)",
+		"extend keys=1 args=2 token=1 ttl=2ms deadline nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"},
+	{"9eb62214c9af87ae5f9a9f12bb4520281c0d2ae1", "rueidislock", "v1.0.79", "delkey", "release keys=1 args=2 token=1" + release10[len("release keys=1 args=1 token=1"):]},
+
 	{"c000e088bd4aca36ab429d3b7a16fc736f4cb6f1", "redlock-universal", "0.8.5", "ATOMIC_EXTEND_SCRIPT",
 		"extend keys=1 args=3 token=1 ttl=3ms min=2ms; missing: [-1, -2]; own: [1, pttl]; own-no-ttl: [0, -1]; own-low-ttl: [0, pttl]; " +
 			"other: [-1, pttl]; other-no-ttl: [0, -1]; other-low-ttl: [0, pttl]"},

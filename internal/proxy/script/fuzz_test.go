@@ -3,7 +3,10 @@ package script
 import (
 	"math/rand"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
@@ -23,6 +26,23 @@ func FuzzClassify(f *testing.F) {
 		f.Add(randomScript(rng), uint8(1), "tok-a", "30000", "", int64(i))
 	}
 	f.Add(libscripts.BatchAcquire, uint8(3), "a", "b", "9000", int64(2))
+	// Locks of several owners and deadlines: Symfony's RedisStore and
+	// rueidislock, their texts read from the installed libraries.
+	sf, err := libscripts.Symfony()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range sf {
+		a := append(slices.Clone(s.Argv), "", "", "")
+		f.Add(s.Text, uint8(3*len(s.Argv)), a[0], a[1], a[2], int64(3))
+	}
+	for _, name := range []string{"acqat", "extend"} {
+		text, err := libscripts.GoText(".", "github.com/redis/rueidis", "rueidislock/lock.go", name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(text, uint8(6), "tok", strconv.FormatInt(time.Now().UnixMilli()+5000, 10), "", int64(4))
+	}
 	for _, s := range []string{"", "return", "return {", "while true do end", "return redis.call('incr', KEYS[1])",
 		"local t = {} t[1] = t return t", "return string.rep('x', 1e9)", "return ARGV[1] .. ARGV[2]"} {
 		f.Add(s, uint8(2), "x", "1", "2", int64(0))
@@ -51,7 +71,7 @@ func FuzzClassify(f *testing.F) {
 		}
 		lk, la := cl.Split(strArgs(keys), strArgs(argv))
 		keys, argv = strs(lk), strs(la)
-		c := &classifier{p: p, keys: keys, argv: argv, extra: cl.KeyArgs, names: cl.names(), left: classifyBudget}
+		c := &classifier{p: p, keys: keys, argv: argv, extra: cl.KeyArgs, names: cl.names(), left: classifyBudget, now: time.Now().UnixMilli()}
 		defer func() {
 			if c.r != nil {
 				c.r.close()
@@ -84,6 +104,48 @@ func FuzzClassify(f *testing.F) {
 			if tm == nil || !tm.Fill(s.sit).Equal(s.reply) {
 				t.Fatalf("%s\nclassified as %s, but %s it replied %v (case %s)", text, cl.Spec(), s.probe, s.reply, s.sit.Case)
 			}
+		}
+	})
+}
+
+// FuzzGuard: for any text, the vote policy's guard never panics; a script
+// it accepts is written back in a form that parses, and that writing it
+// back again leaves as it is (the backends run the program that was
+// checked, in one canonical form).
+func FuzzGuard(f *testing.F) {
+	rng := rand.New(rand.NewSource(6))
+	for i := 0; i < 20; i++ {
+		f.Add(randomScript(rng))
+	}
+	for _, s := range libscripts.Styles() {
+		f.Add(s.Text)
+	}
+	for _, s := range []string{"return _G", "local t = {f = function(self, ...) return ... end} return t:f(1, 2)",
+		"return (-1) ^ 2 .. 'x' .. \"\\0\\255\"", "repeat local x = 1 until x", "for i = 1, 3, 2 do end return #KEYS",
+		"local function f(n) return n < 1 and 0 or f(n - 1) end return f(3)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		sc, ref := Guard([]byte(text), "redlock-proxy:", 60_000)
+		if ref != nil {
+			if ref.Reason == "" {
+				t.Fatalf("a refusal without a reason")
+			}
+			return
+		}
+		if _, err := parseChunk(sc.Body); err != nil {
+			t.Fatalf("%q written back does not parse: %v\n%s", text, err, sc.Body)
+		}
+		body := string(sc.Body)
+		start := strings.Index(body, "local __rlp_user = function(...)\n") + len("local __rlp_user = function(...)\n")
+		end := strings.LastIndex(body, "\nend\nlocal __rlp_ok")
+		user := body[start:end]
+		again, ref := Guard([]byte(user), "redlock-proxy:", 60_000)
+		if ref != nil {
+			t.Fatalf("%q: written back as\n%s\nwhich the guard refuses: %s", text, user, ref.Reason)
+		}
+		if string(again.Body) != body {
+			t.Fatalf("%q: writing back twice differs:\n%s\n--\n%s", text, body, again.Body)
 		}
 	})
 }

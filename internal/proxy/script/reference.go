@@ -29,18 +29,45 @@ import (
 // key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
 // [8] longest value a detailed answer brings back (a longer one comes back
 // as nil), then one token per key (none for a query without token), then,
-// for an extend that sets a TTL, the extend's nonce (see refSecondStep).
+// for an extend that sets a TTL, the extend's nonce (see refSecondStep),
+// then the shape's own value (the marker, the hash's field value).
 
-const refPrelude = `local detail = ARGV[1] == '1'
+// The way a lock is read and taken, by shape: read(i, t) is the value of
+// lock key i (false when missing), take(i, t, ms) sets it to token t for
+// ms. A hash lock's value is its one field, the owner's token (any other
+// hash, or another type, reads as a value that is not t); it is taken as
+// that one field, with the class's field value (after the tokens in ARGV).
+const (
+	stringAccess = `local function read(i, t) return redis.call('get', KEYS[i]) end
+local function take(i, t, ms) redis.call('set', KEYS[i], t, 'PX', ms) end
+`
+	hashAccess = `local fv = ARGV[#ARGV]
+local function read(i, t)
+  local ty = redis.call('type', KEYS[i]).ok
+  if ty == 'none' then return false end
+  if ty == 'hash' and t and redis.call('hlen', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], t) == 1 then return t end
+  return (t or '') .. '\0'
+end
+local function take(i, t, ms)
+  redis.call('del', KEYS[i])
+  redis.call('hset', KEYS[i], t, fv)
+  redis.call('pexpire', KEYS[i], ms)
+end
+`
+)
+
+const refHead = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
 local additive, nottl = flags % 2 == 1, flags % 4 >= 2
--- asked: set by an extend that sets (not adds) a TTL, which keeps the
+`
+
+const refPrelude = `-- asked: set by an extend that sets (not adds) a TTL, which keeps the
 -- longer of that TTL and what is left, and reports the TTL asked.
 local asked = nil
 local cs, pts, vs = {}, {}, {}
 for i = 1, n do
-  local v = redis.call('get', KEYS[i])
+  local v = read(i, ARGV[8 + i])
   local pt = redis.call('pttl', KEYS[i])
   local t = ARGV[8 + i]
   local c = 0
@@ -81,7 +108,7 @@ end
 local nonce = ARGV[9 + n]
 local function mark(i, kept)
   if #KEYS <= n then return end
-  if kept and nonce then
+  if kept then
     redis.call('hset', KEYS[n + i], 'xv', nonce)
     redis.call('pexpire', KEYS[n + i], redis.call('pttl', KEYS[i]))
   else
@@ -90,18 +117,17 @@ local function mark(i, kept)
 end
 `
 
-// Reference scripts by role.
-var (
-	refAcquire = resp.NewScript([]byte("-- redlock-proxy acquire: every key is free, then take them all\n" + refPrelude + `for i = 1, n do
+// The role bodies of the string and hash references.
+const (
+	acquireBody = `for i = 1, n do
   if cs[i] ~= 0 then return reply(0) end
 end
 for i = 1, n do
-  redis.call('set', KEYS[i], ARGV[8 + i], 'PX', ttl)
+  take(i, ARGV[8 + i], ttl)
   forget(i)
 end
-return reply(1)`))
-
-	refRelease = resp.NewScript([]byte("-- redlock-proxy release: delete each key that holds its token\n" + refPrelude + `local all = 1
+return reply(1)`
+	releaseBody = `local all = 1
 for i = 1, n do
   if cs[i] == 1 or cs[i] == 2 then
     redis.call('del', KEYS[i])
@@ -110,9 +136,8 @@ for i = 1, n do
     all = 0
   end
 end
-return reply(all)`))
-
-	refExtend = resp.NewScript([]byte("-- redlock-proxy extend: every key holds its token, then re-arm them all, never shorter\n" + refPrelude + `if not additive then asked = ttl end
+return reply(all)`
+	extendBody = `if not additive then asked = ttl end
 for i = 1, n do
   local c = cs[i]
   if not (c == 1 or (c == 2 and nottl and not additive)) then return reply(0) end
@@ -128,25 +153,52 @@ for i = 1, n do
     mark(i, ms > ttl)
   end
 end
-return reply(1)`))
-
-	refExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token\n" + refPrelude + `local c = cs[1]
+return reply(1)`
+	extendOrAcquireBody = `local c = cs[1]
 if c == 0 then
-  redis.call('set', KEYS[1], ARGV[9], 'PX', ttl)
+  take(1, ARGV[9], ttl)
   forget(1)
   return reply(1)
 end
 if c == 1 or (c == 2 and nottl) then
   asked = ttl
   local ms = math.max(ttl, pts[1])
-  redis.call('set', KEYS[1], ARGV[9], 'PX', ms)
+  take(1, ARGV[9], ms)
   if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
   mark(1, ms > ttl)
   return reply(1)
 end
-return reply(0)`))
+return reply(0)`
+	queryBody  = `return reply(1)`
+	deleteBody = `local any = 0
+for i = 1, n do
+  if cs[i] ~= 0 then any = 1 end
+  redis.call('del', KEYS[i])
+  forget(i)
+end
+return reply(any)`
+)
 
-	refQuery = resp.NewScript([]byte("-- redlock-proxy query: read the keys\n" + refPrelude + `return reply(1)`))
+// refScript makes a reference: its first line names it, then the head,
+// the shape's access, the prelude and the role's body.
+func refScript(title, access, body string) *resp.Script {
+	return resp.NewScript([]byte("-- redlock-proxy " + title + "\n" + refHead + access + refPrelude + body))
+}
+
+// Reference scripts by role.
+var (
+	refAcquire         = refScript("acquire: every key is free, then take them all", stringAccess, acquireBody)
+	refRelease         = refScript("release: delete each key that holds its token", stringAccess, releaseBody)
+	refExtend          = refScript("extend: every key holds its token, then re-arm them all, never shorter", stringAccess, extendBody)
+	refExtendOrAcquire = refScript("extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token", stringAccess, extendOrAcquireBody)
+	refQuery           = refScript("query: read the keys", stringAccess, queryBody)
+	refDelete          = refScript("delete: delete the keys whatever holds them", stringAccess, deleteBody)
+
+	refHashAcquire         = refScript("acquire (hash): every key is free, then take them all", hashAccess, acquireBody)
+	refHashRelease         = refScript("release (hash): delete each key that holds its token", hashAccess, releaseBody)
+	refHashExtend          = refScript("extend (hash): every key holds its token, then re-arm them all, never shorter", hashAccess, extendBody)
+	refHashExtendOrAcquire = refScript("extend-or-acquire (hash): take the key if free, re-arm it (never shorter) if it holds the token", hashAccess, extendOrAcquireBody)
+	refHashQuery           = refScript("query (hash): read the keys", hashAccess, queryBody)
 
 	// refSecondStep is the second step of an extend that kept a key longer
 	// than asked (an extend never shortens a lock before it succeeded): once
@@ -157,14 +209,21 @@ return reply(0)`))
 	// later commands of the same pipeline, never undoes what a later
 	// command did. KEYS: the n lock keys, then their companions; ARGV: [1]
 	// TTL ms, [2] nonce, [3] ownership prefix length, then one token per
-	// key.
+	// key. A string lock holds its token as its value, a hash lock as its
+	// one field.
 	refSecondStep = resp.NewScript([]byte(`-- redlock-proxy extend, second step: the TTL asked where the first step kept it longer
 local n = #KEYS / 2
 local p = tonumber(ARGV[3])
 for i = 1, n do
-  local v, t = redis.call('get', KEYS[i]), ARGV[3 + i]
-  if v and ((p == 0 and v == t) or (p > 0 and string.sub(v, 1, p) == string.sub(t, 1, p))) and
-      redis.call('hget', KEYS[n + i], 'xv') == ARGV[2] then
+  local t, owns = ARGV[3 + i], false
+  local ty = redis.call('type', KEYS[i]).ok
+  if ty == 'string' then
+    local v = redis.call('get', KEYS[i])
+    owns = (p == 0 and v == t) or (p > 0 and string.sub(v, 1, p) == string.sub(t, 1, p))
+  elseif ty == 'hash' then
+    owns = redis.call('hexists', KEYS[i], t) == 1
+  end
+  if owns and redis.call('hget', KEYS[n + i], 'xv') == ARGV[2] then
     redis.call('pexpire', KEYS[i], ARGV[1])
     redis.call('pexpire', KEYS[n + i], ARGV[1])
     redis.call('hdel', KEYS[n + i], 'xv')
@@ -173,18 +232,130 @@ end
 return 1`))
 )
 
+// Locks of several owners (ShapeOwners, one key): the key is a sorted set
+// of owners scored with their deadlines, exclusive when it holds the
+// marker (ARGV[10]) or, without one, a single owner. The case codes are
+// the Case values (own-shared 8, own-shared-others 9, other-shared 10); a
+// value that is not a sorted set is another holder's. Acting removes the
+// expired members, scores the caller's member (never earlier than it was)
+// and, for an exclusive lock, the marker with now + TTL, and lets the key
+// expire with its last member. ARGV as above, the token at [9] and the
+// marker at [10]; flags 4: an exclusive acquire takes a lock the caller
+// holds shared alone, 8: a shared acquire takes one it holds exclusively.
+const ownersPrelude = `local detail = ARGV[1] == '1'
+local ttl, flags = tonumber(ARGV[4]), tonumber(ARGV[5])
+local promotes, demotes = flags % 8 >= 4, flags % 16 >= 8
+local tok, marker = ARGV[9], ARGV[10]
+local K = KEYS[1]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local c, mine = 0, nil
+local pt = redis.call('pttl', K)
+local ty = redis.call('type', K).ok
+if ty == 'zset' then
+  local owners = redis.call('zcount', K, '(' .. now, '+inf')
+  local ms = marker ~= '' and redis.call('zscore', K, marker)
+  local marked = ms and tonumber(ms) > now
+  if marked then owners = owners - 1 end
+  mine = tok and tok ~= marker and redis.call('zscore', K, tok)
+  if mine and tonumber(mine) <= now then mine = nil end
+  if owners > 0 then
+    local excl = owners == 1 and (marked or marker == '')
+    if mine then
+      if excl then c = 1 elseif owners == 1 then c = 8 else c = 9 end
+    elseif excl then c = 4 else c = 10 end
+  end
+elseif ty ~= 'none' then
+  c = 4
+end
+local function reply(acted)
+  if not detail then return acted + 2 * c end
+  return {acted, c, pt, false, redis.call('pttl', K)}
+end
+local function settle()
+  local top = redis.call('zrevrange', K, 0, 0, 'withscores')[2]
+  if top then redis.call('pexpireat', K, top) end
+end
+local function score(exclusive)
+  redis.call('zremrangebyscore', K, '-inf', now)
+  local d = now + ttl
+  if mine and tonumber(mine) > d then d = tonumber(mine) end
+  redis.call('zadd', K, d, tok)
+  if exclusive and marker ~= '' then redis.call('zadd', K, d, marker) end
+  settle()
+end
+`
+
+var (
+	refOwnersAcquire = resp.NewScript([]byte("-- redlock-proxy acquire (owners): a free lock, exclusively\n" + ownersPrelude + `if c == 0 or c == 8 and promotes then score(true) return reply(1) end
+return reply(0)`))
+	refOwnersExtendOrAcquire = resp.NewScript([]byte("-- redlock-proxy extend-or-acquire (owners): a free lock or the caller's, exclusively\n" + ownersPrelude + `if c == 0 or c == 1 or c == 8 and promotes then score(true) return reply(1) end
+return reply(0)`))
+	refOwnersShare = resp.NewScript([]byte("-- redlock-proxy share (owners): a lock no other holds exclusively, shared\n" + ownersPrelude + `if c == 0 or c == 8 or c == 9 or c == 10 or c == 1 and demotes then
+  if c == 1 and marker ~= '' then redis.call('zrem', K, marker) end
+  score(false)
+  return reply(1)
+end
+return reply(0)`))
+	refOwnersExtend = resp.NewScript([]byte("-- redlock-proxy extend (owners): the caller's lock, never shorter\n" + ownersPrelude + `if c == 1 or c == 8 or c == 9 then score(c == 1) return reply(1) end
+return reply(0)`))
+	refOwnersRelease = resp.NewScript([]byte("-- redlock-proxy release (owners): the caller's member, and the marker of its exclusive lock\n" + ownersPrelude + `if c == 1 or c == 8 or c == 9 then
+  redis.call('zrem', K, tok)
+  if c == 1 and marker ~= '' then redis.call('zrem', K, marker) end
+  settle()
+  return reply(1)
+end
+return reply(0)`))
+	refOwnersQuery = resp.NewScript([]byte("-- redlock-proxy query (owners): read the lock\n" + ownersPrelude + `return reply(1)`))
+)
+
 // evalsha holds "EVALSHA <sha>" encoded, per reference script.
 var evalsha = func() map[*resp.Script][]byte {
 	m := map[*resp.Script][]byte{}
-	for _, sc := range []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery} {
+	for _, sc := range references {
 		m[sc] = resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), sc.Sha)
 	}
 	return m
 }()
 
+// references are every reference script.
+var references = []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refDelete,
+	refOwnersAcquire, refOwnersExtendOrAcquire, refOwnersShare, refOwnersExtend, refOwnersRelease, refOwnersQuery,
+	refHashAcquire, refHashRelease, refHashExtend, refHashExtendOrAcquire, refHashQuery, refSecondStep}
+
 // Reference returns the script the backends run for the class's role.
 func (c *Class) Reference() *resp.Script {
+	if c.Shape == ShapeOwners {
+		switch c.Role {
+		case RoleAcquire:
+			return refOwnersAcquire
+		case RoleExtendOrAcquire:
+			return refOwnersExtendOrAcquire
+		case RoleShare:
+			return refOwnersShare
+		case RoleExtend:
+			return refOwnersExtend
+		case RoleRelease:
+			return refOwnersRelease
+		}
+		return refOwnersQuery
+	}
+	if c.Shape == ShapeHash {
+		switch c.Role {
+		case RoleAcquire:
+			return refHashAcquire
+		case RoleRelease:
+			return refHashRelease
+		case RoleExtend:
+			return refHashExtend
+		case RoleExtendOrAcquire:
+			return refHashExtendOrAcquire
+		}
+		return refHashQuery
+	}
 	switch c.Role {
+	case RoleDelete:
+		return refDelete
 	case RoleAcquire:
 		return refAcquire
 	case RoleRelease:
@@ -252,6 +423,12 @@ type CallArgs struct {
 // role's reference, or the query reference for a read-only call.
 func (c *Class) ReferenceFor(a CallArgs) *resp.Script {
 	if a.ReadOnly {
+		switch c.Shape {
+		case ShapeOwners:
+			return refOwnersQuery
+		case ShapeHash:
+			return refHashQuery
+		}
 		return refQuery
 	}
 	return c.Reference()
@@ -264,17 +441,20 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Tokens != nil {
 		ntok = len(keys)
 	}
-	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly
+	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape != ShapeOwners
 	nonce := companions && a.Nonce != "" && c.SetsTTL()
 	nk := len(keys)
 	if companions {
 		nk *= 2
 	}
-	nargs := 3 + nk + 8 + ntok
-	if nonce {
-		nargs++
+	extra := 0
+	if c.Shape != ShapeString {
+		extra++ // the marker, or the hash's field value, after the tokens
 	}
-	dst = resp.AppendArrayHeader(dst, nargs)
+	if nonce {
+		extra++
+	}
+	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok+extra)
 	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
 	for _, k := range keys {
@@ -306,6 +486,12 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.NoTTLActs {
 		flags |= 2
 	}
+	if c.Promotes {
+		flags |= 4
+	}
+	if c.Demotes {
+		flags |= 8
+	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
 		dst = appendInt(dst, n)
 	}
@@ -315,6 +501,12 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	}
 	if nonce {
 		dst = resp.AppendBulkString(dst, a.Nonce)
+	}
+	switch c.Shape {
+	case ShapeOwners:
+		dst = resp.AppendBulkString(dst, c.Marker)
+	case ShapeHash:
+		dst = resp.AppendBulk(dst, c.fieldValue(argv))
 	}
 	return dst
 }
@@ -334,10 +526,12 @@ func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 }
 
 // SetsTTL reports whether a call of the class's role sets a TTL as asked
-// (not added): an extend, or an extend-or-acquire, whose first step keeps a
-// key longer than asked and whose second step then sets what was asked.
+// (not added) on a lock with a companion: an extend, or an
+// extend-or-acquire, whose first step keeps a key longer than asked and
+// whose second step then sets what was asked. A lock of several owners
+// keeps each owner's deadline and is never shortened.
 func (c *Class) SetsTTL() bool {
-	return !c.Additive && c.Tokens != nil && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
+	return !c.Additive && c.Tokens != nil && c.Shape != ShapeOwners && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
 }
 
 // AppendSecondStep encodes EVALSHA of refSecondStep for a call whose first
@@ -402,9 +596,10 @@ func decodeCall(b []byte) (keys, args []string) {
 
 // IsReference reports whether sc is one of the reference scripts.
 func IsReference(sc *resp.Script) bool {
-	switch sc {
-	case refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refSecondStep:
-		return true
+	for _, r := range references {
+		if sc == r {
+			return true
+		}
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -44,18 +45,28 @@ type Entry struct {
 	refusals map[string]*Refusal // by call shape and argument values
 	refused  *Refusal            // set when maxRefusalsPerScript was reached
 	logged   atomic.Bool
-	script   atomic.Pointer[resp.Script]
+	guarded  atomic.Pointer[guarded]
 }
 
-// Script returns the entry's text as a script to send (the vote policy
-// runs a client's own text).
-func (e *Entry) Script() *resp.Script {
-	if s := e.script.Load(); s != nil {
-		return s
+// guarded is an entry's text as the vote policy runs it, or why it may not
+// run.
+type guarded struct {
+	sc  *resp.Script
+	ref *Refusal
+}
+
+// Guarded returns the script the backends run for the entry under the
+// vote policy (Guard), made once.
+func (e *Entry) Guarded(keyPrefix string, maxTTLms int64) (*resp.Script, *Refusal) {
+	if g := e.guarded.Load(); g != nil {
+		return g.sc, g.ref
 	}
-	s := &resp.Script{Sha: e.Sha, Body: e.Body}
-	e.script.Store(s)
-	return s
+	if e.Body == nil {
+		return nil, &Refusal{Sha: e.Sha, Reason: "its text is unknown here: send it by EVAL or SCRIPT LOAD"}
+	}
+	sc, ref := Guard(e.Body, keyPrefix, maxTTLms)
+	e.guarded.Store(&guarded{sc, ref})
+	return sc, ref
 }
 
 // Lookup returns the classification covering a call, without
@@ -254,6 +265,7 @@ func (r *Registry) check(e *Entry) *Refusal {
 	if ref != nil {
 		return ref
 	}
+	now := time.Now().UnixMilli()
 	st := &State{Now: now, Keys: map[string]Item{}}
 	for _, held := range []bool{false, true} {
 		if held {

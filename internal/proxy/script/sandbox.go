@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,9 @@ type Program struct {
 	Sha    string
 	proto  *lua.FunctionProto
 	concat bool // uses "..": registers are watched for long strings
+	// strs are the script's string constants, in order, each once: the
+	// names a script may give a member of its own (a lock's marker).
+	strs []string
 }
 
 // Compile reads, checks and compiles a script. The refusal says why a
@@ -75,6 +79,7 @@ func compile(body []byte) (*Program, *refusal) {
 		return nil, w.ref
 	}
 	p.concat = w.concats > 0
+	p.strs = w.strs
 	proto, err := compileChunk(chunk, p.Sha)
 	if err != nil {
 		return nil, refuse(refuseOther, "does not compile: %s", oneLine(err.Error()))
@@ -116,7 +121,11 @@ func oneLine(s string) string {
 type walker struct {
 	concats int
 	ref     *refusal
+	strs    []string
 }
+
+// maxConstants bounds the string constants a program keeps.
+const maxConstants = 64
 
 func (w *walker) fail(format string, args ...any) {
 	if w.ref == nil {
@@ -198,10 +207,20 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 		return
 	}
 	switch e := e.(type) {
-	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.NumberExpr, *ast.StringExpr, *ast.Comma3Expr, *ast.IdentExpr:
+	case *ast.StringExpr:
+		if len(e.Value) <= 64 && len(w.strs) < maxConstants && !slices.Contains(w.strs, e.Value) {
+			w.strs = append(w.strs, e.Value)
+		}
+	case *ast.NumberExpr:
+		if _, ok := luaNumber(e.Value); !ok {
+			w.fail("writes the number %s, which Redis's Lua and the classifier's interpreter read differently (a leading zero, 0b, 0o or _)", strconv.Quote(e.Value))
+		}
+	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.Comma3Expr, *ast.IdentExpr:
 	case *ast.AttrGetExpr:
 		w.expr(e.Object, d+1, loop)
-		w.expr(e.Key, d+1, loop)
+		if _, ok := e.Key.(*ast.StringExpr); !ok { // a field name is no constant of the script's
+			w.expr(e.Key, d+1, loop)
+		}
 	case *ast.TableExpr:
 		for _, f := range e.Fields {
 			w.expr(f.Key, d+1, loop)
@@ -267,6 +286,30 @@ type result struct {
 	ref     *refusal
 	steps   int
 	touched map[string]bool // the keys commands were given
+	zset    bool            // it called a sorted-set command
+	hash    bool            // it called a hash command
+}
+
+// noTTL refuses a run that left a key it wrote without an expiry (a key
+// may be written in steps, SETNX then PEXPIRE, HSET then PEXPIREAT: what
+// counts is how the run leaves it).
+func noTTL(before, after *State, wrote map[string]string) *refusal {
+	names := make([]string, 0, len(wrote))
+	for k := range wrote {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		it, ok := after.lookup(k)
+		if !ok || it.At != 0 {
+			continue
+		}
+		if b, ok := before.lookup(k); ok && b.equal(it) {
+			continue // left as it was
+		}
+		return refuse(refuseNoTTL, "leaves %s without an expiry (it ran %s on it): the proxy never writes a lock that cannot expire", strconv.Quote(short(k)), wrote[k])
+	}
+	return nil
 }
 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -501,7 +544,9 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 		keySet[k] = true
 	}
 	r.m = m
-	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched}
+	wrote := map[string]string{}
+	r.sb = &sandbox{m: m, st: res.state, keys: keySet, touched: res.touched, wrote: wrote}
+	defer func() { res.zset, res.hash = r.sb.zset, r.sb.hash }()
 	defer func() {
 		// gopher-lua turns errors inside scripts into errors; this guards
 		// against a panic anywhere else.
@@ -537,6 +582,10 @@ func (p *Program) runLocked(r *runner, keys []string, lock int, argv []string, s
 		res.ref = refuse(refuseOther, "raises an error: %s", oneLine(msg))
 		return res
 	}
+	if ref := noTTL(st, res.state, wrote); ref != nil {
+		res.ref = ref
+		return res
+	}
 	v, ref := toRESP(L.Get(-1), 0)
 	L.Pop(1)
 	if ref != nil {
@@ -553,6 +602,9 @@ type sandbox struct {
 	st      *State
 	keys    map[string]bool
 	touched map[string]bool
+	wrote   map[string]string // the keys written, by the last command that wrote them
+	zset    bool              // a sorted-set command was called
+	hash    bool              // a hash command was called
 }
 
 // call is redis.call (raise) and redis.pcall.
@@ -569,7 +621,15 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 			return sb.m.stop(L, refuse(refuseOther, "passes a %s to redis.call (Redis accepts strings and numbers only)", v.Type()))
 		}
 	}
-	v, ref := sb.st.exec(args, sb.keys, sb.touched)
+	if len(args) > 0 && len(args[0]) > 1 {
+		switch args[0][0] {
+		case 'z', 'Z':
+			sb.zset = true
+		case 'h', 'H':
+			sb.hash = true
+		}
+	}
+	v, ref := sb.st.exec(args, sb.keys, sb.touched, sb.wrote)
 	if ref != nil {
 		return sb.m.stop(L, ref)
 	}
@@ -857,11 +917,35 @@ func Eval(body []byte, keys, argv []string, st *State) (resp.Value, *State, erro
 	if ref != nil {
 		return resp.Value{}, st, errors.New(ref.reason)
 	}
-	own := st.clone()
-	own.proxyOwn = true
-	res := p.run(keys, argv, own, maxSteps)
+	res := p.run(keys, argv, st, maxSteps)
 	if res.ref != nil {
 		return resp.Value{}, st, errors.New(res.ref.reason)
 	}
 	return res.reply, res.state, nil
+}
+
+// luaNumber is the value of a numeral as both Lua 5.1 and gopher-lua read
+// it: ok is false where they differ (gopher-lua reads 010 as octal, and
+// takes 0b, 0o and underscores) or the numeral is not Lua 5.1's.
+func luaNumber(tok string) (float64, bool) {
+	if h, ok := strings.CutPrefix(strings.ToLower(tok), "0x"); ok {
+		n, err := strconv.ParseUint(h, 16, 64)
+		return float64(n), err == nil && !strings.Contains(h, "_")
+	}
+	if strings.ContainsAny(tok, "_xXbBoOpP") {
+		return 0, false
+	}
+	if len(tok) > 1 && tok[0] == '0' && tok[1] >= '0' && tok[1] <= '9' {
+		// gopher-lua reads a leading zero as octal where it can.
+		if _, err := strconv.ParseInt(tok, 0, 64); err == nil {
+			if v, _ := strconv.ParseFloat(tok, 64); v != 0 {
+				return 0, false
+			}
+		}
+	}
+	f, err := strconv.ParseFloat(tok, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
 }

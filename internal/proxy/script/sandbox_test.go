@@ -3,6 +3,7 @@ package script
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -102,6 +103,16 @@ func TestModelCommands(t *testing.T) {
 		{"return redis.call('unlink', KEYS[1])", ":1"},
 		{"return redis.call('select', 0)", "+OK"},
 		{"redis.call('set', KEYS[1], 'x', 'PXAT', " + itoa(now+10) + ") return redis.call('pttl', KEYS[1])", ":10"},
+		// A deadline: SET keeps a key that expires this very millisecond
+		// (it is gone once the clock moves), EXPIRE deletes it at once.
+		{"redis.call('set', KEYS[1], 'x', 'PXAT', " + itoa(now) + ") return redis.call('exists', KEYS[1])", ":1"},
+		{"redis.call('set', KEYS[1], 'x', 'PXAT', " + itoa(now-1) + ") return redis.call('exists', KEYS[1])", ":0"},
+		{"return {redis.call('pexpireat', KEYS[1], " + itoa(now) + "), redis.call('exists', KEYS[1])}", "[:1 :0]"},
+		{"return {redis.call('expireat', KEYS[1], " + itoa(now/1000+100) + "), redis.call('expiretime', KEYS[1]), redis.call('pexpiretime', KEYS[1])}",
+			"[:1 :" + itoa(now/1000+100) + " :" + itoa((now/1000+100)*1000) + "]"},
+		{"return redis.call('pexpiretime', KEYS[1])", ":" + itoa(now+1500)},
+		{"local t = redis.call('time') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)", ":" + itoa(now)},
+		{"return redis.call('type', KEYS[1])", "+string"},
 	} {
 		res := runText(t, c.lua, nil, st)
 		if res.ref != nil {
@@ -131,10 +142,13 @@ func TestSandboxRefusals(t *testing.T) {
 		want string
 		kind refusalKind
 	}{
-		{"return redis.call('incr', KEYS[1])", nil, `calls "INCR"`, refuseCommand},
-		{"return redis.call('TIME')", nil, "calls TIME", refuseCommand},
-		{"return redis.call('randomkey')", nil, "calls RANDOMKEY", refuseCommand},
-		{"return redis.pcall('hset', KEYS[1], 'a', 'b')", nil, `calls "HSET"`, refuseCommand},
+		{"return redis.call('lpush', KEYS[1], 'a')", nil, `calls "LPUSH"`, refuseCommand},
+		{"return redis.call('flushall')", nil, `calls "FLUSHALL"`, refuseCommand},
+		{"return redis.call('randomkey')", nil, `calls "RANDOMKEY"`, refuseCommand},
+		{"return redis.pcall('persist', KEYS[1])", nil, `calls "PERSIST"`, refuseCommand},
+		{"return redis.call('incr', KEYS[1])", nil, "without an expiry (it ran INCR on it)", refuseNoTTL},
+		{"return redis.pcall('hset', KEYS[1], 'a', 'b')", nil, "without an expiry (it ran HSET on it)", refuseNoTTL},
+		{"redis.call('zadd', KEYS[1], 1, 'a') redis.call('pexpire', KEYS[1], 10) return redis.call('set', KEYS[1], 'v', 'XX')", nil, "without an expiry (it ran SET on it)", refuseNoTTL},
 		{"return math.random(10)", nil, "math.random", refuseCommand},
 		{"return os.time()", nil, "os.time", refuseCommand},
 		{"return os.clock()", nil, "os.clock", refuseCommand},
@@ -225,3 +239,6 @@ func TestRunLeavesItsStateAlone(t *testing.T) {
 }
 
 func itoa(n int64) string { return resp.IntValue(n).String()[1:] }
+
+// now is the model's clock in tests that build states by hand.
+var now = time.Now().UnixMilli()

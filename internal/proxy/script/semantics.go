@@ -28,6 +28,29 @@ func (c *Class) owns(v, tok string) bool {
 	return prefix(v, c.Prefix) == prefix(tok, c.Prefix)
 }
 
+// ownsItem reports whether a key holding it belongs to the caller: a
+// string the caller owns, or, for ShapeHash, a hash whose one field is the
+// caller's token.
+func (c *Class) ownsItem(it Item, tok string) bool {
+	if c.Shape == ShapeHash {
+		if it.Type != TypeHash || len(it.Hash) != 1 || c.Tokens == nil {
+			return false
+		}
+		_, ok := it.Hash[tok]
+		return ok
+	}
+	return it.Type == TypeString && c.owns(it.Value, tok)
+}
+
+// lockItem is what the role writes to lock key k for a call, expiring at.
+func (c *Class) lockItem(argv []string, k int, at int64) Item {
+	tok := c.token(argv, k)
+	if c.Shape == ShapeHash {
+		return Item{Type: TypeHash, Hash: map[string]string{tok: string(c.fieldValue(strArgs(argv)))}, At: at}
+	}
+	return Item{Value: tok, At: at}
+}
+
 // prefix is Lua's string.sub(s, 1, n).
 func prefix(s string, n int) string {
 	if n < len(s) {
@@ -39,11 +62,14 @@ func prefix(s string, n int) string {
 // keyCase classifies one key; thr is the least PTTL that is not low
 // (when the class has a minimum).
 func (c *Class) keyCase(st *State, key, tok string, thr int64) Case {
+	if c.Shape == ShapeOwners {
+		return c.ownersCase(st, key, tok)
+	}
 	it, ok := st.lookup(key)
 	if !ok {
 		return CaseMissing
 	}
-	own := c.owns(it.Value, tok)
+	own := c.ownsItem(it, tok)
 	p := st.pttl(key)
 	switch {
 	case p == -1 && own:
@@ -90,7 +116,7 @@ func (c *Class) situate(before, after *State, keys, argv []string) *Situation {
 	if len(keys) > 0 {
 		key := keys[focus]
 		s.PTTL = before.pttl(key)
-		if it, ok := before.lookup(key); ok {
+		if it, ok := before.lookup(key); ok && it.Type == TypeString && c.Shape == ShapeString {
 			s.Value, s.HasValue = []byte(it.Value), true
 		}
 		s.PTTLAfter = after.pttl(key)
@@ -108,7 +134,11 @@ func (c *Class) Combine(cases []Case) (Case, int) {
 		}
 		return cases[0], 0
 	}
-	switch c.Role {
+	role := c.Role
+	if c.as != 0 {
+		role = c.as
+	}
+	switch role {
 	case RoleAcquire:
 		for k, cs := range cases {
 			if cs != CaseMissing {
@@ -148,10 +178,12 @@ func (c *Class) Combine(cases []Case) (Case, int) {
 // after the call, and whether the role acted.
 func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 	out := st.clone()
-	ttl, ok := c.TTL(strArgs(argv))
+	ttl, ok := c.TTLAt(strArgs(argv), st.Now)
 	if c.writes() && !ok {
 		return out, false
 	}
+	// A deadline already passed (ms <= 0) sets a key that is gone at
+	// once, as SET ... PXAT and PEXPIREAT of a past time do on Redis.
 	ms := ttl.Milliseconds()
 	thr := c.threshold(argv)
 	cases := make([]Case, len(keys))
@@ -159,13 +191,34 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 		cases[k] = c.keyCase(out, key, c.token(argv, k), thr)
 	}
 	cs, _ := c.Combine(cases)
+	if c.Role == RoleDelete {
+		deleted := false
+		for _, key := range keys {
+			if _, ok := out.lookup(key); ok {
+				delete(out.Keys, key)
+				deleted = true
+			}
+		}
+		return out, deleted
+	}
+	if c.Shape == ShapeOwners {
+		if !c.Acts(cs) {
+			return out, false
+		}
+		for k, key := range keys {
+			c.simulateOwners(out, key, c.token(argv, k), cases[k], ms)
+		}
+		return out, true
+	}
 	switch c.Role {
 	case RoleAcquire:
 		if cs != CaseMissing {
 			return out, false
 		}
 		for k, key := range keys {
-			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			if ms > 0 {
+				out.Keys[key] = c.lockItem(argv, k, out.Now+ms)
+			}
 		}
 		return out, true
 	case RoleExtend:
@@ -182,6 +235,10 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			} else {
 				it.At = out.Now + ms
 			}
+			if it.At <= out.Now {
+				delete(out.Keys, key)
+				continue
+			}
 			out.Keys[key] = it
 		}
 		return out, true
@@ -190,7 +247,11 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			return out, false
 		}
 		for k, key := range keys {
-			out.Keys[key] = Item{Value: c.token(argv, k), At: out.Now + ms}
+			if ms > 0 {
+				out.Keys[key] = c.lockItem(argv, k, out.Now+ms)
+			} else {
+				delete(out.Keys, key)
+			}
 		}
 		return out, true
 	case RoleRelease:
@@ -205,6 +266,26 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 		return out, all && len(keys) > 0
 	}
 	return out, false
+}
+
+// simulateRef is simulate as the reference scripts do it on the backends,
+// with an extend's second step (see reference.go): the same, but an extend
+// without a second step (a lock of several owners) never shortens a lock
+// (a key it re-arms keeps the longer of the TTL asked and what it had left).
+func (c *Class) simulateRef(st *State, keys, argv []string) (*State, bool) {
+	out, acted := c.simulate(st, keys, argv)
+	if !acted || c.Additive || c.SetsTTL() || (c.Role != RoleExtend && c.Role != RoleExtendOrAcquire) {
+		return out, acted
+	}
+	for _, key := range keys {
+		b, bok := st.lookup(key)
+		a, aok := out.lookup(key)
+		if bok && aok && b.At > a.At {
+			a.At = b.At
+			out.Keys[key] = a
+		}
+	}
+	return out, acted
 }
 
 // TokensOf returns each key's token for a call.
@@ -237,6 +318,9 @@ func (c *Class) Timed(cs Case) bool {
 // (whether its replies show TTLs, values or arguments), once. A Class must
 // not change after Finish; one not finished is read the slow way.
 func (c *Class) Finish() *Class {
+	if c.Role == RoleAcquire && c.Deadline && c.lapsed == nil {
+		c.lapsed = c.lapsedCopy()
+	}
 	c.detail, c.needsArgs = false, false
 	for cs, t := range c.Replies {
 		c.detail = c.detail || t.uses(SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcValue)

@@ -45,12 +45,29 @@ func (c *classifier) variants(cl *Class) []argVariant {
 	if cl.TTLArg >= 0 {
 		// A small TTL too: a script that read small values in another unit
 		// would make the lock outlive, or not, what its caller counts on.
-		alts := []string{"7", "1234", "59999"}
+		alts := []int64{7, 1234, 59999}
 		if cl.TTLUnit == time.Second {
-			alts = []string{"1", "2", "59"}
+			alts = []int64{1, 2, 59}
+		}
+		if cl.Deadline {
+			// Deadlines that far ahead, and one already passed (a second
+			// ago): the script must do what Redis does with a time in the
+			// past.
+			base := c.now
+			if cl.TTLUnit == time.Second {
+				base = c.now / 1000
+			}
+			for i := range alts {
+				alts[i] += base
+			}
+			if cl.TTLUnit == time.Second {
+				alts = append(alts, base-1)
+			} else {
+				alts = append(alts, base-1000)
+			}
 		}
 		for _, v := range alts {
-			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, v)})
+			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, strconv.FormatInt(v, 10))})
 		}
 	}
 	if cl.MinArg >= 0 {
@@ -70,8 +87,55 @@ func (c *classifier) variants(cl *Class) []argVariant {
 	return out
 }
 
+// ownerStates lists the probe states of a variant for a lock of several
+// owners (one key): free, expired, the caller's (exclusive, shared alone,
+// shared with another owner) with several deadlines, another owner's
+// (exclusive) and others' (shared), and a string held by another value.
+func (c *classifier) ownerStates(cl *Class, v argVariant) [][]keySpec {
+	tok := cl.token(v.argv, 0)
+	m := cl.Marker
+	ttls := []int64{ttlLong1, ttlLong2 + 7_000, ttlShort}
+	if !v.full {
+		ttls = ttls[:1]
+	}
+	one := func(s keySpec) []keySpec { return []keySpec{s} }
+	out := [][]keySpec{one(keySpec{}), one(keySpec{held: true, zset: true, mine: true, value: tok, ttl: -1000, marker: m})}
+	for _, t := range ttls {
+		own := keySpec{held: true, zset: true, mine: true, value: tok, ttl: t}
+		excl := own
+		excl.marker = m
+		with := own
+		with.others = 1
+		out = append(out, one(excl), one(with))
+		if m != "" {
+			out = append(out, one(own))
+		}
+	}
+	out = append(out,
+		one(keySpec{held: true, zset: true, others: 1, marker: m, ttl: ttlLong1}),
+		one(keySpec{held: true, zset: true, others: 2, ttl: ttlLong1}),
+		one(keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1}))
+	if v.full {
+		out = append(out, one(keySpec{held: true, value: tok, ttl: ttlLong1}), one(keySpec{held: true, zset: true, others: 1, ttl: ttlLong1}))
+	}
+	return out
+}
+
 // states lists the probe states of a variant.
 func (c *classifier) states(cl *Class, v argVariant) [][]keySpec {
+	if cl.Shape == ShapeOwners {
+		return c.ownerStates(cl, v)
+	}
+	if cl.Shape == ShapeHash {
+		// A hash lock's states are a string lock's, each held key a hash
+		// whose one field is the value.
+		return c.stringStates(cl, v)
+	}
+	return c.stringStates(cl, v)
+}
+
+// stringStates lists the probe states of a string lock.
+func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 	n := len(v.keys)
 	thr := cl.threshold(v.argv)
 	ok := []int64{ttlLong1, ttlLong2, ttlShort}
@@ -243,6 +307,9 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		return sample{}, withProbe(ref, desc)
 	}
 	want, _ := cl.simulate(st, keys, argv)
+	if cl.Role == RoleDelete {
+		res.state = settled(res.state)
+	}
 	if !sameKeys(keys, res.state, want) {
 		got := c.names.effect(keys, argv, st, res.state)
 		sit := cl.situate(st, want, keys, argv)
@@ -317,7 +384,10 @@ func (c *classifier) controls(cl *Class) *refusal {
 			continue
 		}
 		control := false
-		for _, alt := range []string{"0", "1", "7", "", orig + "x"} {
+		// Small numbers, nothing, another string, and deadlines ahead (in
+		// ms and s): an argument that is a time changes what the script
+		// does.
+		for _, alt := range []string{"0", "1", "7", "", orig + "x", strconv.FormatInt(c.now+ttlLong2, 10), strconv.FormatInt(c.now/1000+ttlLong2/1000, 10)} {
 			if alt == orig || control {
 				continue
 			}

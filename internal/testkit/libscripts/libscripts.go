@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Script is a lock script with a call of it.
@@ -40,10 +41,19 @@ type Script struct {
 // token22 is a token of redislock's default length.
 const token22 = "Aq3xY7vQpL2mZr8sT1uWcE"
 
-// call builds keys and argv from "k1 k2 -- a b".
+// call builds keys and argv from "k1 k2 -- a b". An argument @+N is a
+// deadline N ms from now, as Unix time in ms (the calls of libraries that
+// pass PXAT and PEXPIREAT times).
 func call(s string) ([]string, []string) {
 	ks, as, _ := strings.Cut(s, "--")
-	return strings.Fields(ks), strings.Fields(as)
+	argv := strings.Fields(as)
+	for i, a := range argv {
+		if d, ok := strings.CutPrefix(a, "@+"); ok {
+			n, _ := strconv.ParseInt(d, 10, 64)
+			argv[i] = strconv.FormatInt(time.Now().UnixMilli()+n, 10)
+		}
+	}
+	return strings.Fields(ks), argv
 }
 
 // goScripts lists the script variables of the Go libraries: module, file,
@@ -56,6 +66,28 @@ var goScripts = []struct{ module, file, name, call, fact string }{
 	{"github.com/bsm/redislock", "redislock.go", "luaPTTL", "lock:a -- " + token22, "6484da7d58920897fdc22b7f9afd1a3d47524ea8"},
 	{"github.com/bsm/redislock", "redislock.go", "luaRefresh", "lock:a -- " + token22 + " 10000", "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf"},
 	{"github.com/bsm/redislock", "redislock.go", "luaRelease", "lock:a -- " + token22, "cf0e94b2e9ffc7e04395cf88f7583fc309985910"},
+	{"github.com/redis/rueidis", "rueidislock/lock.go", "acqat", "rueidislock:0:a -- tok-1 @+5000", "3875d208d9e377969d2022550302cc83ad17b584"},
+	{"github.com/redis/rueidis", "rueidislock/lock.go", "acqms", "rueidislock:0:a -- tok-1 5000", "fa3d1aaa7e4145457755016a3d5daf72fa7a11bf"},
+	{"github.com/redis/rueidis", "rueidislock/lock.go", "extend", "rueidislock:0:a -- tok-1 @+5000", "852ba6ec6104340ced36643283c856d4698569e4"},
+	{"github.com/redis/rueidis", "rueidislock/lock.go", "delkey", "rueidislock:0:a -- tok-1 @+5000", "9eb62214c9af87ae5f9a9f12bb4520281c0d2ae1"},
+}
+
+// GoText returns one script of a Go module from the module cache: the
+// first string argument of the call that initializes the variable name
+// in file (a path inside the module), run from dir, a directory inside
+// this module.
+func GoText(dir, module, file, name string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-json", module)
+	cmd.Dir = dir
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("libscripts: go list -m %s: %w", module, err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(b, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("libscripts: module %s is not in the module cache (go mod download): %v", module, err)
+	}
+	return goStringVar(filepath.Join(m.Dir, file), name)
 }
 
 // Go returns the scripts of redsync and bsm/redislock from the module
@@ -273,4 +305,63 @@ func Installed(dir string) ([]Script, error) {
 		return nil, err
 	}
 	return append(out, p...), nil
+}
+
+// symfonyDump prints the scripts Symfony Lock's RedisStore sends, as JSON:
+// it is given a phpredis client that records what it is asked to
+// evaluate, and answers 1 (so the store takes TIME to be usable in
+// scripts, as on Redis 7).
+const symfonyDump = `require_once 'Symfony/Component/Lock/autoload.php';
+class Recorder extends \Redis {
+    public $seen = [];
+    public function __construct() {}
+    #[\ReturnTypeWillChange]
+    public function eval($script, $args = [], $n = 0) { $this->seen[] = [$script, $args, $n]; return 1; }
+    #[\ReturnTypeWillChange]
+    public function clearLastError() { return true; }
+    #[\ReturnTypeWillChange]
+    public function getLastError() { return null; }
+}
+$r = new Recorder();
+$store = new Symfony\Component\Lock\Store\RedisStore($r, 30);
+$key = new Symfony\Component\Lock\Key('res');
+$store->save($key);
+$store->saveRead($key);
+$store->putOffExpiration($key, 30);
+$store->exists($key);
+$store->delete($key);
+$out = [];
+foreach (['probe', 'save', 'saveRead', 'putOffExpiration', 'exists', 'delete'] as $i => $name) {
+    $out[$name] = ['text' => $r->seen[$i][0], 'args' => array_map('strval', $r->seen[$i][1])];
+}
+echo json_encode($out);`
+
+// Symfony returns the scripts of Symfony Lock's RedisStore (Debian's
+// php-symfony-lock), with the arguments it passes: KEYS[1], then ARGV.
+// The names are the store's methods; "probe" is its check that TIME may be
+// called in a script.
+func Symfony() ([]Script, error) {
+	cmd := exec.Command("php", "-r", symfonyDump)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libscripts: php cannot load Symfony Lock (apt-get install php-cli php-redis php-symfony-lock): %w: %s", err, stderr.String())
+	}
+	var m map[string]struct {
+		Text string   `json:"text"`
+		Args []string `json:"args"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("libscripts: php output: %w", err)
+	}
+	var out []Script
+	for _, name := range []string{"probe", "save", "saveRead", "putOffExpiration", "exists", "delete"} {
+		s, ok := m[name]
+		if !ok || s.Text == "" || len(s.Args) == 0 {
+			return nil, fmt.Errorf("libscripts: php printed no %s", name)
+		}
+		out = append(out, Script{Library: "symfony/lock", Name: "RedisStore::" + name, Text: s.Text, Keys: s.Args[:1], Argv: s.Args[1:]})
+	}
+	return out, nil
 }
