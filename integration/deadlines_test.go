@@ -206,3 +206,22 @@ func TestDeadlinesMatchALoneRedis(t *testing.T) {
 		}
 	}
 }
+
+// A plain SET NX with a deadline already passed is answered as one Redis
+// answers it, OK where the key is free and nil where it is held, and
+// writes nothing anywhere; SET IFEQ to a passed deadline fails and leaves
+// the lock as it was, as every extend to a passed deadline does.
+func TestPlainSetWithAPassedDeadline(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client(2)
+	free, held := uniqueKey("past-free"), uniqueKey("past-held")
+	mustDo(t, cl, "OK", "SET", free, "tok", "NX", "PXAT", "1")
+	mustDo(t, cl, "OK", "SET", free, "tok", "NX", "EXAT", "1")
+	if h := c.holders(free, "tok"); len(h) != 0 {
+		t.Fatalf("a SET NX of a passed deadline wrote the key on masters %v", h)
+	}
+	mustDo(t, cl, "OK", "SET", held, "holder", "NX", "PX", "10000")
+	mustDo(t, cl, nil, "SET", held, "tok", "NX", "PXAT", "1")
+	mustDo(t, cl, nil, "SET", held, "holder", "IFEQ", "holder", "PXAT", "1")
+	c.checkPTTLs(t, "after SET NX and SET IFEQ of a passed deadline", held, "holder", 8*time.Second, 10*time.Second)
+}

@@ -192,8 +192,8 @@ func FuzzParseSet(f *testing.F) {
 			}
 			return
 		}
-		if req.ttl <= 0 || req.ttl > time.Minute {
-			t.Fatalf("%q accepted with TTL %v", line, req.ttl)
+		if (req.past && req.ttl != 0) || (!req.past && (req.ttl <= 0 || req.ttl > time.Minute)) {
+			t.Fatalf("%q accepted with TTL %v (passed deadline: %v)", line, req.ttl, req.past)
 		}
 		lock := false
 		for _, a := range args[3:] {

@@ -25,7 +25,17 @@ func cmdSet(c *client, args [][]byte) {
 		c.replyErr(msgTokenTooLong(len(req.value), c.s.cfg.Limits.MaxToken))
 		return
 	}
-	if req.ifEq {
+	switch {
+	case req.past && req.ifEq:
+		// An extend to a passed deadline fails and leaves the lock as it
+		// was, as every extend through the proxy does (one Redis would
+		// delete the key).
+		c.reply(resp.Nil)
+		return
+	case req.past:
+		startPastAcquire(c, req.key)
+		return
+	case req.ifEq:
 		startSetIfEq(c, req)
 		return
 	}
@@ -42,6 +52,18 @@ func cmdSet(c *client, args [][]byte) {
 	b = resp.AppendBulkInt(b, req.ttl.Milliseconds())
 	c.cmd = b
 	c.startOp(o, b, nil)
+}
+
+// startPastAcquire answers SET key value NX PXAT (or EXAT) of a time
+// already passed as one Redis does: OK where the key is free, nil where it
+// is held, and nothing written anywhere: no lock is held either way. The
+// key's state is read as GET reads it.
+func startPastAcquire(c *client, key []byte) {
+	c.reserveRead()
+	o := c.s.eng.newOp("set", opGet, c.done)
+	o.pastAcquire = true
+	c.cmd = appendBoundedRead(c.cmd[:0], getScript, key, c.s.cfg.Limits.MaxToken)
+	c.startOp(o, c.cmd, getScript)
 }
 
 func cmdGet(c *client, args [][]byte) {

@@ -31,12 +31,15 @@ type op struct {
 	e       *engine
 	name    string // the client's command, for metrics
 	kind    opKind
-	sc      scriptCall    // opScript: the classification and the call (scriptop.go)
-	seconds bool          // TTL rather than PTTL
-	ttl     time.Duration // requested TTL (acquire, extend)
-	undoCmd []byte        // compare-and-delete of this attempt's keys and token
-	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
-	laterSc *resp.Script  // and undoLaterScript
+	sc      scriptCall // opScript: the classification and the call (scriptop.go)
+	seconds bool       // TTL rather than PTTL
+	// pastAcquire: a GET that answers a SET NX of a passed deadline, OK
+	// where the majority holds nothing (see startPastAcquire).
+	pastAcquire bool
+	ttl         time.Duration // requested TTL (acquire, extend)
+	undoCmd     []byte        // compare-and-delete of this attempt's keys and token
+	undoSc      *resp.Script  // the script undoCmd runs, when not undoScript
+	laterSc     *resp.Script  // and undoLaterScript
 	// secondStep is an extend's second step (script.AppendSecondStep),
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
@@ -496,12 +499,20 @@ func (o *op) decideReadLocked() bool {
 	case opGet:
 		if v, _, ok := quorum.MajorityValue(o.e.n, hs); ok {
 			o.result = resp.BulkValue(v)
+			if o.pastAcquire {
+				o.result = resp.Nil // held
+			}
 			return true
 		}
 		if o.tally.Done() && !o.awaitsVeto() {
 			o.result = resp.Nil
 			if v, ok := o.vetoHolds(); ok {
 				o.result = resp.BulkValue(v) // a lock taken on the old Redis directly
+			}
+			if o.pastAcquire && o.result.Kind == resp.KindNil && o.tally.Granted() >= quorum.Majority(o.e.n) {
+				o.result = resp.OK // free on a majority: what one Redis answers, holding nothing
+			} else if o.pastAcquire {
+				o.result = resp.Nil
 			}
 			return true
 		}

@@ -13,6 +13,10 @@ type setRequest struct {
 	key, value []byte
 	ttl        time.Duration
 	ifEq       bool // extend: set only if the key holds value
+	// past: a deadline (PXAT, EXAT) already passed. One Redis answers such
+	// a SET NX as it would a grant (OK where the key is free) and holds
+	// nothing; ttl is 0.
+	past bool
 }
 
 const (
@@ -110,7 +114,7 @@ func parseSet(args [][]byte, now time.Time, maxTTL time.Duration) (setRequest, s
 	case expire == nil:
 		return setRequest{}, msgSetNeedsExpiry
 	case ms <= 0:
-		return setRequest{}, msgExpiryPast
+		return setRequest{key: args[1], value: args[2], ifEq: flags&setIFEQ != 0, past: true}, ""
 	case ms > maxMs:
 		return setRequest{}, msgTTLTooLong(ms, maxMs)
 	}
