@@ -10,7 +10,6 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
@@ -272,4 +271,3 @@ func TestEvalShaSurvivesBackendRestart(t *testing.T) {
 	}
 }
 
-var _ = redis.Nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -404,7 +403,6 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 }
 
-var _ = config.Default
 
 // An extend answered as failed must leave the caller's lock as it was
 // (docs/contract.md: "A failed extend never removes the caller's lock

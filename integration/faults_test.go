@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
@@ -264,4 +263,3 @@ func TestTwoProxies(t *testing.T) {
 	}
 }
 
-var _ = redis.Nil

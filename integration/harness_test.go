@@ -6,7 +6,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -226,7 +225,6 @@ func rawDo(t *testing.T, addr string, payload string) string {
 	return reply
 }
 
-var _ = io.EOF
 
 var built struct {
 	once sync.Once

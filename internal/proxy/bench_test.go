@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"io"
 	"testing"
 	"time"
 
@@ -71,7 +70,6 @@ func BenchmarkAppendReply(b *testing.B) {
 	}
 }
 
-var _ = io.EOF
 
 // The compare-and-delete release most libraries send, and its sha1.
 const benchRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
