@@ -270,4 +270,3 @@ func TestEvalShaSurvivesBackendRestart(t *testing.T) {
 		t.Fatalf("EVALSHA of an unknown sha: %v; want Redis's NOSCRIPT", err)
 	}
 }
-

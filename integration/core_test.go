@@ -403,7 +403,6 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 }
 
-
 // An extend answered as failed must leave the caller's lock as it was
 // (docs/contract.md: "A failed extend never removes the caller's lock
 // anywhere"): the caller, told the extend failed, keeps relying on the

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
@@ -262,4 +261,3 @@ func TestTwoProxies(t *testing.T) {
 		t.Fatalf("proxy A reads %q, %v", v, err)
 	}
 }
-

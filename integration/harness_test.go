@@ -225,7 +225,6 @@ func rawDo(t *testing.T, addr string, payload string) string {
 	return reply
 }
 
-
 var built struct {
 	once sync.Once
 	bin  string

@@ -70,7 +70,6 @@ func BenchmarkAppendReply(b *testing.B) {
 	}
 }
 
-
 // The compare-and-delete release most libraries send, and its sha1.
 const benchRelease = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
 
