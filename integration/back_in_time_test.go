@@ -232,3 +232,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Two backend entries that reach one server (two names for one address)
+// would give it two votes: the second is refused, with why, and the locks
+// need a majority of the others.
+func TestOneServerVotesOnce(t *testing.T) {
+	servers := startRedis(t, 2)
+	port := servers[0].Addr[strings.LastIndexByte(servers[0].Addr, ':')+1:]
+	addrs := []string{servers[0].Addr, servers[1].Addr, "localhost:" + port}
+	a, _ := startAppOver(t, addrs, 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hs := a.Pool().Health()
+		refused := 0
+		for _, h := range hs {
+			if !h.Up && strings.Contains(h.LastError, "the same Redis server") {
+				refused++
+			}
+		}
+		if refused == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no backend refused as the same server: %+v", hs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

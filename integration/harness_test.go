@@ -86,6 +86,13 @@ func clusterOver(t testing.TB, servers []*redisproc.Server, mutate ...func(*conf
 // waits until every backend is up.
 func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*app.App, func()) {
 	t.Helper()
+	return startAppOver(t, addrs, len(addrs), mutate...)
+}
+
+// startAppOver is startApp that waits until want backends are up (want 0:
+// the embedded default's).
+func startAppOver(t testing.TB, addrs []string, want int, mutate ...func(*config.Config)) (*app.App, func()) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Admin = "127.0.0.1:0"
@@ -131,7 +138,6 @@ func startApp(t testing.TB, addrs []string, mutate ...func(*config.Config)) (*ap
 	t.Cleanup(stop)
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	want := len(addrs)
 	if want == 0 {
 		want = cfg.EmbeddedBackends
 	}

@@ -234,6 +234,9 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	}
 	l.abandon(dropped)
 	l.connectionLostTracking()
+	if l.opt.Claim != nil {
+		l.opt.Claim(l.opt.Index, "") // the next connection claims its server again
+	}
 	if l.ctx.Err() != nil {
 		return wasUp
 	}

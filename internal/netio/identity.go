@@ -426,6 +426,14 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 		l.fail(gen, fmt.Sprintf("not a master (role:%s): only masters vote; it is checked again on every reconnect", role))
 		return
 	}
+	if l.opt.Claim != nil && id.RunID != "" {
+		// Two backends that reach one server (two names for one address, a
+		// load balancer, a moved address) would give it two votes.
+		if other, ok := l.opt.Claim(l.opt.Index, id.RunID); !ok {
+			l.fail(gen, fmt.Sprintf("the same Redis server (run_id %s) as backend %d: one server votes once; every backend must be an independent master", id.RunID, other))
+			return
+		}
+	}
 	now := time.Now()
 	l.mu.Lock()
 	if gen != l.gen || l.conn == nil {

@@ -45,6 +45,11 @@ type Options struct {
 	InProcess bool
 	Logger    *slog.Logger // default slog.Default()
 	Events    Events       // optional hooks for metrics
+	// Claim, when set, is asked before a connection's votes may count, with
+	// the server's run_id: it refuses (naming the other backend) a server
+	// another backend of the pool already reaches; an empty run_id gives
+	// the claim up when the connection is lost. The pool sets it.
+	Claim func(node int, runID string) (other int, ok bool)
 	// Veto marks the upgrade's old Redis (see quorum.WithVeto): a master, but
 	// not a vote, so a memory policy that may evict keys does not keep it
 	// out (its clients had that risk before the proxy).

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -13,16 +14,41 @@ import (
 type Pool struct {
 	links []*Link
 	veto  *Link
+
+	mu   sync.Mutex
+	runs map[int]string // the run_id each backend's connection verified (claim)
 }
 
-// NewPool prepares one link per option; Start connects them.
+// NewPool prepares one link per option; Start connects them. No two of
+// them may count one server's votes (the run_id each reports): the second
+// to reach a server already reached is refused.
 func NewPool(opts []Options) *Pool {
-	p := &Pool{}
+	p := &Pool{runs: map[int]string{}}
 	for i, o := range opts {
 		o.Index = i
+		o.Claim = p.claim
 		p.links = append(p.links, NewLink(o))
 	}
 	return p
+}
+
+// claim records that node reaches the server of runID, unless another node
+// does: it returns that node. A node's earlier claim is replaced; an empty
+// runID drops it (its connection is gone).
+func (p *Pool) claim(node int, runID string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if runID == "" {
+		delete(p.runs, node)
+		return node, true
+	}
+	for other, r := range p.runs {
+		if other != node && r == runID {
+			return other, false
+		}
+	}
+	p.runs[node] = runID
+	return node, true
 }
 
 // SetVeto adds the veto, reached as node N(). Call it before Start.
