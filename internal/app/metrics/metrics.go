@@ -202,7 +202,7 @@ var (
 		"Write calls to the backend (commands / writes is the mean batch).", []string{"backend"}, nil)
 	countingDesc = prometheus.NewDesc(ns+"_backends_counting",
 		"Backends whose votes count now (up and not quarantined).", nil, nil)
-	backendsDesc = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
+	backendsDesc  = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
 	confirmedDesc = prometheus.NewDesc(ns+"_backend_sentinel_confirmed",
 		"Sentinel-managed backends only: 1 while a majority of its Sentinels name the master it is connected to (its votes need it).", []string{"backend"}, nil)
 	agreeDesc = prometheus.NewDesc(ns+"_backend_sentinels_agreeing",
