@@ -1,16 +1,13 @@
 package netio
 
 import (
-	"bufio"
 	"bytes"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -121,84 +118,6 @@ func TestSentinelLinkFollowsAFailover(t *testing.T) {
 	}
 }
 
-// fakeSentinel answers SENTINEL get-master-addr-by-name with whatever
-// address it is told, as a Sentinel that lies or lags would, and takes
-// subscriptions.
-type fakeSentinel struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	says  string
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startFakeSentinel(t *testing.T, says string) *fakeSentinel {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeSentinel{ln: ln, says: says}
-	f.wg.Add(1)
-	go func() { // owned by the test: Close stops it and waits
-		defer f.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, c)
-			f.mu.Unlock()
-			f.wg.Add(1)
-			go f.serve(c)
-		}
-	}()
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeSentinel) Addr() string { return f.ln.Addr().String() }
-
-func (f *fakeSentinel) serve(c net.Conn) {
-	defer f.wg.Done()
-	defer c.Close()
-	rd := resp.NewReader(bufio.NewReader(c), resp.ReaderLimits{})
-	for {
-		v, err := rd.Read()
-		if err != nil || v.Kind != resp.KindArray || len(v.Elems) == 0 {
-			return
-		}
-		var out []byte
-		switch strings.ToUpper(string(v.Elems[0].Str)) {
-		case "SENTINEL":
-			f.mu.Lock()
-			host, port, _ := net.SplitHostPort(f.says)
-			f.mu.Unlock()
-			out = resp.AppendArrayHeader(nil, 2)
-			out = resp.AppendBulkString(out, host)
-			out = resp.AppendBulkString(out, port)
-		case "SUBSCRIBE":
-			out = append(resp.AppendArrayHeader(nil, 3), "$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"...)
-		default:
-			out = []byte("+OK\r\n")
-		}
-		if _, err := c.Write(out); err != nil {
-			return
-		}
-	}
-}
-
-func (f *fakeSentinel) Close() {
-	f.ln.Close()
-	f.mu.Lock()
-	for _, c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
-}
-
 // One Sentinel of three that names another master, listed first, is
 // outvoted: the link goes to the master the other two name, not to the
 // liar's, which is a master too (a link that took the first answer would
@@ -207,7 +126,11 @@ func (f *fakeSentinel) Close() {
 func TestSentinelThatLiesIsOutvoted(t *testing.T) {
 	g := startGroup(t, "locks-b")
 	other := startRedis(t) // a master, as an old master cut off from the Sentinels would still be
-	liar := startFakeSentinel(t, other.Addr)
+	liar, err := redisproc.StartLiar(other.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(liar.Close)
 	addrs := append([]string{liar.Addr()}, sentinelAddrs(g)[:2]...)
 	var log logBuffer
 	l := sentinelLink(t, addrs, "locks-b", time.Millisecond, &log)

@@ -9,7 +9,8 @@
 // by Follow comes back following its master; after Promote, a master).
 //
 // A Group (sentinelgroup.go) is a master, its replicas and the
-// redis-sentinel processes that watch them; Group.Stop ends them all.
+// redis-sentinel processes that watch them; Group.Stop ends them all. A
+// Liar is a fake Sentinel that names whatever master it is told.
 package redisproc
 
 import (

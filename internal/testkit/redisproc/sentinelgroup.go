@@ -563,3 +563,91 @@ func readReply(br *bufio.Reader) (any, error) {
 	}
 	return nil, fmt.Errorf("redisproc: unexpected reply %q", line)
 }
+
+// Liar is a Sentinel that names whatever master it is told, as a Sentinel
+// that lies or lags would: it answers SENTINEL get-master-addr-by-name with
+// that address, takes subscriptions (and never publishes), and says OK to
+// anything else.
+type Liar struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	says  string
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+// StartLiar serves a Liar on a free loopback port, naming says.
+func StartLiar(says string) (*Liar, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f := &Liar{ln: ln, says: says}
+	f.wg.Add(1)
+	go func() { // owned by the Liar: Close stops it and waits
+		defer f.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c)
+			f.mu.Unlock()
+			f.wg.Add(1)
+			go f.serve(c)
+		}
+	}()
+	return f, nil
+}
+
+// Addr is where the Liar listens.
+func (f *Liar) Addr() string { return f.ln.Addr().String() }
+
+// Say makes it name another master from now on.
+func (f *Liar) Say(addr string) {
+	f.mu.Lock()
+	f.says = addr
+	f.mu.Unlock()
+}
+
+func (f *Liar) serve(c net.Conn) {
+	defer f.wg.Done()
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		v, err := readReply(br)
+		args, ok := v.([]any)
+		if err != nil || !ok || len(args) == 0 {
+			return
+		}
+		var out string
+		switch strings.ToUpper(fmt.Sprint(args[0])) {
+		case "SENTINEL":
+			f.mu.Lock()
+			host, port, _ := net.SplitHostPort(f.says)
+			f.mu.Unlock()
+			out = fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(host), host, len(port), port)
+		case "SUBSCRIBE":
+			out = "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
+		case "PING":
+			out = "+PONG\r\n"
+		default:
+			out = "+OK\r\n"
+		}
+		if _, err := io.WriteString(c, out); err != nil {
+			return
+		}
+	}
+}
+
+// Close stops the Liar and waits for its goroutines.
+func (f *Liar) Close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
