@@ -551,3 +551,29 @@ func TestSentinelThatLiesOrLags(t *testing.T) {
 		t.Fatalf("the proxy went to %s", h.Addr)
 	}
 }
+
+// Sentinels that require a password and are reached over TLS: the proxy
+// authenticates with sentinel_password and verifies their certificates
+// with sentinel_tls_ca_file; without the password it names the setting.
+func TestSentinelOverTLSWithAuth(t *testing.T) {
+	cs := newCerts(t)
+	g, err := redisproc.StartGroup(t.TempDir(), "locks-tls", redisproc.GroupOptions{SentinelPassword: "s3nt",
+		SentinelTLS: &redisproc.TLSFiles{Cert: cs.ServerCert, Key: cs.ServerKey, CA: cs.CA, Client: cs.clientTLS()}})
+	if err != nil {
+		t.Fatalf("Sentinel group: %v", err)
+	}
+	t.Cleanup(g.Stop)
+	plain := startRedis(t, 2)
+	backends := []string{g.TLSEntry(), plain[0].Addr, plain[1].Addr}
+	var logs syncBuffer
+	a := sentinelProxy(t, backends, &logs, time.Second, func(c *config.Config) {
+		c.SentinelPassword, c.SentinelTLS, c.SentinelTLSCAFile = "s3nt", true, cs.CA
+	})
+	if h := a.Pool().Health()[0]; h.Addr != g.Servers[0].Addr || h.Sentinel.Agree != 3 {
+		t.Fatalf("health %+v (sentinel %+v)", h, h.Sentinel)
+	}
+
+	var logs2 syncBuffer
+	startLogged(t, backends, &logs2, func(c *config.Config) { c.SentinelTLS, c.SentinelTLSCAFile = true, cs.CA })
+	waitLog(t, &logs2, "NOAUTH Authentication required. (set sentinel_password", 5*time.Second)
+}

@@ -219,6 +219,8 @@ func (f *follower) askOne(ctx context.Context, i int, deadline time.Time) answer
 		c.Close()
 		f.q[i] = nil
 		return answer{err: "no answer: " + err.Error()}
+	case v.Kind == resp.KindError && (bytes.HasPrefix(v.Str, []byte("NOAUTH")) || bytes.HasPrefix(v.Str, []byte("WRONGPASS"))):
+		return answer{err: string(v.Str) + " (set sentinel_password, and sentinel_username for an ACL user)"}
 	case v.Kind == resp.KindError:
 		return answer{err: string(v.Str)}
 	case v.Kind == resp.KindNil || (v.Kind == resp.KindArray && len(v.Elems) == 0):

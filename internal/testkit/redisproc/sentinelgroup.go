@@ -46,6 +46,9 @@ type GroupOptions struct {
 	DownAfter       time.Duration // down-after-milliseconds (default 300ms)
 	FailoverTimeout time.Duration // failover-timeout (default 2s)
 	ServerArgs      []string      // more redis-server arguments for the master and replicas
+	// SentinelPassword makes the Sentinels require it (requirepass), of
+	// their clients and of each other.
+	SentinelPassword string
 	// SentinelTLS serves the Sentinels on a TLS port too (Sentinel.TLSAddr),
 	// with these files; they still speak plain text among themselves and to
 	// the servers.
@@ -70,6 +73,7 @@ type Sentinel struct {
 	conf    string
 	log     string
 	tls     *tls.Config
+	pass    string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -140,7 +144,8 @@ func (g *Group) startSentinel(dir, bin string, master *Server) (*Sentinel, error
 		if err := os.MkdirAll(wd, 0o755); err != nil {
 			return nil, err
 		}
-		s := &Sentinel{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), conf: filepath.Join(wd, "sentinel.conf"), log: filepath.Join(wd, "sentinel.log")}
+		s := &Sentinel{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), conf: filepath.Join(wd, "sentinel.conf"), log: filepath.Join(wd, "sentinel.log"),
+			pass: g.opt.SentinelPassword}
 		_, mport, _ := net.SplitHostPort(master.Addr)
 		conf := []string{
 			"port " + strconv.Itoa(port),
@@ -153,6 +158,9 @@ func (g *Group) startSentinel(dir, bin string, master *Server) (*Sentinel, error
 			fmt.Sprintf("sentinel down-after-milliseconds %s %d", g.Name, g.opt.DownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s %d", g.Name, g.opt.FailoverTimeout.Milliseconds()),
 			fmt.Sprintf("sentinel parallel-syncs %s 1", g.Name),
+		}
+		if p := g.opt.SentinelPassword; p != "" {
+			conf = append(conf, "requirepass "+p, "sentinel sentinel-pass "+p)
 		}
 		if f := g.opt.SentinelTLS; f != nil {
 			tport, err := FreePort()
@@ -202,10 +210,15 @@ func (s *Sentinel) start(bin string) error {
 	return fmt.Errorf("redisproc: redis-sentinel on port %d did not answer PING in 10s", s.Port)
 }
 
-// Do runs one command on the Sentinel's plain port and returns its reply:
-// a string for a simple, bulk or error reply ("" for nil), or a []any for
-// an array.
-func (s *Sentinel) Do(args ...string) (any, error) { return DoReply(s.Addr, nil, args...) }
+// Do runs one command on the Sentinel's plain port (after AUTH when it
+// requires a password) and returns its reply: a string for a simple, bulk
+// or error reply ("" for nil), or a []any for an array.
+func (s *Sentinel) Do(args ...string) (any, error) {
+	if s.pass == "" {
+		return DoReply(s.Addr, nil, args...)
+	}
+	return doReplies(s.Addr, nil, [][]string{{"AUTH", s.pass}, args})
+}
 
 // Stop ends the Sentinel (SIGKILL) and waits for it.
 func (s *Sentinel) Stop() {
@@ -498,6 +511,11 @@ func (g *Group) Stop() {
 // reply ("" for nil; an error reply keeps its text, such as "ERR ..."), an
 // int64 for an integer, a []any for an array.
 func DoReply(addr string, cfg *tls.Config, args ...string) (any, error) {
+	return doReplies(addr, cfg, [][]string{args})
+}
+
+// doReplies sends commands on one connection and returns the last reply.
+func doReplies(addr string, cfg *tls.Config, cmds [][]string) (any, error) {
 	var c net.Conn
 	var err error
 	if cfg != nil {
@@ -511,14 +529,23 @@ func DoReply(addr string, cfg *tls.Config, args ...string) (any, error) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	for _, args := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	br := bufio.NewReader(c)
+	var last any
+	for range cmds {
+		if last, err = readReply(br); err != nil {
+			return nil, err
+		}
+	}
+	return last, nil
 }
 
 // readReply reads one RESP2 reply.
