@@ -270,7 +270,15 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	if l.ctx.Err() != nil {
 		return wasUp
 	}
-	if wasUp {
+	l.mu.Lock()
+	moved := l.sent != nil && l.sent.master != "" && l.sent.master != l.connAddr
+	l.mu.Unlock()
+	if wasUp && moved {
+		l.log.Info("backend connection closed: a majority of its Sentinels names another master", "from", l.connAddr)
+		if l.opt.Events != nil {
+			l.opt.Events.StateChange(l.opt.Index, false)
+		}
+	} else if wasUp {
 		l.log.Warn("backend connection lost", "err", err)
 		if l.opt.Events != nil {
 			l.opt.Events.StateChange(l.opt.Index, false)
