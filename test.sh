@@ -2,12 +2,12 @@
 # Runs every test of redlock-proxy: formatting, vet, unit and integration
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
-# (redis-server, redis-cli, Node.js and the npm packages of the npm library
-# tests, Debian's python3-redis for redis-py, PHP with phpredis, Laravel's
-# cache and redis components and Symfony's lock component, promtool for the
-# alert rules' unit tests, podman to build the container image, nutcracker
-# for the benchmark's twemproxy series); a dependency that is still missing
-# fails the run.
+# (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
+# the npm library tests, Debian's python3-redis for redis-py, PHP with
+# phpredis, Laravel's cache and redis components and Symfony's lock
+# component, promtool for the alert rules' unit tests, podman to build the
+# container image, nutcracker for the benchmark's twemproxy series); a
+# dependency that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,6 +31,7 @@ symfony_ok() {
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 redispy_ok || missing+=(python3 python3-redis)
@@ -46,7 +47,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-benchmark node npm promtool podman nutcracker; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }

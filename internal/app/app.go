@@ -83,6 +83,10 @@ func (a *App) start() error {
 	if err != nil {
 		return err
 	}
+	sentinelTLS, err := cfg.SentinelTLSConfig()
+	if err != nil {
+		return err
+	}
 	clientTLS, err := cfg.ClientTLS()
 	if err != nil {
 		return err
@@ -108,8 +112,8 @@ func (a *App) start() error {
 		return err
 	}
 	for _, sp := range specs {
-		if sp.Kind != config.BackendAddr {
-			return fmt.Errorf("backend %s: Sentinel and Cluster backends are not served by this build", sp.Entry)
+		if sp.Kind == config.BackendCluster {
+			return fmt.Errorf("backend %s: Cluster backends are not served by this build", sp.Entry)
 		}
 	}
 	backends := []string(cfg.Backends)
@@ -143,13 +147,24 @@ func (a *App) start() error {
 		}
 	}
 	var opts []netio.Options
-	for _, b := range backends {
+	for i, b := range backends {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
 			InProcess: a.demo != nil, Invalidated: invalidated,
 		}
-		if backendTLS != nil && a.demo == nil {
+		if i < len(specs) && specs[i].Kind == config.BackendSentinel {
+			// The master changes: the link asks the Sentinels for it, and
+			// verifies each one's certificate against its own host. Its hold
+			// has the Sentinels' lease on top (see netio's sentinel.go).
+			sp := specs[i]
+			o.Sentinel = &netio.SentinelOptions{Addrs: sp.Addrs, Name: sp.Name,
+				Username: cfg.SentinelUsername, Password: cfg.SentinelPassword, TLS: sentinelTLS}
+			if o.Restart.Hold > 0 {
+				o.Restart.Hold += netio.DefaultSentinelLease
+			}
+			o.TLS = backendTLS
+		} else if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
 			if t.ServerName == "" {
 				t.ServerName, _, _ = net.SplitHostPort(b)
@@ -220,6 +235,7 @@ func (a *App) start() error {
 		"unknown_scripts", cfg.UnknownScripts, "configured_scripts", len(cfg.Scripts),
 		"client_auth", cfg.RequirePass != "" || len(cfg.Users) > 0, "client_tls", clientTLS != nil,
 		"backend_auth", cfg.BackendPassword != "", "backend_tls", backendTLS != nil,
+		"sentinel_auth", cfg.SentinelPassword != "", "sentinel_tls", sentinelTLS != nil,
 		"max_clients", cfg.MaxClients, "idle_timeout", cfg.IdleTimeout, "command_timeout", cfg.CommandTimeout,
 		"gomaxprocs", runtime.GOMAXPROCS(0))
 	return nil
@@ -371,7 +387,7 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 		switch {
 		case h.Counts(now):
 			counting++
-		case h.Up:
+		case h.Up && now.Before(h.QuarantinedUntil):
 			quarantined++
 			longest = max(longest, h.QuarantinedUntil.Sub(now))
 		}
@@ -388,14 +404,43 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 	}
 	b.WriteString("\n")
 	for _, h := range hs {
+		name := h.Addr
+		if s := h.Sentinel; s != nil {
+			name = s.Name + ", master " + h.Addr
+		}
 		switch {
 		case h.Counts(now):
+			if s := h.Sentinel; s != nil {
+				fmt.Fprintf(&b, "backend %d (%s): counts; %d of %d Sentinels name it%s\n", h.Node, name, s.Agree, s.Sentinels, switchNote(s, now))
+			}
+		case h.Up && now.Before(h.QuarantinedUntil):
+			fmt.Fprintf(&b, "backend %d (%s): quarantined for %v: %s%s\n", h.Node, name,
+				h.QuarantinedUntil.Sub(now).Round(time.Millisecond), h.QuarantineReason, switchNote(h.Sentinel, now))
+		case h.Up && h.Sentinel != nil:
+			fmt.Fprintf(&b, "backend %d (%s): not counted: no majority of its %d Sentinels confirms its master: %s\n", h.Node, name,
+				h.Sentinel.Sentinels, sentinelAnswers(h.Sentinel))
 		case h.Up:
-			fmt.Fprintf(&b, "backend %d (%s): quarantined for %v: %s\n", h.Node, h.Addr,
-				h.QuarantinedUntil.Sub(now).Round(time.Millisecond), h.QuarantineReason)
+			fmt.Fprintf(&b, "backend %d (%s): not counted: a continuity check failed; it is checked again\n", h.Node, name)
 		default:
-			fmt.Fprintf(&b, "backend %d (%s): down: %s\n", h.Node, h.Addr, h.LastError)
+			fmt.Fprintf(&b, "backend %d (%s): down: %s\n", h.Node, name, h.LastError)
 		}
 	}
 	return counting >= need, b.String()
+}
+
+// switchNote says when a Sentinel-managed backend last switched master.
+func switchNote(s *netio.SentinelHealth, now time.Time) string {
+	if s == nil || s.SwitchAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; Sentinel switched master %s -> %s %v ago", s.From, s.Master, now.Sub(s.SwitchAt).Round(time.Second))
+}
+
+// sentinelAnswers is what the Sentinels said in the last round, or that
+// they agreed.
+func sentinelAnswers(s *netio.SentinelHealth) string {
+	if s.Answers != "" {
+		return s.Answers
+	}
+	return fmt.Sprintf("%d of them answered the last round", s.Reachable)
 }

@@ -67,7 +67,7 @@ func countQuorum(hs []netio.Health, now time.Time, lag time.Duration) quorumCoun
 		switch {
 		case h.Counts(now.Add(-lag)) && h.Counts(now):
 			q.counting++
-		case h.Up:
+		case h.Up && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed)):
 			q.quarantined++
 			ends = append(ends, max(0, h.QuarantinedUntil.Sub(now)))
 		default:

@@ -25,10 +25,10 @@ func (l *Link) run() {
 	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
 	backoff := minBackoff
 	for l.ctx.Err() == nil {
-		c, err := l.dial()
+		c, addr, err := l.dial()
 		if err == nil {
 			start := time.Now()
-			verified := l.serve(c)
+			verified := l.serve(c, addr)
 			if verified && time.Since(start) > 5*time.Second {
 				backoff = minBackoff
 				continue
@@ -36,23 +36,45 @@ func (l *Link) run() {
 		} else {
 			l.mu.Lock()
 			l.health.LastError = err.Error()
+			from := ""
+			if addr != "" {
+				from = l.switchedLocked()
+			}
 			l.mu.Unlock()
+			if from != "" {
+				l.log.Warn(l.switchLine(from, addr)+"; it is not reachable yet", "err", err)
+			}
 			l.noteFailure(err.Error())
 		}
 		select {
 		case <-l.ctx.Done():
 			return
+		case <-l.redial:
+			backoff = minBackoff
+			continue
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
-func (l *Link) dial() (net.Conn, error) {
+// dial connects to the backend: its address, or the master its Sentinels
+// name now (asked again first). It returns the address dialled.
+func (l *Link) dial() (net.Conn, string, error) {
+	addr, err := l.target(true)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := l.dialAddr(addr)
+	return c, addr, err
+}
+
+// dialAddr connects to addr, with TLS when the backend has it.
+func (l *Link) dialAddr(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
 	defer cancel()
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", l.opt.Addr)
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, dialError(err)
 	}
@@ -62,7 +84,7 @@ func (l *Link) dial() (net.Conn, error) {
 		cfg := l.opt.TLS
 		if cfg.ServerName == "" { // as tls.Dialer does: verify the dialled host
 			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(l.opt.Addr)
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
 		}
 		tc := tls.Client(c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -143,9 +165,9 @@ func (r *recorder) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// serve runs one connection until it fails or the link closes, and reports
-// whether the connection's identity was verified.
-func (l *Link) serve(nc net.Conn) (verified bool) {
+// serve runs one connection, dialled to addr, until it fails or the link
+// closes, and reports whether the connection's identity was verified.
+func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	c := &linkConn{Conn: nc}
 	rec := &recorder{Conn: nc}
 	l.mu.Lock()
@@ -155,6 +177,17 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 		return false
 	}
 	l.gen++
+	if l.connAddr != "" && addr != l.connAddr {
+		// Another master of a Sentinel-managed backend: what the link knew
+		// of the last one's clock, run and command count is not this one's.
+		// Its own marker says what it lost (a promotion, a resync).
+		l.clockKnown = false
+		l.cont.run, l.cont.cmds = "", 0
+	}
+	l.connAddr = addr
+	if l.sent != nil {
+		l.sent.connAddr = addr
+	}
 	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
 	l.cont.newConnection()
 	l.loaded = make(map[string]bool)
@@ -196,7 +229,7 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	if unanswered && l.clientID != 0 {
 		// The backend may still run what it was sent (a hung master that
 		// resumes): kill this connection from the next one before any undo.
-		l.suspects = append(l.suspects, suspect{id: l.clientID, addr: l.clientAddr})
+		l.suspects = append(l.suspects, suspect{id: l.clientID, addr: l.clientAddr, server: l.connAddr})
 		if len(l.suspects) > 64 {
 			l.suspects = l.suspects[1:]
 		}
@@ -240,7 +273,15 @@ func (l *Link) serve(nc net.Conn) (verified bool) {
 	if l.ctx.Err() != nil {
 		return wasUp
 	}
-	if wasUp {
+	l.mu.Lock()
+	moved := l.sent != nil && l.sent.master != "" && l.sent.master != l.connAddr
+	l.mu.Unlock()
+	if wasUp && moved {
+		l.log.Info("backend connection closed: a majority of its Sentinels names another master", "from", l.connAddr)
+		if l.opt.Events != nil {
+			l.opt.Events.StateChange(l.opt.Index, false)
+		}
+	} else if wasUp {
 		l.log.Warn("backend connection lost", "err", err)
 		if l.opt.Events != nil {
 			l.opt.Events.StateChange(l.opt.Index, false)

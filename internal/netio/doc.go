@@ -24,5 +24,10 @@
 //     it, so EVALSHA never fails with NOSCRIPT after a backend restart;
 //   - a backend that stops answering is disconnected after DeadAfter and
 //     redialled with backoff; every goroutine a Link starts is stopped and
-//     waited for by Close.
+//     waited for by Close;
+//   - a Sentinel-managed backend (Options.Sentinel, sentinel.go) is dialled
+//     at the master a majority of its configured Sentinels name, and its
+//     replies count only while a round of questions that named that
+//     master started less than the lease ago; the link, with its kept
+//     undos and its quarantine, follows the master across failovers.
 package netio

@@ -185,7 +185,14 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "INFO")
 	l.pushLocked(entry{rcv: h, tag: hsID, deadline: deadline})
+	kept := l.suspects[:0]
 	for _, s := range l.suspects {
+		if s.server != l.connAddr {
+			// A connection to another master of a Sentinel-managed
+			// backend: not a client of this one.
+			continue
+		}
+		kept = append(kept, s)
 		// ID and ADDR together: after a restart ids start again at 1, and
 		// only the address tells this proxy's old connection from another
 		// client's.
@@ -196,6 +203,7 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 		l.wbuf = resp.AppendCommand(l.wbuf, args...)
 		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: s.id}, tag: hsKill, deadline: deadline})
 	}
+	l.suspects = kept
 	expired = l.sendRetainedLocked()
 	switch {
 	case l.opt.InProcess:
@@ -454,7 +462,8 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	if restarted {
 		l.health.Restarts++
 	}
-	l.counting = l.watch.Counts(now)
+	l.counting = l.watch.Counts(now) && l.confirmedLocked(now)
+	from, addr := l.switchedLocked(), l.connAddr
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
@@ -465,10 +474,19 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	if restarted && l.opt.Events != nil {
 		l.opt.Events.Restarted(l.opt.Index, until)
 	}
-	if now.Before(until) {
+	switch {
+	case from != "":
+		// A failover, logged once, with what it costs.
+		left := time.Duration(0)
+		if now.Before(until) {
+			left = until.Sub(now)
+		}
+		l.log.Warn(l.switchLine(from, addr)+"; "+countsIn(left), "reason", quarantineWhy(why), "run_id", id.RunID,
+			"counts_at", until.Format(time.RFC3339Nano))
+	case now.Before(until):
 		l.log.Warn("backend up, but its votes do not count yet: "+quarantineWhy(why),
 			"run_id", id.RunID, "counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
-	} else {
+	default:
 		l.log.Info("backend up", "run_id", id.RunID)
 	}
 	if l.opt.Events != nil {
@@ -586,7 +604,7 @@ func (l *Link) checked(gen uint64, r resp.Result) {
 // noteCounting logs the end of a quarantine, once.
 func (l *Link) noteCounting(now time.Time) {
 	l.mu.Lock()
-	counts := l.conn != nil && l.ready && l.watch.Counts(now)
+	counts := l.conn != nil && l.ready && l.watch.Counts(now) && l.confirmedLocked(now)
 	ended := counts && !l.counting
 	l.counting = counts
 	l.mu.Unlock()
@@ -596,10 +614,12 @@ func (l *Link) noteCounting(now time.Time) {
 }
 
 // suspect is an earlier connection that may still run commands sent on it:
-// its CLIENT ID and its address as the backend sees it.
+// its CLIENT ID, its address as the backend sees it, and the address it
+// was dialled to.
 type suspect struct {
-	id   int64
-	addr string
+	id     int64
+	addr   string
+	server string
 }
 
 // parseClientInfo reads id= and addr= from CLIENT INFO.

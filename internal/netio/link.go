@@ -58,6 +58,11 @@ type Options struct {
 	// Health reports how many are not the proxies' and since when there has
 	// been none (the veto of an upgrade, see direct.go).
 	WatchClients bool
+	// Sentinel names a master that a group of Sentinels manages (see
+	// sentinel.go): the link dials the master a majority of them names, and
+	// Addr is only the backend's name in errors and logs (the configured
+	// entry). Nil: Addr is the master.
+	Sentinel *SentinelOptions
 	// Invalidated receives the keys that changed on the backend after a
 	// Tracked command read them (nil: any key may have). Called from link
 	// goroutines; it must not block. Nil: no tracking.
@@ -120,9 +125,12 @@ type Link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	sent   *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
+	redial chan struct{} // cuts the redial backoff short (a new master to dial)
 
 	mu        sync.Mutex
 	conn      *linkConn // nil while down
+	connAddr  string    // the address the current (or last) connection was dialled to
 	gen       uint64    // counts connections: replies to an older one's identity check are ignored
 	ready     bool      // the current connection passed its identity check: commands may be sent
 	writing   bool      // a goroutine is writing to the current connection
@@ -211,11 +219,15 @@ type Health struct {
 	UndoAbandoned      uint64    // undos given up (too many waiting, or the link closed)
 	UndoExpired        uint64    // undos dropped because their lock expired before they could run
 	Since              time.Time // when Up last changed
+	// Sentinel is set for a Sentinel-managed backend: its Sentinels' view,
+	// and until when their answer lets the master count. Addr is then the
+	// master connected to (or last named).
+	Sentinel *SentinelHealth
 }
 
 // Counts reports whether the backend's votes count at now.
 func (h Health) Counts(now time.Time) bool {
-	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil)
+	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil) && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed))
 }
 
 // NewLink prepares a link; Start connects it.
@@ -226,6 +238,10 @@ func NewLink(opt Options) *Link {
 	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned, l.errExpired =
 		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned), mk(ErrExpired)
 	l.watch.Rule = opt.Restart
+	l.redial = make(chan struct{}, 1)
+	if opt.Sentinel != nil {
+		l.sent = newFollower(*opt.Sentinel)
+	}
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
@@ -245,6 +261,13 @@ func (l *Link) Start() {
 		l.wg.Add(1)
 		go l.invalidations()
 	}
+	if l.sent != nil {
+		l.wg.Add(1 + len(l.sent.opt.Addrs))
+		go l.follow()
+		for i := range l.sent.opt.Addrs {
+			go l.subscribe(i)
+		}
+	}
 }
 
 // Addr is the backend's address.
@@ -262,6 +285,12 @@ func (l *Link) Health() Health {
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
+	if l.sent != nil {
+		h.Sentinel = l.sentinelHealthLocked(time.Now())
+		if h.Addr = l.sent.connAddr; h.Addr == "" || (l.conn == nil && l.sent.master != "") {
+			h.Addr = l.sent.master
+		}
+	}
 	h.UndoRetained = len(l.retained) + len(l.retry)
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
@@ -474,7 +503,7 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			l.batchEnds = l.batchEnds[:n]
 			wc, wbuf = l.takeWriteLocked()
 		}
-		counts := l.ready && l.watch.Counts(now) && !l.cont.broken
+		counts := l.ready && l.watch.Counts(now) && !l.cont.broken && l.confirmedLocked(now)
 		isErr := v.Kind == resp.KindError
 		demoted := false
 		var release []held
@@ -573,7 +602,13 @@ func (l *Link) Close() error {
 		l.track.conn.Close()
 	}
 	l.mu.Unlock()
+	if l.sent != nil {
+		l.closeSubscriptions()
+	}
 	l.wg.Wait()
+	if l.sent != nil {
+		l.closeQueries()
+	}
 	l.timer.Stop()
 	l.retryTimer.Stop()
 	l.mu.Lock()

@@ -39,6 +39,7 @@ const invalidateChannel = "__redis__:invalidate"
 type trackState struct {
 	redir int64 // the invalidation connection's CLIENT ID; 0 while it is down
 	conn  net.Conn
+	addr  string // where conn goes (a Sentinel-managed backend's master of the moment)
 	// on is the redirect the current main connection tracks with (0: it
 	// does not track).
 	on int64
@@ -122,7 +123,11 @@ func (l *Link) invalidations() {
 // serveInvalidations dials, subscribes and reads invalidations until the
 // connection fails.
 func (l *Link) serveInvalidations() error {
-	c, err := l.dial()
+	addr, err := l.target(false)
+	if err != nil {
+		return err
+	}
+	c, err := l.dialAddr(addr)
 	if err != nil {
 		return err
 	}
@@ -132,7 +137,7 @@ func (l *Link) serveInvalidations() error {
 		c.Close()
 		return l.ctx.Err()
 	}
-	l.track.conn = c
+	l.track.conn, l.track.addr = c, addr
 	l.mu.Unlock()
 	defer c.Close()
 	var b []byte

@@ -97,15 +97,17 @@ func (s *Server) infoProxy() string {
 	n := s.be.N()
 	now := time.Now()
 	st := s.be.Health()
-	counting, quarantined, down, undos := 0, 0, 0, 0
+	counting, quarantined, unconfirmed, down, undos := 0, 0, 0, 0, 0
 	var longest time.Duration
 	for _, h := range st {
 		switch {
-		case h.Up && !now.Before(h.QuarantinedUntil):
-			counting++
-		case h.Up:
+		case h.Up && now.Before(h.QuarantinedUntil):
 			quarantined++
 			longest = max(longest, h.QuarantinedUntil.Sub(now))
+		case h.Up && h.Sentinel != nil && !now.Before(h.Sentinel.Confirmed):
+			unconfirmed++
+		case h.Up:
+			counting++
 		default:
 			down++
 		}
@@ -113,6 +115,9 @@ func (s *Server) infoProxy() string {
 	}
 	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\nbackends_quarantined:%d\r\nbackends_down:%d\r\nquarantine_left_ms:%d\r\nundo_waiting:%d\r\n",
 		n, quorum.Majority(n), counting, quarantined, down, longest.Milliseconds(), undos)
+	if unconfirmed > 0 {
+		fmt.Fprintf(&b, "backends_unconfirmed:%d\r\n", unconfirmed)
+	}
 	fmt.Fprintf(&b, "drift_factor:%g\r\ndrift_floor_ms:%d\r\nbackend_timeout_ms:%d\r\nmax_ttl_ms:%d\r\n",
 		s.cfg.Timing.DriftFactor, s.cfg.Timing.DriftFloor.Milliseconds(), s.cfg.BackendTimeout.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	for i, h := range st {
@@ -120,6 +125,8 @@ func (s *Server) infoProxy() string {
 		switch {
 		case h.Up && now.Before(h.QuarantinedUntil):
 			state = "quarantined"
+		case h.Up && h.Sentinel != nil && !now.Before(h.Sentinel.Confirmed):
+			state = "unconfirmed" // no majority of its Sentinels names it lately
 		case h.Up:
 			state = "up"
 		}
@@ -138,6 +145,17 @@ func (s *Server) infoProxy() string {
 			fmt.Fprintf(&b, "backend%d_quarantine_reason:%s\r\n", i, oneLine(h.QuarantineReason))
 		case "down":
 			fmt.Fprintf(&b, "backend%d_last_error:%s\r\n", i, oneLine(h.LastError))
+		}
+		if sh := h.Sentinel; sh != nil {
+			ago := int64(-1)
+			if !sh.SwitchAt.IsZero() {
+				ago = now.Sub(sh.SwitchAt).Milliseconds()
+			}
+			fmt.Fprintf(&b, "backend%d_sentinel:name=%s,master=%s,sentinels=%d,agree=%d,reachable=%d,switches=%d,last_switch_from=%s,last_switch_ago_ms=%d\r\n",
+				i, sh.Name, sh.Master, sh.Sentinels, sh.Agree, sh.Reachable, sh.Switches, sh.From, ago)
+			if sh.Answers != "" {
+				fmt.Fprintf(&b, "backend%d_sentinel_answers:%s\r\n", i, oneLine(sh.Answers))
+			}
 		}
 	}
 	if h, ok := s.be.Veto(); ok {

@@ -55,3 +55,34 @@ func TestBackendsFlagIsUnambiguous(t *testing.T) {
 		}
 	}
 }
+
+// The sentinel_* settings need a sentinel:// backend, and go together as
+// the backend_* ones do; with one, the flags set them.
+func TestSentinelSettings(t *testing.T) {
+	group := "-backends=sentinel://127.0.0.1:26379+127.0.0.1:26380+127.0.0.1:26381/locks-a,127.0.0.1:6379,127.0.0.1:6380"
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-backends=127.0.0.1:6379", "-sentinel_password=x"}, "sentinel_password: sentinel_* settings need a sentinel:// backend"},
+		{[]string{group, "-sentinel_username=u"}, "sentinel_password: sentinel_username needs a sentinel_password"},
+		{[]string{group, "-sentinel_tls_server_name=s"}, "sentinel_tls_server_name: sentinel_tls_* settings need sentinel_tls: true"},
+		{[]string{group, "-sentinel_tls", "-sentinel_tls_cert_file=c.pem"}, "sentinel_tls_cert_file: sentinel_tls_cert_file and sentinel_tls_key_file go together"},
+		{[]string{group, "-sentinel_tls", "-sentinel_tls_ca_file=/nonexistent/ca.pem"}, "sentinel_tls_ca_file: cannot read it"},
+	} {
+		_, _, err := Load(tc.args, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Load(%q) = %v; want %q", tc.args, err, tc.err)
+		}
+	}
+	c, _, err := Load([]string{group, "-sentinel_username=u", "-sentinel_password=p", "-sentinel_tls", "-sentinel_tls_skip_verify"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SentinelUsername != "u" || c.SentinelPassword != "p" || !c.SentinelTLS || !c.SentinelTLSSkipVerify || len(c.Backends) != 3 {
+		t.Fatalf("flags gave %+v", c)
+	}
+	if tc, err := c.SentinelTLSConfig(); err != nil || tc == nil || !tc.InsecureSkipVerify {
+		t.Fatalf("SentinelTLSConfig() = %+v, %v", tc, err)
+	}
+}

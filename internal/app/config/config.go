@@ -36,7 +36,7 @@ type Config struct {
 	// loopback one, so that exposing /metrics does not expose them),
 	// "true" or "false".
 	Pprof            string        `yaml:"pprof"`
-	Backends         List          `yaml:"backends"`          // Redis masters, host:port; none: embedded demo backends
+	Backends         List          `yaml:"backends"`          // Redis masters: host:port, or sentinel://HOST:PORT[,HOST:PORT...]/MASTER_NAME; none: embedded demo backends
 	EmbeddedBackends int           `yaml:"embedded_backends"` // in-process backends when none are configured (default 3)
 	DriftFactor      float64       `yaml:"drift_factor"`      // clock drift allowance per unit of TTL (default 0.01)
 	DriftFloor       time.Duration `yaml:"drift_floor"`       // added to the drift (default 2ms)
@@ -77,6 +77,17 @@ type Config struct {
 	BackendTLSKeyFile    string `yaml:"backend_tls_key_file"`    // its key
 	BackendTLSServerName string `yaml:"backend_tls_server_name"` // name to verify (default: each backend's host)
 	BackendTLSSkipVerify bool   `yaml:"backend_tls_skip_verify"` // do not verify backend certificates (tests only)
+
+	// Sentinels of sentinel:// backends, in the style of the backend_*
+	// settings.
+	SentinelUsername      string `yaml:"sentinel_username"`        // AUTH user for the Sentinels
+	SentinelPassword      string `yaml:"sentinel_password"`        // AUTH password for the Sentinels
+	SentinelTLS           bool   `yaml:"sentinel_tls"`             // connect to the Sentinels over TLS
+	SentinelTLSCAFile     string `yaml:"sentinel_tls_ca_file"`     // CA that signed the Sentinels' certificates (default: system roots)
+	SentinelTLSCertFile   string `yaml:"sentinel_tls_cert_file"`   // client certificate for Sentinels that require one
+	SentinelTLSKeyFile    string `yaml:"sentinel_tls_key_file"`    // its key
+	SentinelTLSServerName string `yaml:"sentinel_tls_server_name"` // name to verify (default: each Sentinel's host)
+	SentinelTLSSkipVerify bool   `yaml:"sentinel_tls_skip_verify"` // do not verify Sentinel certificates (tests only)
 
 	// UpgradeFrom is the Redis the clients locked on before the proxy,
 	// while they move to it (host:port; default: none). Every grant then
@@ -554,6 +565,14 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.StringVar(&c.BackendTLSKeyFile, "backend_tls_key_file", c.BackendTLSKeyFile, "key of backend_tls_cert_file")
 	fs.StringVar(&c.BackendTLSServerName, "backend_tls_server_name", c.BackendTLSServerName, "name to verify in backend certificates")
 	fs.BoolVar(&c.BackendTLSSkipVerify, "backend_tls_skip_verify", c.BackendTLSSkipVerify, "do not verify backend certificates (tests only)")
+	fs.StringVar(&c.SentinelUsername, "sentinel_username", c.SentinelUsername, "AUTH user for the Sentinels of sentinel:// backends")
+	fs.StringVar(&c.SentinelPassword, "sentinel_password", c.SentinelPassword, "AUTH password for the Sentinels")
+	fs.BoolVar(&c.SentinelTLS, "sentinel_tls", c.SentinelTLS, "connect to the Sentinels over TLS")
+	fs.StringVar(&c.SentinelTLSCAFile, "sentinel_tls_ca_file", c.SentinelTLSCAFile, "CA of the Sentinels' certificates")
+	fs.StringVar(&c.SentinelTLSCertFile, "sentinel_tls_cert_file", c.SentinelTLSCertFile, "client certificate for the Sentinels")
+	fs.StringVar(&c.SentinelTLSKeyFile, "sentinel_tls_key_file", c.SentinelTLSKeyFile, "key of sentinel_tls_cert_file")
+	fs.StringVar(&c.SentinelTLSServerName, "sentinel_tls_server_name", c.SentinelTLSServerName, "name to verify in Sentinel certificates")
+	fs.BoolVar(&c.SentinelTLSSkipVerify, "sentinel_tls_skip_verify", c.SentinelTLSSkipVerify, "do not verify Sentinel certificates (tests only)")
 	fs.StringVar(&c.UnknownScripts, "unknown_scripts", c.UnknownScripts, "refuse or vote")
 	fs.StringVar(&c.LogLevel, "log_level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log_format", c.LogFormat, "text or json")

@@ -166,7 +166,7 @@ backends:
   - 10.0.0.2:6379
   - 10.0.0.3:6379
   - 10.0.0.4:6379
-  - 10.0.0.5:6379
+  - sentinel://10.0.1.1:26379,10.0.1.2:26379,10.0.1.3:26379/locks-a
 embedded_backends: 7
 drift_factor: 0.02
 drift_floor: 3ms
@@ -203,6 +203,14 @@ backend_tls_cert_file: /etc/proxy/backend-cert.pem
 backend_tls_key_file: /etc/proxy/backend-key.pem
 backend_tls_server_name: redis.internal
 backend_tls_skip_verify: true
+sentinel_username: watcher
+sentinel_password: sentinelpass
+sentinel_tls: true
+sentinel_tls_ca_file: /etc/proxy/sentinel-ca.pem
+sentinel_tls_cert_file: /etc/proxy/sentinel-cert.pem
+sentinel_tls_key_file: /etc/proxy/sentinel-key.pem
+sentinel_tls_server_name: sentinel.internal
+sentinel_tls_skip_verify: true
 unknown_scripts: vote
 scripts:
   - name: mine
@@ -226,7 +234,8 @@ func allKeysFile(t *testing.T) (string, Config) {
 	t.Helper()
 	dir := writeTLSFiles(t)
 	want := allKeysConfig()
-	for _, f := range []*string{&want.TLSCertFile, &want.TLSKeyFile, &want.TLSCAFile, &want.BackendTLSCAFile, &want.BackendTLSCertFile, &want.BackendTLSKeyFile} {
+	for _, f := range []*string{&want.TLSCertFile, &want.TLSKeyFile, &want.TLSCAFile, &want.BackendTLSCAFile, &want.BackendTLSCertFile, &want.BackendTLSKeyFile,
+		&want.SentinelTLSCAFile, &want.SentinelTLSCertFile, &want.SentinelTLSKeyFile} {
 		*f = strings.Replace(*f, "/etc/proxy/", dir, 1)
 	}
 	return writeConfig(t, strings.ReplaceAll(allKeysYAML, "/etc/proxy/", dir)), want
@@ -234,45 +243,53 @@ func allKeysFile(t *testing.T) (string, Config) {
 
 func allKeysConfig() Config {
 	return Config{
-		Listen:               "0.0.0.0:6000",
-		Admin:                "0.0.0.0:6001",
-		Pprof:                "false",
-		Backends:             List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"},
-		EmbeddedBackends:     7,
-		DriftFactor:          0.02,
-		DriftFloor:           3 * time.Millisecond,
-		MinValidity:          100 * time.Millisecond,
-		BackendTimeout:       40 * time.Millisecond,
-		MaxTTL:               90 * time.Second,
-		RestartQuarantine:    "run-id",
-		RequirePass:          "s3cret",
-		Users:                []UserConfig{{Name: "app", Password: "apppass"}},
-		TLSCertFile:          "/etc/proxy/cert.pem",
-		TLSKeyFile:           "/etc/proxy/key.pem",
-		TLSCAFile:            "/etc/proxy/ca.pem",
-		TLSAuthClients:       true,
-		MaxClients:           500,
-		IdleTimeout:          5 * time.Minute,
-		CommandTimeout:       3 * time.Second,
-		WriteTimeout:         4 * time.Second,
-		ShutdownGrace:        7 * time.Second,
-		MaxArgs:              100,
-		MaxBulk:              65536,
-		MaxInline:            4096,
-		MaxCommandBytes:      131072,
-		MaxToken:             256,
-		UpgradeFrom:          "10.0.0.9:6379",
-		UpgradeFromUsername:  "old",
-		UpgradeFromPassword:  "oldpass",
-		BackendUsername:      "proxy",
-		BackendPassword:      "backendpass",
-		BackendTLS:           true,
-		BackendTLSCAFile:     "/etc/proxy/backend-ca.pem",
-		BackendTLSCertFile:   "/etc/proxy/backend-cert.pem",
-		BackendTLSKeyFile:    "/etc/proxy/backend-key.pem",
-		BackendTLSServerName: "redis.internal",
-		BackendTLSSkipVerify: true,
-		UnknownScripts:       "vote",
+		Listen:                "0.0.0.0:6000",
+		Admin:                 "0.0.0.0:6001",
+		Pprof:                 "false",
+		Backends:              List{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "sentinel://10.0.1.1:26379,10.0.1.2:26379,10.0.1.3:26379/locks-a"},
+		EmbeddedBackends:      7,
+		DriftFactor:           0.02,
+		DriftFloor:            3 * time.Millisecond,
+		MinValidity:           100 * time.Millisecond,
+		BackendTimeout:        40 * time.Millisecond,
+		MaxTTL:                90 * time.Second,
+		RestartQuarantine:     "run-id",
+		RequirePass:           "s3cret",
+		Users:                 []UserConfig{{Name: "app", Password: "apppass"}},
+		TLSCertFile:           "/etc/proxy/cert.pem",
+		TLSKeyFile:            "/etc/proxy/key.pem",
+		TLSCAFile:             "/etc/proxy/ca.pem",
+		TLSAuthClients:        true,
+		MaxClients:            500,
+		IdleTimeout:           5 * time.Minute,
+		CommandTimeout:        3 * time.Second,
+		WriteTimeout:          4 * time.Second,
+		ShutdownGrace:         7 * time.Second,
+		MaxArgs:               100,
+		MaxBulk:               65536,
+		MaxInline:             4096,
+		MaxCommandBytes:       131072,
+		MaxToken:              256,
+		UpgradeFrom:           "10.0.0.9:6379",
+		UpgradeFromUsername:   "old",
+		UpgradeFromPassword:   "oldpass",
+		BackendUsername:       "proxy",
+		BackendPassword:       "backendpass",
+		BackendTLS:            true,
+		BackendTLSCAFile:      "/etc/proxy/backend-ca.pem",
+		BackendTLSCertFile:    "/etc/proxy/backend-cert.pem",
+		BackendTLSKeyFile:     "/etc/proxy/backend-key.pem",
+		BackendTLSServerName:  "redis.internal",
+		BackendTLSSkipVerify:  true,
+		SentinelUsername:      "watcher",
+		SentinelPassword:      "sentinelpass",
+		SentinelTLS:           true,
+		SentinelTLSCAFile:     "/etc/proxy/sentinel-ca.pem",
+		SentinelTLSCertFile:   "/etc/proxy/sentinel-cert.pem",
+		SentinelTLSKeyFile:    "/etc/proxy/sentinel-key.pem",
+		SentinelTLSServerName: "sentinel.internal",
+		SentinelTLSSkipVerify: true,
+		UnknownScripts:        "vote",
 		Scripts: []ScriptConfig{{
 			Name:    "mine",
 			Text:    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('unlink', KEYS[1]) end return -1",
@@ -1016,7 +1033,8 @@ func writeTLSFiles(t *testing.T) string {
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 	dir := t.TempDir() + "/"
 	for name, data := range map[string][]byte{"cert.pem": cert, "ca.pem": cert, "key.pem": keyPEM,
-		"backend-ca.pem": cert, "backend-cert.pem": cert, "backend-key.pem": keyPEM} {
+		"backend-ca.pem": cert, "backend-cert.pem": cert, "backend-key.pem": keyPEM,
+		"sentinel-ca.pem": cert, "sentinel-cert.pem": cert, "sentinel-key.pem": keyPEM} {
 		if err := os.WriteFile(dir+name, data, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -50,13 +50,82 @@ func (c *Config) validateSecurity() error {
 	if c.BackendUsername != "" && c.BackendPassword == "" {
 		return invalid("backend_password", "backend_username needs a backend_password")
 	}
+	if err := c.validateSentinels(); err != nil {
+		return err
+	}
 	// The files are read now, so that a missing or unreadable one is a
 	// configuration mistake like any other, refused before anything starts.
 	if _, err := c.ClientTLS(); err != nil {
 		return err
 	}
-	_, err := c.BackendTLSConfig()
+	if _, err := c.BackendTLSConfig(); err != nil {
+		return err
+	}
+	_, err := c.SentinelTLSConfig()
 	return err
+}
+
+// validateSentinels checks the sentinel_* settings: they need a sentinel://
+// backend, and go together as the backend_* ones do.
+func (c *Config) validateSentinels() error {
+	sentinels := false
+	for _, b := range c.Backends {
+		if s, err := ParseBackend(b); err == nil && s.Kind == BackendSentinel {
+			sentinels = true
+		}
+	}
+	set := []struct {
+		key string
+		set bool
+	}{
+		{"sentinel_username", c.SentinelUsername != ""}, {"sentinel_password", c.SentinelPassword != ""}, {"sentinel_tls", c.SentinelTLS},
+		{"sentinel_tls_ca_file", c.SentinelTLSCAFile != ""}, {"sentinel_tls_cert_file", c.SentinelTLSCertFile != ""},
+		{"sentinel_tls_key_file", c.SentinelTLSKeyFile != ""},
+		{"sentinel_tls_server_name", c.SentinelTLSServerName != ""}, {"sentinel_tls_skip_verify", c.SentinelTLSSkipVerify},
+	}
+	for _, k := range set {
+		if k.set && !sentinels {
+			return invalid(k.key, "sentinel_* settings need a sentinel:// backend")
+		}
+	}
+	if (c.SentinelTLSCertFile == "") != (c.SentinelTLSKeyFile == "") {
+		return invalid("sentinel_tls_cert_file", "sentinel_tls_cert_file and sentinel_tls_key_file go together")
+	}
+	if !c.SentinelTLS {
+		for _, k := range set[3:] {
+			if k.set {
+				return invalid(k.key, "sentinel_tls_* settings need sentinel_tls: true")
+			}
+		}
+	}
+	if c.SentinelUsername != "" && c.SentinelPassword == "" {
+		return invalid("sentinel_password", "sentinel_username needs a sentinel_password")
+	}
+	return nil
+}
+
+// SentinelTLSConfig builds the TLS configuration for the Sentinels of
+// sentinel:// backends, or nil.
+func (c *Config) SentinelTLSConfig() (*tls.Config, error) {
+	if !c.SentinelTLS {
+		return nil, nil
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.SentinelTLSServerName, InsecureSkipVerify: c.SentinelTLSSkipVerify}
+	if c.SentinelTLSCAFile != "" {
+		pool, err := loadCA(c.SentinelTLSCAFile)
+		if err != nil {
+			return nil, invalid("sentinel_tls_ca_file", "%v", err)
+		}
+		t.RootCAs = pool
+	}
+	if c.SentinelTLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.SentinelTLSCertFile, c.SentinelTLSKeyFile)
+		if err != nil {
+			return nil, invalid("sentinel_tls_cert_file", "%v", err)
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
 }
 
 // ClientTLS builds the TLS configuration for the client listener, or nil.

@@ -3,8 +3,9 @@
 //
 // It promises: every metric name starts with redlock_proxy_, uses base
 // units and the _total/_seconds conventions, and has bounded labels (the
-// command table, the result kinds, the configured backend addresses; never
-// a key or a token). Hooks called on hot paths do no allocation.
+// command table, the result kinds, the configured backend entries, such as
+// a sentinel:// entry, never the master it names at the moment; never a key
+// or a token). Hooks called on hot paths do no allocation.
 package metrics
 
 import (
@@ -44,7 +45,8 @@ type Metrics struct {
 
 var results = []string{proxy.ResultGranted, proxy.ResultRefused, proxy.ResultNoQuorum, proxy.ResultError, proxy.ResultOK}
 
-// New registers every metric. addrs are the backends, in pool order;
+// New registers every metric. addrs are the backends' entries as
+// configured, in pool order;
 // health reads their state at scrape time; build is the running binary's.
 func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
@@ -200,12 +202,19 @@ var (
 		"Write calls to the backend (commands / writes is the mean batch).", []string{"backend"}, nil)
 	countingDesc = prometheus.NewDesc(ns+"_backends_counting",
 		"Backends whose votes count now (up and not quarantined).", nil, nil)
-	backendsDesc = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
+	backendsDesc  = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
+	confirmedDesc = prometheus.NewDesc(ns+"_backend_sentinel_confirmed",
+		"Sentinel-managed backends only: 1 while a majority of its Sentinels name the master it is connected to (its votes need it).", []string{"backend"}, nil)
+	agreeDesc = prometheus.NewDesc(ns+"_backend_sentinels_agreeing",
+		"Sentinel-managed backends only: Sentinels that named the master in the last round of questions.", []string{"backend"}, nil)
+	switchesDesc = prometheus.NewDesc(ns+"_backend_sentinel_switches_total",
+		"Sentinel-managed backends only: switches of master (failovers) seen; each quarantines the new master.", []string{"backend"}, nil)
 	majorityDesc = prometheus.NewDesc(ns+"_majority", "Backends needed for a majority.", nil, nil)
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc} {
+	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc,
+		confirmedDesc, agreeDesc, switchesDesc} {
 		ch <- d
 	}
 }
@@ -236,6 +245,11 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(latDesc, prometheus.GaugeValue, h.Latency.Seconds(), a)
 		ch <- prometheus.MustNewConstMetric(sentDesc, prometheus.CounterValue, float64(h.Sent), a)
 		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(h.Writes), a)
+		if sh := h.Sentinel; sh != nil {
+			ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, b2f(now.Before(sh.Confirmed)), a)
+			ch <- prometheus.MustNewConstMetric(agreeDesc, prometheus.GaugeValue, float64(sh.Agree), a)
+			ch <- prometheus.MustNewConstMetric(switchesDesc, prometheus.CounterValue, float64(sh.Switches), a)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(countingDesc, prometheus.GaugeValue, float64(counting))
 	ch <- prometheus.MustNewConstMetric(backendsDesc, prometheus.GaugeValue, float64(len(hs)))

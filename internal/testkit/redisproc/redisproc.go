@@ -7,6 +7,10 @@
 // brings a fresh process (a new run_id, no data) up on the same port, in the
 // role it last had (a replica started with StartReplica or turned into one
 // by Follow comes back following its master; after Promote, a master).
+//
+// A Group (sentinelgroup.go) is a master, its replicas and the
+// redis-sentinel processes that watch them; Group.Stop ends them all. A
+// Liar is a fake Sentinel that names whatever master it is told.
 package redisproc
 
 import (
