@@ -2,7 +2,8 @@
 # Runs every test of redlock-proxy: formatting, vet, unit and integration
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
-# (redis-server, redis-cli, Node.js and the npm packages of the npm library
+# (redis-server, redis-sentinel for the safety harness's Sentinel failovers,
+# redis-cli, Node.js and the npm packages of the npm library
 # tests, Debian's python3-redis for redis-py, PHP with phpredis and
 # Laravel's cache and redis components, promtool for the alert rules' unit
 # tests, podman to build the container image, nutcracker for the
@@ -25,6 +26,7 @@ laravel_ok() {
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
@@ -40,7 +42,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-benchmark node npm promtool podman nutcracker; do
+for tool in redis-server redis-sentinel redis-cli redis-benchmark node npm promtool podman nutcracker; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }

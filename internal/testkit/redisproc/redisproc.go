@@ -1,12 +1,15 @@
-// Package redisproc starts and controls real redis-server processes on free
-// loopback ports, for the integration tests and the benchmark and safety
-// harnesses.
+// Package redisproc starts and controls real redis-server and
+// redis-sentinel processes on free loopback ports, for the integration tests
+// and the benchmark and safety harnesses.
 //
 // It promises: a Server started here is stopped by Stop (or Kill), which
 // waits for the process to exit; Pause/Resume use SIGSTOP/SIGCONT; Restart
-// brings a fresh process (a new run_id, no data) up on the same port, in the
-// role it last had (a replica started with StartReplica or turned into one
-// by Follow comes back following its master; after Promote, a master).
+// brings a fresh process (a new run_id, no data unless its arguments make it
+// load a file) up on the same port, with the same arguments, in the role it
+// last had (a replica started with StartReplica or turned into one by Follow
+// comes back following its master; after Promote, a master). A Sentinel
+// (StartSentinel) runs from a configuration generated in a directory of its
+// own and is stopped, and waited for, by Stop.
 package redisproc
 
 import (
