@@ -35,7 +35,12 @@ type Client struct {
 	// the same number through any proxy.
 	alt     *redis.Client
 	altSlot int
-	cluster *Cluster
+	// second, when set, is a connection to another proxy slot (secondSlot)
+	// that ExtendVia extends through, with its own redsync.
+	second     *redis.Client
+	secondRS   *redsync.Redsync
+	secondSlot int
+	cluster    *Cluster
 	// connected is when rdb last opened a connection (Unix ns): a command
 	// that waited for it was sent no earlier.
 	connected atomic.Int64
@@ -95,6 +100,10 @@ func (c *Client) Close() error {
 	if c.alt != nil {
 		c.alt.Close()
 		c.alt = nil
+	}
+	if c.second != nil {
+		c.second.Close()
+		c.second = nil
 	}
 	if c.rdb == nil {
 		return nil
@@ -175,7 +184,25 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 // lease as it was: a refused extend leaves a held lock held until its
 // validity ends.
 func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
-	m := c.rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
+	return c.extendOn(l, ttl, c.rs, c.rdb, c.Proxy)
+}
+
+// ExtendsVia gives the client a second proxy, in slot p, for ExtendVia.
+func (c *Client) ExtendsVia(p int) {
+	c.second = proxyClient(c.cluster, p, nil)
+	c.secondRS, c.secondSlot = redsync.New(goredis.NewPool(c.second)), p
+}
+
+// ExtendVia is Extend through the second proxy (see ExtendsVia); the
+// fencing number is asked through it too.
+func (c *Client) ExtendVia(l Lease, ttl time.Duration) (Lease, Outcome) {
+	return c.extendOn(l, ttl, c.secondRS, c.second, c.secondSlot)
+}
+
+// extendOn is Extend through rs, a redsync over rdb, a connection to proxy
+// slot slot.
+func (c *Client) extendOn(l Lease, ttl time.Duration, rs *redsync.Redsync, rdb *redis.Client, slot int) (Lease, Outcome) {
+	m := rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
 		redsync.WithSetNXOnExtend(), redsync.WithTries(1))
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -183,7 +210,7 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 	ok, err := m.ExtendContext(ctx)
 	ret := time.Now()
 	t0 = c.sentAfter(t0)
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
+	op := Op{Client: c.ID, Proxy: slot, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
 		Call: t0, Return: ret, ValidUntil: t0.Add(ttl - Drift(ttl))}
 	var taken *redsync.ErrTaken
 	switch {
@@ -195,11 +222,11 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 		op.Outcome, op.Err = Unknown, err.Error()
 	}
 	if op.Outcome == OK {
-		via, slot := c.rdb, c.Proxy
+		via, fslot := rdb, slot
 		if c.alt != nil {
-			via, slot = c.alt, c.altSlot
+			via, fslot = c.alt, c.altSlot
 		}
-		op.Fence = c.fence(l.Key, l.Token, via, slot)
+		op.Fence = c.fence(l.Key, l.Token, via, fslot)
 	}
 	c.ops = append(c.ops, op)
 	if op.Outcome != OK {

@@ -198,8 +198,13 @@ func StartN(dir string, n int, extra ...string) ([]*Server, error) {
 	return out, nil
 }
 
+// Dir is the server's working directory: its log, and any file it
+// persists to (an append-only file's directory, appendonlydir, with
+// --appendonly yes). A restart on the same port uses it again.
+func (s *Server) Dir() string { return filepath.Join(s.dir, "redis-"+strconv.Itoa(s.Port)) }
+
 func (s *Server) start() error {
-	wd := filepath.Join(s.dir, "redis-"+strconv.Itoa(s.Port))
+	wd := s.Dir()
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return err
 	}
