@@ -55,8 +55,8 @@ type Report struct {
 	// keys it reported left on a majority that the ghost check did not find.
 	ReportedGhosts int
 	ReportsUnfound []string
-	Snapshots         int   // snapshots of the masters the ghost-lock check read
-	FreeRefusals      int   // acquires of keys nobody else uses that were not granted (liveness)
+	Snapshots      int // snapshots of the masters the ghost-lock check read
+	FreeRefusals   int // acquires of keys nobody else uses that were not granted (liveness)
 
 	// Fencing numbers (checker 7).
 	Fenced             int   // FENCE answers that were a number

@@ -68,8 +68,8 @@ type Scenario struct {
 	// ProbeSlot adds a proxy that only the fault schedule's own probe
 	// client uses (the last slot): what it sends is alone on the masters'
 	// links.
-	ProbeSlot      bool
-	Replicas       bool // every master has a replica (for failovers)
+	ProbeSlot bool
+	Replicas  bool // every master has a replica (for failovers)
 	// Sentinels runs that many redis-sentinel processes watching every
 	// master (implies Replicas).
 	Sentinels int
@@ -78,7 +78,7 @@ type Scenario struct {
 	// which the scenario delays.
 	SlowPath bool
 	// ShutdownGrace, when set, is the proxies' shutdown_grace.
-	ShutdownGrace time.Duration
+	ShutdownGrace  time.Duration
 	MaxTTL         time.Duration
 	TTLMin, TTLMax time.Duration // the contenders' TTLs
 	Think          time.Duration // a contender's work takes up to this
@@ -95,7 +95,9 @@ type Scenario struct {
 
 // Control reports whether the scenario is a control run (it must report
 // violations).
-func (s Scenario) Control() bool { return s.DetectLock || s.DetectLost || s.DetectFence || s.DetectGhost }
+func (s Scenario) Control() bool {
+	return s.DetectLock || s.DetectLost || s.DetectFence || s.DetectGhost
+}
 
 // Scenarios returns every scenario: the fault scenarios first, then the
 // controls.

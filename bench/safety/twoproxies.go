@@ -80,7 +80,7 @@ func scheduleTwoProxies(holders int, lateStep bool) func(ctx context.Context, e 
 		} else {
 			e.Logf("%d holders extend through proxy 0 and proxy %d (the slow path)", holders, slow)
 		}
-		for sleepCtx(hctx, e.Between(500*time.Millisecond, 1500*time.Millisecond)) {
+		for ok := true; ok; ok = sleepCtx(hctx, e.Between(500*time.Millisecond, 1500*time.Millisecond)) {
 			d := e.Between(time.Millisecond, 6*time.Millisecond)
 			for _, r := range e.C.SlowRelays {
 				r.Delay(d)
