@@ -48,7 +48,7 @@ var shortRuns = map[string]time.Duration{
 	"extend-two-proxies":          4 * time.Second,
 	"control-extend-late-step":    3 * time.Second,
 	"script-flush":                6 * time.Second,
-	"control-undo-gives-up":       4 * time.Second,
+	"control-undo-gives-up":       5 * time.Second,
 	"shutdown-hang":               5 * time.Second,
 	"control-shutdown-unreported": 5 * time.Second,
 }

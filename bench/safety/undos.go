@@ -26,7 +26,10 @@ import (
 // continuity check met NOSCRIPT), so it is answered nil and undone on
 // every master, where the undo's EVALSHA meets NOSCRIPT too and must be
 // sent again with its script. After the undo time the masters are read
-// directly: no token of an acquire answered nil may be on a majority.
+// directly: no token of an acquire answered nil may be on a majority. The
+// probe's proxy is first made to load its scripts on every link (a grant,
+// a release, and an acquisition undone after a flush of every master), so
+// that from the first cycle on it sends them as EVALSHA only.
 //
 // With oldUndo (the control), the probe's acquire is made instead by a
 // harness client that acts as a proxy whose undo gives up at NOSCRIPT: it
@@ -35,24 +38,30 @@ import (
 func scheduleScriptFlush(oldUndo bool) func(ctx context.Context, e *Env) {
 	return func(ctx context.Context, e *Env) {
 		n, k := e.C.NumBackends(), e.C.Majority()
+		all := e.pick(n)
 		p := e.probe()
 		defer p.Close()
+		if !oldUndo {
+			if l, out := p.Acquire("probe:warm", time.Second); out == OK {
+				p.Release(l)
+			}
+			e.flushScripts(all)
+			l, out := p.Acquire("probe:warm-undo", time.Second)
+			e.Logf("the probe's proxy loads its scripts: SET probe:warm-undo %s after SCRIPT FLUSH on every master answered %v", l.Token, out)
+		}
+		noscript := e.noscripts(all)
 		for c := 0; sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)); c++ {
 			if e.Left() < undoWithin+500*time.Millisecond {
-				return
+				break
 			}
 			ms := e.pick(k + e.Intn(n-k+1))
-			var wg sync.WaitGroup
-			for _, i := range ms {
-				wg.Add(1)
-				go func() { // one per master, waited for here
-					defer wg.Done()
-					if r, err := e.C.Server(i).Do("SCRIPT", "FLUSH"); err != nil || r != "OK" {
-						e.Logf("SCRIPT FLUSH on master %d FAILED: %q, %v", i, r, err)
-					}
-				}()
+			if oldUndo {
+				// As the old proxy had: the undo script loaded on every master.
+				for _, i := range all {
+					e.C.Server(i).Do("SCRIPT", "LOAD", ReleaseScript)
+				}
 			}
-			wg.Wait()
+			e.flushScripts(ms)
 			e.Logf("SCRIPT FLUSH on masters %v", ms)
 			if oldUndo {
 				e.oldUndoAcquire(ctx, ms, c)
@@ -62,7 +71,42 @@ func scheduleScriptFlush(oldUndo bool) func(ctx context.Context, e *Env) {
 			e.hold(ctx, undoWithin)
 			e.Snapshot(fmt.Sprintf("%v after SCRIPT FLUSH on masters %v", undoWithin, ms))
 		}
+		e.Logf("the masters answered NOSCRIPT %d times during the cycles", e.noscripts(all)-noscript)
 	}
+}
+
+// flushScripts empties the script cache of masters ms (SCRIPT FLUSH,
+// directly), all at once.
+func (e *Env) flushScripts(ms []int) {
+	var wg sync.WaitGroup
+	for _, i := range ms {
+		wg.Add(1)
+		go func() { // one per master, waited for here
+			defer wg.Done()
+			if r, err := e.C.Server(i).Do("SCRIPT", "FLUSH"); err != nil || r != "OK" {
+				e.Logf("SCRIPT FLUSH on master %d FAILED: %q, %v", i, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// noscripts is how many NOSCRIPT errors masters ms have answered so far
+// (INFO errorstats).
+func (e *Env) noscripts(ms []int) int {
+	total := 0
+	for _, i := range ms {
+		st, err := infoFields(context.Background(), e.C.Server(i).Addr, "errorstats")
+		if err != nil {
+			continue
+		}
+		// errorstat_NOSCRIPT:count=3
+		if v, ok := strings.CutPrefix(st["errorstat_NOSCRIPT"], "count="); ok {
+			n, _ := strconv.Atoi(v)
+			total += n
+		}
+	}
+	return total
 }
 
 // oldUndoID is the client id of oldUndoAcquire's acquisitions.
