@@ -577,3 +577,18 @@ func TestFencedRegister(t *testing.T) {
 		t.Fatalf("plain register: lost = %d, want 1", lost)
 	}
 }
+
+// The keys of the undos a stopped proxy logged as left pending, per key
+// the masters it named.
+func TestParseLeftUndos(t *testing.T) {
+	got := parseLeftUndos(`backend 0 (127.0.0.1:1): "probe:0"; backend 3 (127.0.0.1:4): "probe:0" "a \"b\""; backend 4 (127.0.0.1:5): "x"; and 2 more`)
+	want := map[string]int{"probe:0": 2, `a "b"`: 1, "x": 1}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("parsed %v, want %v", got, want)
+		}
+	}
+}
