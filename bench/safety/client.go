@@ -11,6 +11,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ReleaseScript is the compare-and-delete the clients release with.
@@ -63,12 +64,17 @@ func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
 	return cl
 }
 
-// proxyClient is a go-redis client of whatever proxy runs in slot p.
+// proxyClient is a go-redis client of whatever proxy runs in slot p. Its
+// address is only a name (the dialer finds the proxy); maintenance
+// notifications (a RESP3 feature) are off, so that go-redis does not
+// resolve that name to detect an endpoint type, which can block the
+// client's construction for seconds.
 func proxyClient(c *Cluster, p int, onConnect func(context.Context, *redis.Conn) error) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: fmt.Sprintf("proxy-slot-%d", p), Dialer: c.dialer(p),
 		Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, PoolSize: 2,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1, PoolSize: 2,
 		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
 		OnConnect: onConnect,
 	})
