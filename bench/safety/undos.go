@@ -19,17 +19,19 @@ import (
 // down while a majority of masters hangs (the undos it could not run are
 // ghost locks it must report, by key).
 
-// scheduleScriptFlush returns a schedule that empties the script cache of
-// a majority of masters, or of all of them (SCRIPT FLUSH, directly), every
-// 0.3-0.6s under load. At once the probe (alone on its proxy) acquires a
-// fresh key: its grants on the flushed masters do not count (their
-// continuity check met NOSCRIPT), so it is answered nil and undone on
-// every master, where the undo's EVALSHA meets NOSCRIPT too and must be
-// sent again with its script. After the undo time the masters are read
-// directly: no token of an acquire answered nil may be on a majority. The
-// probe's proxy is first made to load its scripts on every link (a grant,
-// a release, and an acquisition undone after a flush of every master), so
-// that from the first cycle on it sends them as EVALSHA only.
+// scheduleScriptFlush returns a schedule that, every 0.3-0.6s under load,
+// empties the script cache of every master (SCRIPT FLUSH, directly; in
+// every other cycle of a random majority or more) twenty times, 20-50ms apart. After each flush the
+// probe (alone on its proxy) acquires a fresh key at once: its grants on
+// the flushed masters may not count (their continuity check met NOSCRIPT),
+// and it is then answered nil and undone on every master, where the
+// undo's EVALSHA (and its retry's) may meet NOSCRIPT too and must be sent
+// again with its script. Which of its scripts a link believes loaded when
+// a flush comes changes from one acquisition to the next, hence twenty in a
+// row. After the undo time the masters are read directly: no token of an
+// acquire answered nil may be on a majority. The probe's proxy is first
+// made to load its scripts on every link (a grant, a release, and an
+// acquisition undone after a flush of every master).
 //
 // With oldUndo (the control), the probe's acquire is made instead by a
 // harness client that acts as a proxy whose undo gives up at NOSCRIPT: it
@@ -54,26 +56,38 @@ func scheduleScriptFlush(oldUndo bool) func(ctx context.Context, e *Env) {
 			if e.Left() < undoWithin+500*time.Millisecond {
 				break
 			}
-			ms := e.pick(k + e.Intn(n-k+1))
-			if oldUndo {
-				// As the old proxy had: the undo script loaded on every master.
-				for _, i := range all {
-					e.C.Server(i).Do("SCRIPT", "LOAD", ReleaseScript)
+			for r := 0; r < flushRounds && ctx.Err() == nil; r++ {
+				if r > 0 {
+					e.hold(ctx, e.Between(20*time.Millisecond, 50*time.Millisecond))
+				}
+				ms := all
+				if c%2 == 1 {
+					ms = e.pick(k + e.Intn(n-k+1))
+				}
+				if oldUndo {
+					// As the old proxy had: the undo script loaded on every master.
+					for _, i := range all {
+						e.C.Server(i).Do("SCRIPT", "LOAD", ReleaseScript)
+					}
+				}
+				e.flushScripts(ms)
+				e.Logf("SCRIPT FLUSH on masters %v", ms)
+				if oldUndo {
+					e.oldUndoAcquire(ctx, ms, flushRounds*c+r)
+				} else {
+					e.probeAcquire(p, flushRounds*c+r)
 				}
 			}
-			e.flushScripts(ms)
-			e.Logf("SCRIPT FLUSH on masters %v", ms)
-			if oldUndo {
-				e.oldUndoAcquire(ctx, ms, c)
-			} else {
-				e.probeAcquire(p, c)
-			}
 			e.hold(ctx, undoWithin)
-			e.Snapshot(fmt.Sprintf("%v after SCRIPT FLUSH on masters %v", undoWithin, ms))
+			e.Snapshot(fmt.Sprintf("%v after SCRIPT FLUSH on masters, %d times", undoWithin, flushRounds))
 		}
 		e.Logf("the masters answered NOSCRIPT %d times during the cycles", e.noscripts(all)-noscript)
 	}
 }
+
+// flushRounds is how many flushes, each followed by an acquisition, a
+// cycle of scheduleScriptFlush makes.
+const flushRounds = 20
 
 // flushScripts empties the script cache of masters ms (SCRIPT FLUSH,
 // directly), all at once.
