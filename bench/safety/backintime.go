@@ -251,11 +251,11 @@ func driveStaleAOF(key string) func(ctx context.Context, e *Env) error {
 					before[p] = append(before[p], r)
 				}
 			}
-			killed := time.Now()
 			var started time.Time
 			for _, i := range ms {
 				e.Kill9(i)
 			}
+			killed := time.Now() // every one of them is down from here
 			for _, i := range ms {
 				how := "appendonly had been switched off"
 				if dst, ok := copies[i]; ok {

@@ -45,7 +45,7 @@ var shortRuns = map[string]time.Duration{
 	"control-stale-aof-off":       time.Second,
 	"eviction-toggle":             time.Second,
 	"control-eviction-off":        time.Second,
-	"extend-two-proxies":          4 * time.Second,
+	"extend-two-proxies":          3 * time.Second,
 	"control-extend-late-step":    3 * time.Second,
 	"script-flush":                6 * time.Second,
 	"control-undo-gives-up":       5 * time.Second,
