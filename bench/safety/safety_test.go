@@ -47,7 +47,7 @@ var shortRuns = map[string]time.Duration{
 	"control-eviction-off":        time.Second,
 	"extend-two-proxies":          3 * time.Second,
 	"control-extend-late-step":    3 * time.Second,
-	"script-flush":                6 * time.Second,
+	"script-flush":                5 * time.Second,
 	"control-undo-gives-up":       5 * time.Second,
 	"shutdown-hang":               5 * time.Second,
 	"control-shutdown-unreported": 5 * time.Second,
