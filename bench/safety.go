@@ -84,6 +84,12 @@ func runSafety(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	for _, sc := range scs {
+		if _, err := redisproc.SentinelBinary(); err != nil && sc.Sentinels > 0 {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}

@@ -21,18 +21,24 @@ type hold struct {
 }
 
 // holds derives every holder's windows from the history: from the instant
-// an acquire's (or an extend's) OK arrived to the earlier of its ValidUntil
-// and the call of the token's release (a holder stops using the lock when it
-// starts to release it). A granted extend opens a window of its own for the
-// same token; windows of one token never conflict.
+// an acquire's (or an extend's) OK arrived to the earliest of its
+// ValidUntil, the call of the token's release (a holder stops using the
+// lock when it starts to release it), and the ValidUntil of any later
+// extend of the token that may have run (granted, or unknown): an extend
+// sets the TTL it asks for, which may be shorter than what was left, and
+// the holder then relies on it. A granted extend opens a window of its own
+// for the same token; windows of one token never conflict.
 func holds(ops []Op) []hold {
 	releaseCall := make(map[string]time.Time)
+	extends := make(map[string][]Op) // per token: extends that may have run
 	for _, op := range ops {
-		if op.Kind != Release {
-			continue
-		}
-		if t, ok := releaseCall[op.Token]; !ok || op.Call.Before(t) {
-			releaseCall[op.Token] = op.Call
+		switch {
+		case op.Kind == Release:
+			if t, ok := releaseCall[op.Token]; !ok || op.Call.Before(t) {
+				releaseCall[op.Token] = op.Call
+			}
+		case op.Kind == Extend && op.Outcome != Refused:
+			extends[op.Token] = append(extends[op.Token], op)
 		}
 	}
 	var out []hold
@@ -43,6 +49,11 @@ func holds(ops []Op) []hold {
 		h := hold{acq: op, start: op.Return, end: op.ValidUntil}
 		if rc, ok := releaseCall[op.Token]; ok && rc.Before(h.end) {
 			h.end = rc
+		}
+		for _, x := range extends[op.Token] {
+			if x.Call.After(op.Call) && x.ValidUntil.Before(h.end) {
+				h.end = x.ValidUntil
+			}
 		}
 		out = append(out, h)
 	}
@@ -226,12 +237,39 @@ func overlapsAny(from, to time.Time, ivs []Interval) bool {
 // majority refuses every other client until its TTL ends, and a client
 // acting on a nil reply believes nobody holds it. Each token counts once.
 func CheckGhostLocks(h *History, majority int, undoWithin time.Duration) (n int, examples []string) {
+	for _, g := range ghostLocks(h, majority, undoWithin) {
+		n++
+		if len(examples) < maxExamples {
+			examples = append(examples, g.String(h, ""))
+		}
+	}
+	return n, examples
+}
+
+// GhostLock is a token of an acquire answered nil that a majority of
+// masters held in a snapshot taken more than the undo time after the
+// answer (the first such snapshot).
+type GhostLock struct {
+	Op       Op // the acquire
+	Snapshot Snapshot
+	Held     int // masters that held the token
+}
+
+// String describes the ghost lock, with a note.
+func (g GhostLock) String(h *History, note string) string {
+	return fmt.Sprintf("ghost lock: key %s: %s (client %d, proxy %d, ttl %v) was answered nil at %s, yet %d of %d masters held it at %s (%s)%s",
+		g.Op.Key, g.Op.Token, g.Op.Client, g.Op.Proxy, g.Op.TTL, h.rel(g.Op.Return), g.Held, len(g.Snapshot.Values[g.Op.Key]), h.rel(g.Snapshot.At), g.Snapshot.Why, note)
+}
+
+// ghostLocks finds the ghost locks (see CheckGhostLocks), each token once.
+func ghostLocks(h *History, majority int, undoWithin time.Duration) []GhostLock {
 	refused := make(map[string]Op)
 	for _, op := range h.Ops() {
 		if op.Kind == Acquire && op.Outcome == Refused {
 			refused[op.Token] = op
 		}
 	}
+	var out []GhostLock
 	seen := make(map[string]bool)
 	for _, s := range h.Snapshots() {
 		for _, key := range sortedKeys(s.Values) {
@@ -247,15 +285,11 @@ func CheckGhostLocks(h *History, majority int, undoWithin time.Duration) (n int,
 					continue
 				}
 				seen[tok] = true
-				n++
-				if len(examples) < maxExamples {
-					examples = append(examples, fmt.Sprintf("ghost lock: key %s: %s (client %d, proxy %d, ttl %v) was answered nil at %s, yet %d of %d masters held it at %s (%s)",
-						key, tok, op.Client, op.Proxy, op.TTL, h.rel(op.Return), count[tok], len(s.Values[key]), h.rel(s.At), s.Why))
-				}
+				out = append(out, GhostLock{Op: op, Snapshot: s, Held: count[tok]})
 			}
 		}
 	}
-	return n, examples
+	return out
 }
 
 // CheckFreeRefusals counts acquires of keys no other client uses that
@@ -338,14 +372,15 @@ var LockModel = porcupine.NondeterministicModel{
 			}
 			return nil // granted while another holder's validity ran
 		case Extend:
-			// Extend-or-acquire: granted to the holder (its lease now ends at
-			// the later of the two validities) or on a free lock (a new
-			// holder). A refused extend changes nothing: the holder keeps its
-			// lease. An unknown one may have done either.
+			// Extend-or-acquire: granted to the holder (its lease now ends
+			// with the extend's validity: an extend sets the TTL it asks
+			// for, shorter or longer than what was left) or on a free lock
+			// (a new holder). A refused extend changes nothing: the holder
+			// keeps its lease. An unknown one may have done either.
 			var next lockState
 			switch {
 			case s.Holder == in.Token:
-				next = lockState{Holder: in.Token, ValidUntil: max(s.ValidUntil, in.ValidUntil)}
+				next = lockState{Holder: in.Token, ValidUntil: in.ValidUntil}
 			case free:
 				next = lockState{Holder: in.Token, ValidUntil: in.ValidUntil}
 			default:

@@ -84,6 +84,25 @@ func TestWindowsChecker(t *testing.T) {
 		{"an extend that takes a free lock is a hold", func(h *History) []Op {
 			return []Op{ext(h, 0, "k", "a", 0, 5, 900, OK), acq(h, 1, "k", "b", 400, 410, 1300, OK)}
 		}, 1},
+		{"a shorter extend ends the holder's window sooner", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 1900, OK), ext(h, 0, "k", "a", 100, 105, 400, OK),
+				acq(h, 1, "k", "b", 500, 505, 1400, OK),
+			}
+		}, 0},
+		{"an unknown shorter extend may have shortened the lease", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 1900, OK), ext(h, 0, "k", "a", 100, 105, 400, Unknown),
+				acq(h, 1, "k", "b", 500, 505, 1400, OK),
+			}
+		}, 0},
+		{"a lock shortened behind a later, longer extend", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 1900, OK), ext(h, 0, "k", "a", 100, 105, 400, OK),
+				ext(h, 0, "k", "a", 106, 110, 1600, OK),
+				acq(h, 1, "k", "b", 500, 505, 1400, OK),
+			}
+		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := NewHistory()
@@ -204,6 +223,19 @@ func TestLockModel(t *testing.T) {
 				acq(h, 1, "k", "b", 1000, 1005, 1900, OK),
 			}
 		}, true},
+		{"an extend sets the TTL it asks for, shorter too", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 1900, OK), ext(h, 0, "k", "a", 100, 105, 400, OK),
+				acq(h, 1, "k", "b", 500, 505, 1400, OK),
+			}
+		}, true},
+		{"a later, longer extend's lease holds", func(h *History) []Op {
+			return []Op{
+				acq(h, 0, "k", "a", 0, 5, 1900, OK), ext(h, 0, "k", "a", 100, 105, 400, OK),
+				ext(h, 0, "k", "a", 106, 110, 1600, OK),
+				acq(h, 1, "k", "b", 500, 505, 1400, OK),
+			}
+		}, false},
 		{"extend-or-acquire takes a free lock", func(h *History) []Op {
 			return []Op{
 				acq(h, 0, "k", "a", 0, 5, 900, OK), rel(h, 0, "k", "a", 100, 105, OK),
@@ -341,7 +373,7 @@ func TestLookup(t *testing.T) {
 	}
 	faults, _ := Lookup("faults")
 	controls, _ := Lookup("controls")
-	if len(faults)+len(controls) != len(all) || len(controls) != 4 {
+	if len(faults)+len(controls) != len(all) || len(controls) != 10 {
 		t.Fatalf("faults %d + controls %d != all %d", len(faults), len(controls), len(all))
 	}
 	two, err := Lookup("kill9, none,kill9")
@@ -543,5 +575,20 @@ func TestFencedRegister(t *testing.T) {
 	b.Close()
 	if lost, _, _ := CheckRegisters(h); lost != 1 {
 		t.Fatalf("plain register: lost = %d, want 1", lost)
+	}
+}
+
+// The keys of the undos a stopped proxy logged as left pending, per key
+// the masters it named.
+func TestParseLeftUndos(t *testing.T) {
+	got := parseLeftUndos(`backend 0 (127.0.0.1:1): "probe:0"; backend 3 (127.0.0.1:4): "probe:0" "a \"b\""; backend 4 (127.0.0.1:5): "x"; and 2 more`)
+	want := map[string]int{"probe:0": 2, `a "b"`: 1, "x": 1}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("parsed %v, want %v", got, want)
+		}
 	}
 }

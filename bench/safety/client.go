@@ -11,6 +11,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ReleaseScript is the compare-and-delete the clients release with.
@@ -35,7 +36,12 @@ type Client struct {
 	// the same number through any proxy.
 	alt     *redis.Client
 	altSlot int
-	cluster *Cluster
+	// second, when set, is a connection to another proxy slot (secondSlot)
+	// that ExtendVia extends through, with its own redsync.
+	second     *redis.Client
+	secondRS   *redsync.Redsync
+	secondSlot int
+	cluster    *Cluster
 	// connected is when rdb last opened a connection (Unix ns): a command
 	// that waited for it was sent no earlier.
 	connected atomic.Int64
@@ -58,12 +64,17 @@ func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
 	return cl
 }
 
-// proxyClient is a go-redis client of whatever proxy runs in slot p.
+// proxyClient is a go-redis client of whatever proxy runs in slot p. Its
+// address is only a name (the dialer finds the proxy); maintenance
+// notifications (a RESP3 feature) are off, so that go-redis does not
+// resolve that name to detect an endpoint type, which can block the
+// client's construction for seconds.
 func proxyClient(c *Cluster, p int, onConnect func(context.Context, *redis.Conn) error) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: fmt.Sprintf("proxy-slot-%d", p), Dialer: c.dialer(p),
 		Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, PoolSize: 2,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1, PoolSize: 2,
 		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
 		OnConnect: onConnect,
 	})
@@ -95,6 +106,10 @@ func (c *Client) Close() error {
 	if c.alt != nil {
 		c.alt.Close()
 		c.alt = nil
+	}
+	if c.second != nil {
+		c.second.Close()
+		c.second = nil
 	}
 	if c.rdb == nil {
 		return nil
@@ -175,7 +190,25 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 // lease as it was: a refused extend leaves a held lock held until its
 // validity ends.
 func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
-	m := c.rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
+	return c.extendOn(l, ttl, c.rs, c.rdb, c.Proxy)
+}
+
+// ExtendsVia gives the client a second proxy, in slot p, for ExtendVia.
+func (c *Client) ExtendsVia(p int) {
+	c.second = proxyClient(c.cluster, p, nil)
+	c.secondRS, c.secondSlot = redsync.New(goredis.NewPool(c.second)), p
+}
+
+// ExtendVia is Extend through the second proxy (see ExtendsVia); the
+// fencing number is asked through it too.
+func (c *Client) ExtendVia(l Lease, ttl time.Duration) (Lease, Outcome) {
+	return c.extendOn(l, ttl, c.secondRS, c.second, c.secondSlot)
+}
+
+// extendOn is Extend through rs, a redsync over rdb, a connection to proxy
+// slot slot.
+func (c *Client) extendOn(l Lease, ttl time.Duration, rs *redsync.Redsync, rdb *redis.Client, slot int) (Lease, Outcome) {
+	m := rs.NewMutex(l.Key, redsync.WithValue(l.Token), redsync.WithExpiry(ttl),
 		redsync.WithSetNXOnExtend(), redsync.WithTries(1))
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -183,7 +216,7 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 	ok, err := m.ExtendContext(ctx)
 	ret := time.Now()
 	t0 = c.sentAfter(t0)
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
+	op := Op{Client: c.ID, Proxy: slot, Key: l.Key, Token: l.Token, Kind: Extend, TTL: ttl,
 		Call: t0, Return: ret, ValidUntil: t0.Add(ttl - Drift(ttl))}
 	var taken *redsync.ErrTaken
 	switch {
@@ -195,11 +228,11 @@ func (c *Client) Extend(l Lease, ttl time.Duration) (Lease, Outcome) {
 		op.Outcome, op.Err = Unknown, err.Error()
 	}
 	if op.Outcome == OK {
-		via, slot := c.rdb, c.Proxy
+		via, fslot := rdb, slot
 		if c.alt != nil {
-			via, slot = c.alt, c.altSlot
+			via, fslot = c.alt, c.altSlot
 		}
-		op.Fence = c.fence(l.Key, l.Token, via, slot)
+		op.Fence = c.fence(l.Key, l.Token, via, fslot)
 	}
 	c.ops = append(c.ops, op)
 	if op.Outcome != OK {

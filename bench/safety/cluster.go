@@ -37,6 +37,20 @@ type ClusterConfig struct {
 	// which replicates through a relay of its own (ReplRelays) so that its
 	// replication can be made to lag, and which Failover promotes.
 	Replicas bool
+	// Sentinels, with Replicas, starts that many redis-sentinel processes
+	// watching every master's group ("m0", "m1", ...; quorum a majority of
+	// them), which SentinelFailover moves. The proxies keep reaching the
+	// masters' own addresses through the relays, whatever Sentinel does.
+	Sentinels int
+	// Durable masters run with appendonly yes and appendfsync always, and
+	// restart with them: a restart reloads their append-only file.
+	Durable bool
+	// SlowPath gives the last proxy slot relays of its own to the masters
+	// (SlowRelays), which a scenario delays: that proxy is further from the
+	// masters than the others.
+	SlowPath bool
+	// ShutdownGrace, when set, is the proxies' shutdown_grace.
+	ShutdownGrace time.Duration
 	// LocalFences has clients take their fencing numbers from a counter
 	// kept with the proxy they ask, instead of FENCE: a fencing source
 	// that reads no majority (the fencing control; see localFences).
@@ -74,6 +88,10 @@ func (c ClusterConfig) EffectiveQuarantine() string {
 // replica at once (by default it waits 5s for more replicas to batch).
 var masterArgs = []string{"--repl-diskless-sync-delay", "0"}
 
+// durableArgs make a master write every command to its append-only file
+// before it answers.
+var durableArgs = []string{"--appendonly", "yes", "--appendfsync", "always"}
+
 // Cluster is N redis-server masters, a relay in front of each, and proxy
 // slots whose proxies reach the masters only through the relays. Proxies
 // can be stopped, started again with no memory of the masters, and added
@@ -86,6 +104,10 @@ type Cluster struct {
 	Relays []*faultnet.Relay
 	// ReplRelays[i] is replica i's way to master i (with Replicas).
 	ReplRelays []*faultnet.Relay
+	// SlowRelays[i] is the last slot's own way to master i (with SlowPath).
+	SlowRelays []*faultnet.Relay
+	// Sentinels watch every master's group (with Sentinels).
+	Sentinels []*redisproc.Sentinel
 
 	log     io.Writer
 	started time.Time // before the first redis-server started
@@ -107,6 +129,9 @@ type proxySlot struct {
 	// fences is the running proxy's local fencing counter (with
 	// LocalFences); a proxy started in the slot starts a new one.
 	fences *localFences
+	// left collects what the running proxy logged as undos left pending at
+	// its shutdown (see leftUndosHandler).
+	left *leftUndos
 }
 
 // StartCluster starts the masters (and replicas), relays and proxies and
@@ -128,7 +153,11 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, masterArgs...)
+	args := masterArgs
+	if cfg.Durable {
+		args = append(append([]string(nil), masterArgs...), durableArgs...)
+	}
+	c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, args...)
 	if err != nil {
 		return nil, fmt.Errorf("safety: starting %d redis-server: %w", cfg.Backends, err)
 	}
@@ -138,6 +167,13 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			return nil, fmt.Errorf("safety: relay to %s: %w", s.Addr, err)
 		}
 		c.Relays = append(c.Relays, r)
+		if cfg.SlowPath {
+			sr, err := faultnet.Listen(s.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("safety: slow relay to %s: %w", s.Addr, err)
+			}
+			c.SlowRelays = append(c.SlowRelays, sr)
+		}
 	}
 	if cfg.Replicas {
 		for i, s := range c.servers {
@@ -156,6 +192,9 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			if err := c.WaitReplicaSynced(context.Background(), i, 10*time.Second); err != nil {
 				return nil, err
 			}
+		}
+		if err := c.startSentinels(); err != nil {
+			return nil, err
 		}
 	}
 	c.slots = make([]*proxySlot, cfg.Slots)
@@ -250,8 +289,12 @@ func (c *Cluster) StartProxy(p int) error {
 	if s.app != nil {
 		return fmt.Errorf("safety: proxy slot %d is running", p)
 	}
+	relays := c.Relays
+	if c.Config.SlowPath && p == len(c.slots)-1 {
+		relays = c.SlowRelays
+	}
 	var addrs []string
-	for _, r := range c.Relays {
+	for _, r := range relays {
 		addrs = append(addrs, r.Addr())
 	}
 	pc := config.Default()
@@ -263,11 +306,15 @@ func (c *Cluster) StartProxy(p int) error {
 	if c.Config.Quarantine != "" {
 		pc.RestartQuarantine = c.Config.Quarantine
 	}
+	if c.Config.ShutdownGrace > 0 {
+		pc.ShutdownGrace = c.Config.ShutdownGrace
+	}
 	pc.LogLevel = "warn"
 	if _, err := pc.Validate(); err != nil {
 		return fmt.Errorf("safety: proxy config: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(c.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proxy", p, "start", s.starts)
+	left := &leftUndos{}
+	log := slog.New(leftUndosHandler{slog.NewTextHandler(c.log, &slog.HandlerOptions{Level: slog.LevelWarn}), left}).With("proxy", p, "start", s.starts)
 	a, err := app.New(pc, log)
 	if err != nil {
 		return fmt.Errorf("safety: proxy %d: %w", p, err)
@@ -277,6 +324,7 @@ func (c *Cluster) StartProxy(p int) error {
 	go func() { done <- a.Run(ctx) }() // ends when StopProxy or Close cancels ctx
 	s.app, s.stop, s.done = a, cancel, done
 	s.fences = newLocalFences()
+	s.left = left
 	s.starts++
 	return nil
 }
@@ -288,10 +336,25 @@ func (c *Cluster) StopProxy(p int) {
 	c.stopDetached(p, c.detach(p))
 }
 
+// StopProxyReporting stops the proxy in slot p and waits for it, as
+// StopProxy does, but hands back what its Run returned (not counted among
+// the cluster's errors) and the undos it logged as left pending at its
+// shutdown, as logged. An empty slot returns nothing.
+func (c *Cluster) StopProxyReporting(p int) (runErr error, left []string) {
+	d := c.detach(p)
+	if d == nil {
+		return nil, nil
+	}
+	d.stop()
+	runErr = <-d.done
+	return runErr, d.left.get()
+}
+
 // detached is a proxy taken out of its slot, still running.
 type detached struct {
 	stop context.CancelFunc
 	done chan error
+	left *leftUndos
 }
 
 // detach takes the proxy out of slot p (nil when the slot is empty): new
@@ -303,8 +366,8 @@ func (c *Cluster) detach(p int) *detached {
 	if s.stop == nil {
 		return nil
 	}
-	d := &detached{stop: s.stop, done: s.done}
-	s.app, s.stop, s.done = nil, nil, nil
+	d := &detached{stop: s.stop, done: s.done, left: s.left}
+	s.app, s.stop, s.done, s.left = nil, nil, nil, nil
 	return d
 }
 
@@ -421,6 +484,9 @@ func direct(addr string) *redis.Client {
 // redis-server. It is safe to call on a partly started cluster and more
 // than once.
 func (c *Cluster) Close() error {
+	for _, s := range c.Sentinels {
+		s.Stop() // first: no failover while the rest stops
+	}
 	var wg sync.WaitGroup
 	for p := range c.slots {
 		wg.Add(1)
@@ -435,6 +501,9 @@ func (c *Cluster) Close() error {
 		r.Close()
 	}
 	for _, r := range c.ReplRelays {
+		r.Close()
+	}
+	for _, r := range c.SlowRelays {
 		r.Close()
 	}
 	c.mu.Lock()
@@ -479,6 +548,26 @@ func (c *Cluster) waitCounting(ctx context.Context, d time.Duration) bool {
 		}
 		if all {
 			return true
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	return false
+}
+
+// waitSlotCounting waits until the proxy in slot p runs and counts every
+// master.
+func (c *Cluster) waitSlotCounting(ctx context.Context, p int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if a := c.Proxy(p); a != nil {
+			all := true
+			now := time.Now()
+			for _, h := range a.Pool().Health() {
+				all = all && h.Counts(now)
+			}
+			if all {
+				return true
+			}
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}

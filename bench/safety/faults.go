@@ -29,6 +29,10 @@ type Env struct {
 	noMajority []Interval
 	busyUntil  []time.Time // per master: faulted (or quarantined) until
 	progress   func(string)
+	// reported counts, per key, the masters on which a stopped proxy
+	// reported the key's undo left pending (see reportUndos).
+	reported map[string]int
+	problems []string // expectations a schedule found unmet
 
 	wg sync.WaitGroup // fault goroutines started with Go
 }
@@ -77,6 +81,16 @@ func (e *Env) Go(f func()) {
 		defer e.wg.Done()
 		f()
 	}()
+}
+
+// Problemf records an expectation the schedule found unmet: the run
+// fails with it.
+func (e *Env) Problemf(format string, a ...any) {
+	text := fmt.Sprintf(format, a...)
+	e.Logf("PROBLEM: %s", text)
+	e.mu.Lock()
+	e.problems = append(e.problems, text)
+	e.mu.Unlock()
 }
 
 // NoMajority records an interval in which no majority of masters can vote:
@@ -157,6 +171,10 @@ func (e *Env) Kill9(i int) {
 func (e *Env) Start(i int) {
 	if err := e.C.Server(i).Restart(); err != nil {
 		e.Logf("restart master %d FAILED: %v", i, err)
+		return
+	}
+	if e.C.Config.Durable {
+		e.Logf("master %d started again (new run_id; it reloads its append-only file)", i)
 		return
 	}
 	e.Logf("master %d started again (new run_id, no data)", i)

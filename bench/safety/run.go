@@ -41,6 +41,16 @@ type Scenario struct {
 	// while the lock itself holds; checker 7 must report it, the others
 	// must not.
 	DetectFence bool
+	// DetectGhost: a control that leaves a ghost lock (a token of an
+	// acquire answered nil, on a majority) while the lock itself holds;
+	// checker 5 must report it, the others must not.
+	DetectGhost bool
+	// ReportedGhosts: a ghost lock on a key that a proxy stopped while
+	// masters hung reported, at its shutdown, as an undo left pending is
+	// expected, not a violation; at least one must be found, and every key
+	// reported left on a majority must be found. Any other ghost lock is a
+	// violation.
+	ReportedGhosts bool
 	// LocalFences: the clients take their fencing numbers from a counter
 	// kept with the proxy they ask, with no majority read, instead of
 	// FENCE (the fencing control).
@@ -58,8 +68,17 @@ type Scenario struct {
 	// ProbeSlot adds a proxy that only the fault schedule's own probe
 	// client uses (the last slot): what it sends is alone on the masters'
 	// links.
-	ProbeSlot      bool
-	Replicas       bool // every master has a replica (for failovers)
+	ProbeSlot bool
+	Replicas  bool // every master has a replica (for failovers)
+	// Sentinels runs that many redis-sentinel processes watching every
+	// master (implies Replicas).
+	Sentinels int
+	Durable   bool // masters run appendonly yes, appendfsync always
+	// SlowPath gives the last proxy slot relays of its own to the masters,
+	// which the scenario delays.
+	SlowPath bool
+	// ShutdownGrace, when set, is the proxies' shutdown_grace.
+	ShutdownGrace  time.Duration
 	MaxTTL         time.Duration
 	TTLMin, TTLMax time.Duration // the contenders' TTLs
 	Think          time.Duration // a contender's work takes up to this
@@ -76,7 +95,9 @@ type Scenario struct {
 
 // Control reports whether the scenario is a control run (it must report
 // violations).
-func (s Scenario) Control() bool { return s.DetectLock || s.DetectLost || s.DetectFence }
+func (s Scenario) Control() bool {
+	return s.DetectLock || s.DetectLost || s.DetectFence || s.DetectGhost
+}
 
 // Scenarios returns every scenario: the fault scenarios first, then the
 // controls.
@@ -102,6 +123,8 @@ func Scenarios() []Scenario {
 			Backends: 3, Replicas: true, Faults: scheduleNone, Drive: drivePromote("ctl:promote")},
 		{Name: "failover", About: "3 masters with replicas: a majority's replication lags, then they fail over to their replicas, again and again; long holds",
 			Backends: 3, Replicas: true, TTLMin: time.Second, TTLMax: 2 * time.Second, Think: time.Second, Faults: scheduleFailover, Recovers: true},
+		{Name: "sentinel-failback", About: "3 masters with replicas and 3 redis-sentinel: Sentinel fails two masters over (SENTINEL FAILOVER), A locks on the old masters and extends, Sentinel turns them into replicas (they resync without A's lock) and fails back: A's lock must hold",
+			Backends: 3, Replicas: true, Sentinels: 3, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveSentinelFailback("ctl:sentinel")},
 		{Name: "pipeline-slow", About: "auto-pipelining clients write SET NX PX 20-60 and a PTTL in one write while one or two masters hang: no grant may arrive after its validity",
 			Pipeliners: 6, Faults: scheduleSigstop, MajorityUp: true},
 		{Name: "extend-partial", About: "holders extend with redsync's extend-or-acquire script while two masters are down or black-holed and a third hangs 200ms: a failed extend must not free a held lock",
@@ -114,6 +137,16 @@ func Scenarios() []Scenario {
 			FreeLockers: 4, Faults: scheduleGreedy, MajorityUp: true, BackendTimeout: 250 * time.Millisecond},
 		{Name: "fenced-pause", About: "as control-pause, on a fenced register: the paused holder's write carries a number lower than the next holder's and is refused; no update is lost",
 			Faults: scheduleNone, Drive: drivePause, FencedRegisters: true, RefusesStale: true},
+		{Name: "stale-aof", About: "3 durable masters (appendonly yes, appendfsync always): appendonly switched off at runtime or the file copied, A locks, two masters are killed (-9) and restarted from the stale file with their durable settings: A's lock must hold",
+			Backends: 3, Durable: true, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveStaleAOF("ctl:aof")},
+		{Name: "eviction-toggle", About: "3 masters: A locks; on two, maxmemory-policy volatile-ttl with maxmemory 1 evicts it, then the policy is reverted at once or after 1.2-1.5s: A's lock must hold",
+			Backends: 3, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveEviction("ctl:evict")},
+		{Name: "extend-two-proxies", About: "holders extend to 150-300ms through a proxy 1-6ms further from the masters, then at once to 0.8-1.5s through the near one: the late step must not shorten the later extend",
+			SlowPath: true, Faults: scheduleTwoProxies(twoProxyHolders, false), MajorityUp: true},
+		{Name: "script-flush", About: "SCRIPT FLUSH on every master (in every other cycle a majority) twenty times in a row under load, a probe acquiring after each (answered nil, undone where EVALSHA meets NOSCRIPT): no ghost lock may remain",
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(false), MajorityUp: true},
+		{Name: "shutdown-hang", About: "a majority hangs (SIGSTOP), a probe acquires, its proxy is stopped with shutdown_grace 300ms before the masters continue: the ghost lock left must be the one the proxy reported",
+			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(false), ReportedGhosts: true, Recovers: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
@@ -121,6 +154,18 @@ func Scenarios() []Scenario {
 		{Name: "control-pause", About: "CONTROL: a holder pauses past its validity before writing: a lost update must be seen", Faults: scheduleNone, Drive: drivePause, DetectLost: true},
 		{Name: "control-fence-local", About: "CONTROL: the clients take fencing numbers from a counter in the proxy they ask, with no majority read: numbers out of grant order must be seen",
 			Faults: scheduleNone, LocalFences: true, DetectFence: true},
+		{Name: "control-sentinel-off", About: "CONTROL: sentinel-failback with restart_quarantine off (no marker, no continuity check): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Replicas: true, Sentinels: 3, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveSentinelFailback("ctl:sentinel"), DetectLock: true},
+		{Name: "control-stale-aof-off", About: "CONTROL: stale-aof with restart_quarantine off: a second holder must be seen",
+			Quarantine: "off", Backends: 3, Durable: true, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveStaleAOF("ctl:aof"), DetectLock: true},
+		{Name: "control-eviction-off", About: "CONTROL: eviction-toggle with restart_quarantine off: a second holder must be seen",
+			Quarantine: "off", Backends: 3, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveEviction("ctl:evict"), DetectLock: true},
+		{Name: "control-extend-late-step", About: "CONTROL: extend-two-proxies, each long extend followed by the short extend's TTL set again on the masters directly (an unconditional late second step): a second holder must be seen",
+			SlowPath: true, Faults: scheduleTwoProxies(twoProxyHolders, true), DetectLock: true},
+		{Name: "control-undo-gives-up", About: "CONTROL: script-flush, the probe's acquire made by a client acting as a proxy whose undo gives up at NOSCRIPT: a ghost lock must be seen",
+			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(true), DetectGhost: true},
+		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
+			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 	}
 }
 
@@ -303,7 +348,8 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	began := time.Now()
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
-		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
+		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
+		Durable: sc.Durable, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
@@ -496,6 +542,10 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	}
 	return rep, nil
 }
+
+// twoProxyHolders is how many holders extend through two proxies in the
+// two-proxy scenarios.
+const twoProxyHolders = 6
 
 // Client ids of the scenarios' other clients (the contenders are 0 up).
 const (

@@ -15,9 +15,10 @@ import (
 
 // shortRuns is each fault scenario's workload time in CI: long enough for
 // at least one full fault cycle (a restart's quarantine is max_ttl + drift,
-// about 2s), about a minute for everything. The controls and the restart
-// scenarios last as long as their orchestration needs. The long run is
-// `go run ./bench -mode safety` (60s per scenario).
+// about 2s). The orchestrated scenarios last as long as their orchestration
+// needs; those that repeat their rounds until the faults' deadline get 1s
+// here, so that they run one round. The long run is `go run ./bench -mode
+// safety` (60s per scenario).
 var shortRuns = map[string]time.Duration{
 	"none":           3 * time.Second,
 	"kill9":          5 * time.Second,
@@ -36,13 +37,31 @@ var shortRuns = map[string]time.Duration{
 	"greedy":         4 * time.Second,
 	// The fencing control runs the plain workload on local counters.
 	"control-fence-local": 3 * time.Second,
+	// Issue 19's data that goes back in time, extends through two
+	// proxies, and undos: one round or cycle each.
+	"sentinel-failback":           time.Second,
+	"control-sentinel-off":        time.Second,
+	"stale-aof":                   time.Second,
+	"control-stale-aof-off":       time.Second,
+	"eviction-toggle":             time.Second,
+	"control-eviction-off":        time.Second,
+	"extend-two-proxies":          3 * time.Second,
+	"control-extend-late-step":    3 * time.Second,
+	"script-flush":                5 * time.Second,
+	"control-undo-gives-up":       5 * time.Second,
+	"shutdown-hang":               5 * time.Second,
+	"control-shutdown-unreported": 5 * time.Second,
 }
 
-// requireRedis fails (never skips) when redis-server is missing.
+// requireRedis fails (never skips) when redis-server or redis-sentinel is
+// missing.
 func requireRedis(t *testing.T) {
 	t.Helper()
 	if _, err := redisproc.Binary(); err != nil {
 		t.Fatalf("%v\nthe safety harness needs real redis-server processes: run ./test.sh, which installs it", err)
+	}
+	if _, err := redisproc.SentinelBinary(); err != nil {
+		t.Fatalf("%v\nthe safety harness needs real redis-sentinel processes: run ./test.sh, which installs it", err)
 	}
 }
 
@@ -246,6 +265,9 @@ func TestControls(t *testing.T) {
 			}
 			if sc.DetectLost && rep.LostUpdates == 0 {
 				t.Errorf("%s: the paused holder's lost update went unseen", sc.Name)
+			}
+			if sc.DetectGhost && rep.GhostLocks == 0 {
+				t.Errorf("%s: the ghost lock went unseen (%d snapshots)", sc.Name, rep.Snapshots)
 			}
 			if sc.DetectFence && rep.FenceViolations == 0 {
 				t.Errorf("%s: fencing numbers out of grant order went unseen (%d numbers on %d grants)", sc.Name, rep.Fenced, rep.FencedGrants)

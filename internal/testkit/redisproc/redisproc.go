@@ -1,12 +1,15 @@
-// Package redisproc starts and controls real redis-server processes on free
-// loopback ports, for the integration tests and the benchmark and safety
-// harnesses.
+// Package redisproc starts and controls real redis-server and
+// redis-sentinel processes on free loopback ports, for the integration tests
+// and the benchmark and safety harnesses.
 //
 // It promises: a Server started here is stopped by Stop (or Kill), which
 // waits for the process to exit; Pause/Resume use SIGSTOP/SIGCONT; Restart
-// brings a fresh process (a new run_id, no data) up on the same port, in the
-// role it last had (a replica started with StartReplica or turned into one
-// by Follow comes back following its master; after Promote, a master).
+// brings a fresh process (a new run_id, no data unless its arguments make it
+// load a file) up on the same port, with the same arguments, in the role it
+// last had (a replica started with StartReplica or turned into one by Follow
+// comes back following its master; after Promote, a master). A Sentinel
+// (StartSentinel) runs from a configuration generated in a directory of its
+// own and is stopped, and waited for, by Stop.
 //
 // A Group (sentinelgroup.go) is a master, its replicas and the
 // redis-sentinel processes that watch them; Group.Stop ends them all. A
@@ -199,8 +202,13 @@ func StartN(dir string, n int, extra ...string) ([]*Server, error) {
 	return out, nil
 }
 
+// Dir is the server's working directory: its log, and any file it
+// persists to (an append-only file's directory, appendonlydir, with
+// --appendonly yes). A restart on the same port uses it again.
+func (s *Server) Dir() string { return filepath.Join(s.dir, "redis-"+strconv.Itoa(s.Port)) }
+
 func (s *Server) start() error {
-	wd := filepath.Join(s.dir, "redis-"+strconv.Itoa(s.Port))
+	wd := s.Dir()
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return err
 	}

@@ -91,3 +91,51 @@ func TestPromotedAndFollowingServersKeepTheirRoleAcrossRestarts(t *testing.T) {
 	}
 	waitReply(t, m, "1", "EXISTS", "k3")
 }
+
+// A Sentinel started from its generated configuration finds the master's
+// replica, and SENTINEL FAILOVER promotes it: the replica becomes a
+// master and Sentinel names it as the group's master.
+func TestSentinelFailoverPromotesTheReplica(t *testing.T) {
+	if _, err := SentinelBinary(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	noDelay := []string{"--repl-diskless-sync-delay", "0"}
+	m, err := Start(dir, noDelay...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	r, err := StartReplica(dir, m.Addr, noDelay...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	s, err := StartSentinel(dir, SentinelConfig{Monitors: []Monitor{{Name: "g", Addr: m.Addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if got, err := s.MasterAddr("g"); err != nil || got != m.Addr {
+		t.Fatalf("master of g = %q, %v; want %s", got, err, m.Addr)
+	}
+	// Sentinel learns the replica from the master's INFO, at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for err = s.Failover("g"); err != nil; err = s.Failover("g") {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		info, _ := r.Info("replication")
+		addr, _ := s.MasterAddr("g")
+		if strings.Contains(info, "role:master") && addr == r.Addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after SENTINEL FAILOVER: replica's INFO %q, Sentinel's master %q", info, addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
