@@ -217,7 +217,6 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		e := l.popLocked()
 		switch {
 		case e.durable:
-			e.script = e.laterScript
 			kept = append(kept, e)
 		case !e.expired:
 			lost = append(lost, e)

@@ -646,7 +646,7 @@ func (l *Link) sendRetainedLocked() (expired []entry) {
 			continue
 		}
 		e.deadline = now
-		l.queueLocked(e, e.later(l.clockOffset, l.clockKnown))
+		l.queueLocked(e, l.laterBytesLocked(e))
 	}
 	l.retained = nil
 	return expired

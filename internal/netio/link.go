@@ -517,8 +517,10 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		retried := false
 		if isErr {
 			l.health.Errors++
-			if e.script != nil && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
-				delete(l.loaded, e.script.Sha) // flushed behind our back: load again next time
+			if bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
+				// The cache was emptied behind our back (SCRIPT FLUSH): every
+				// script is loaded again before its next use.
+				clear(l.loaded)
 			}
 			if e.durable && !e.expired {
 				retried = l.undoFailedLocked(e, v.Str, now)

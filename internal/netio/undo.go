@@ -10,9 +10,10 @@ import (
 
 // The undo lifecycle. An undo (the compare-and-delete of a partial
 // acquisition) must reach the backend after everything sent before it, and
-// run, until the lock it undoes has expired by itself: across lost
+// run, until the lock it undoes has expired by itself: it is sent with its
+// script's text (EVAL: no script cache can be missing it), across lost
 // connections (kept in its later form for the next one), after an error
-// that a retry can cure (NOSCRIPT, BUSY, LOADING, OOM...: sent again), and
+// that a retry can cure (BUSY, LOADING, OOM...: sent again), and
 // after its lock's TTL once what it undoes is known to have run (then
 // nothing is left to undo). What could not be undone is logged with its keys
 // and counted.
@@ -42,6 +43,31 @@ type UndoCmd struct {
 	TTL time.Duration
 }
 
+// evalForm turns cmd, an EVALSHA of sc, into the EVAL of sc's text: an
+// undo carries its script, so a script cache emptied behind the proxy's
+// back (SCRIPT FLUSH, a restart) never makes it fail with NOSCRIPT. A
+// command of another form is returned as it is.
+func evalForm(cmd []byte, sc *resp.Script) []byte {
+	if sc == nil {
+		return cmd
+	}
+	i := bytes.IndexByte(cmd, '\n') + 1
+	head := "$7\r\nEVALSHA\r\n$40\r\n" + sc.Sha + "\r\n"
+	if i <= 0 || len(cmd) < i+len(head) || string(cmd[i:i+len(head)]) != head {
+		return cmd
+	}
+	out := make([]byte, 0, len(cmd)+len(sc.Body))
+	out = append(out, cmd[:i]...)
+	out = resp.AppendBulkString(out, "EVAL")
+	out = resp.AppendBulk(out, sc.Body)
+	return append(out, cmd[i+len(head):]...)
+}
+
+// laterBytes is a durable entry's later form, as an EVAL.
+func (l *Link) laterBytesLocked(e entry) []byte {
+	return evalForm(e.later(l.clockOffset, l.clockKnown), e.laterScript)
+}
+
 // undoMeta is what a durable entry carries besides its commands.
 type undoMeta struct {
 	keys  string
@@ -65,7 +91,7 @@ func (u *undoMeta) expired(now time.Time) bool { return !u.until.IsZero() && !no
 // the lock expired before the undo could run, with ErrAbandoned when too
 // many undos wait, or ErrClosed when the link closes first.
 func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
-	e := entry{rcv: rcv, tag: tag, script: u.NowScript, durable: true, later: u.Later, laterScript: u.LaterScript,
+	e := entry{rcv: rcv, tag: tag, durable: true, later: u.Later, laterScript: u.LaterScript,
 		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}}
 	l.mu.Lock()
 	if l.closed {
@@ -82,7 +108,7 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 		return
 	}
 	e.deadline = time.Now()
-	l.queueLocked(e, u.Now)
+	l.queueLocked(e, evalForm(u.Now, u.NowScript))
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
@@ -91,7 +117,6 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 // retainLocked keeps a durable entry, in its later form, for the next
 // connection, and returns the oldest one when too many wait.
 func (l *Link) retainLocked(e entry) []entry {
-	e.script = e.laterScript
 	l.retained = append(l.retained, e)
 	if len(l.retained) <= l.opt.MaxRetained {
 		return nil
@@ -163,20 +188,17 @@ func itoa(n int) string {
 }
 
 // retryable reports whether an undo's error reply may go away if it is
-// sent again: a script cache emptied (NOSCRIPT), a busy or loading master,
-// one out of memory or unable to persist, a replica for now, an ACL not
-// yet granting. A syntax or type error never goes away.
+// sent again: a busy or loading master, one out of memory or unable to
+// persist, a replica for now, an ACL not yet granting (an undo carries its
+// script's text, so it never meets NOSCRIPT). A syntax or type error never
+// goes away.
 func retryable(reply []byte) bool {
 	return !bytes.HasPrefix(reply, []byte("ERR")) && !bytes.HasPrefix(reply, []byte("WRONGTYPE"))
 }
 
-// retryBackoff is how long an undo waits before its n-th retry: at once
-// after NOSCRIPT (its script is loaded with it), else doubling from 20 ms
-// up to a second.
+// retryBackoff is how long an undo waits before its n-th retry: doubling
+// from 20 ms up to a second.
 func retryBackoff(n int, reply []byte) time.Duration {
-	if bytes.HasPrefix(reply, []byte("NOSCRIPT")) && n <= 1 {
-		return 0
-	}
 	return min(20*time.Millisecond<<min(n-1, 6), time.Second)
 }
 
@@ -195,7 +217,6 @@ func (l *Link) undoFailedLocked(e entry, reply []byte, now time.Time) (retried b
 	}
 	e.undo.tries++
 	e.undo.due = now.Add(retryBackoff(e.undo.tries, reply))
-	e.script = e.laterScript
 	l.retry = append(l.retry, e)
 	l.armRetryLocked(now)
 	return true
@@ -239,7 +260,7 @@ func (l *Link) retryDue() {
 			dropped = append(dropped, l.retainLocked(e)...)
 		default:
 			e.deadline = now
-			l.queueLocked(e, e.later(l.clockOffset, l.clockKnown))
+			l.queueLocked(e, l.laterBytesLocked(e))
 		}
 	}
 	l.retry = keep
