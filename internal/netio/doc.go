@@ -6,10 +6,10 @@
 // when the connection is idle; while a written batch awaits its replies,
 // commands queue and go out together in one write when it is answered.
 // Sending starts no goroutine and no timer per command: results arrive
-// through a resp.Receiver. Plain TCP connections (the backends', and the
-// front end's clients') are read and written through RawConn: direct
-// non-blocking socket calls, without the runtime's blocking-syscall
-// bookkeeping.
+// through a resp.Receiver. On Linux, plain TCP connections (the backends',
+// and the front end's clients') are read and written through RawConn:
+// direct non-blocking socket calls, without the runtime's blocking-syscall
+// bookkeeping; other platforms use net.Conn as it is.
 //
 // It promises:
 //   - every command sent gets exactly one Result: its reply, or an error when
@@ -19,9 +19,19 @@
 //     so a compare-and-delete sent after a SET always runs after it;
 //   - a reply counts toward a quorum only once the connection it came on has
 //     told the backend's identity (INFO or the marker script, first on every
-//     connection) and the backend is not quarantined after a restart;
+//     connection), the backend is not quarantined (its data may have gone
+//     back in time: a restart, a promotion, a resync, a flush, an eviction,
+//     another server at its address; identity.go), it is no other
+//     backend's server, and, for a grant, once the continuity check that
+//     follows it showed the master's data went on unbroken (continuity.go);
 //   - a script sent by sha is loaded first on a connection that has not seen
-//     it, so EVALSHA never fails with NOSCRIPT after a backend restart;
+//     it (again after any NOSCRIPT), so EVALSHA fails with NOSCRIPT only
+//     when a cache is emptied under a live connection; an undo carries its
+//     script's text and is retried after a curable error until it runs or
+//     its lock has expired (undo.go);
+//   - under Options.Tracked commands, the backend's invalidations of the
+//     keys they read reach Options.Invalidated, and every key is reported
+//     when one may have been missed (tracking.go);
 //   - a backend that stops answering is disconnected after DeadAfter and
 //     redialled with backoff; every goroutine a Link starts is stopped and
 //     waited for by Close;
