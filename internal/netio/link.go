@@ -128,6 +128,11 @@ type Link struct {
 	sent   *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
 	redial chan struct{} // cuts the redial backoff short (a new master to dial)
 
+	// mu protects every field below: the connection and its write buffers,
+	// the queue of commands awaiting replies (in the order they were
+	// written: the reader pops the oldest for each reply), the deadlines,
+	// the quarantine (watch) and the continuity, tracking and undo state.
+	// It is never held while writing to the socket or calling a receiver.
 	mu        sync.Mutex
 	conn      *linkConn // nil while down
 	connAddr  string    // the address the current (or last) connection was dialled to

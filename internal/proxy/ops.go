@@ -51,6 +51,11 @@ type op struct {
 	t1      time.Time
 	done    chan<- struct{}
 
+	// mu protects everything below it up to the fields set at the
+	// decision: the backends' results arrive from their link goroutines
+	// (Receive, Late), the settle timer fires in its own, and final runs in
+	// the client's. A result never changes once recorded, the decision is
+	// taken once (decided), and done is signalled once (signalled).
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
 	replies     []resp.Value

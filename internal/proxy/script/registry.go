@@ -38,6 +38,9 @@ type Entry struct {
 
 	classes atomic.Pointer[[]*Class] // classifications, copy-on-write
 
+	// mu protects the refusals (progRef through refused): what a call shape
+	// was refused for, written once per shape and read on every call of it.
+	// The classifications are copy-on-write (classes) and need no lock.
 	mu       sync.Mutex
 	progRef  *Refusal
 	checked  bool                // Check ran
