@@ -74,9 +74,15 @@ func commandList() []*command {
 	}
 }
 
+// table indexes the commands by name. A name registered twice is a
+// programming error: it panics, at start-up, rather than let one
+// registration silently win.
 func table(cmds ...*command) map[string]*command {
 	m := make(map[string]*command, len(cmds))
 	for _, c := range cmds {
+		if _, dup := m[c.name]; dup {
+			panic("proxy: command " + c.name + " registered twice")
+		}
 		m[c.name] = c
 	}
 	return m

@@ -129,3 +129,13 @@ func TestSynopsis(t *testing.T) {
 		}
 	}
 }
+
+// A command registered twice panics when the table is built.
+func TestCommandRegisteredTwicePanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("a duplicate registration did not panic")
+		}
+	}()
+	table(&command{name: "ping"}, &command{name: "ping"})
+}
