@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -152,7 +151,7 @@ func (o *op) grants() bool {
 		return true
 	case opScript:
 		r := o.sc.class.Role
-		return !o.sc.readOnly && (r == script.RoleAcquire || r == script.RoleExtendOrAcquire)
+		return !o.sc.readOnly && r.Takes()
 	}
 	return false
 }

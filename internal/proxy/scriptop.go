@@ -238,7 +238,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		a.TTLms = ttl.Milliseconds()
 	}
 	var tokens [][]byte // the tokens an acquiring role writes, one per key
-	if cl.Role.Acquires() {
+	if cl.Role.Takes() {
 		tokens = cl.TokensOf(argv, len(keys))
 		for _, tok := range tokens {
 			if len(tok) > c.s.cfg.Limits.MaxToken {
@@ -258,7 +258,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
 	var second []byte
-	if cl.Role == script.RoleExtend || cl.Role == script.RoleExtendOrAcquire {
+	if cl.Role.Extends() {
 		t := c.s.eng.timing
 		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
 		if !a.ReadOnly && cl.SetsTTL() {
@@ -279,7 +279,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
-	if cl.Role.Acquires() && !a.ReadOnly {
+	if cl.Role.Takes() && !a.ReadOnly {
 		// A failed acquire is undone wherever it was not refused; a failed
 		// extend-or-acquire, or any acquire of a lock of several owners,
 		// only where the caller did not hold it before (see undoFate). A
@@ -679,7 +679,7 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 	switch {
 	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
 		cs = script.CaseOwn
-	case !success && cl.Role.Acquires():
+	case !success && cl.Role.Takes():
 		cs = script.CaseOther
 	}
 	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}

@@ -27,10 +27,7 @@ func (o *op) vetoBinds() bool {
 	case opAcquire:
 		return true
 	case opScript:
-		switch o.sc.class.Role {
-		case script.RoleAcquire, script.RoleExtendOrAcquire, script.RoleExtend:
-			return !o.sc.readOnly
-		}
+		return o.sc.class.Role.Writes() && !o.sc.readOnly
 	}
 	return false
 }

@@ -120,7 +120,7 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 			return nil, invalid(key+".text", "%s", ref.Error())
 		}
 	}
-	writes := role == script.RoleAcquire || role == script.RoleExtend || role == script.RoleExtendOrAcquire
+	writes := role.Writes()
 	c := &script.Class{Role: role, Source: "configured", Layout: script.Layout{
 		Keys: 1, Args: -1, Tokens: []int{0}, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond,
 		NoTTLActs: true,

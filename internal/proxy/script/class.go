@@ -311,11 +311,19 @@ func (c *Class) Acts(cs Case) bool {
 	return false
 }
 
-// Acquires reports whether the role takes free keys (and must be undone
-// where a failed attempt took them).
-func (r Role) Acquires() bool {
+// Takes reports whether the role takes free keys (a grant: its votes count
+// only after the backend's continuity check, and a failed attempt is
+// undone where it took them).
+func (r Role) Takes() bool {
 	return r == RoleAcquire || r == RoleExtendOrAcquire || r == RoleShare
 }
+
+// Extends reports whether the role re-arms a lock its caller holds.
+func (r Role) Extends() bool { return r == RoleExtend || r == RoleExtendOrAcquire }
+
+// Writes reports whether the role sets a TTL: it takes or extends, so its
+// success needs validity left (and an upgrade's veto's grant).
+func (r Role) Writes() bool { return r.Takes() || r.Extends() }
 
 // TTL returns the TTL a call asks for, from its arguments, now: ok is
 // false when the argument is not a positive integer. A deadline's TTL is
@@ -512,7 +520,7 @@ func (c *Class) layoutText() string {
 		}
 		parts = append(parts, fmt.Sprintf("too late when PTTL %s %s (%s)", op, c.names().arg(c.MinArg), unitName(c.MinUnit)))
 	}
-	if c.Role == RoleExtend || c.Role == RoleExtendOrAcquire {
+	if c.Role.Extends() {
 		if c.NoTTLActs {
 			parts = append(parts, "acts on a key without TTL")
 		} else {
@@ -532,7 +540,7 @@ func (c *Class) uniformToken() bool {
 }
 
 func (c *Class) writes() bool {
-	return c.Role == RoleAcquire || c.Role == RoleExtend || c.Role == RoleExtendOrAcquire || c.Role == RoleShare
+	return c.Role.Writes()
 }
 
 // fieldValue is what a ShapeHash lock's field holds for a call.
@@ -570,7 +578,7 @@ func (c *Class) Equal(d *Class) bool {
 		c.MinArg >= 0 && c.MinUnit != d.MinUnit {
 		return false
 	}
-	if (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) && c.NoTTLActs != d.NoTTLActs {
+	if c.Role.Extends() && c.NoTTLActs != d.NoTTLActs {
 		return false
 	}
 	for i := range c.Tokens {
@@ -664,7 +672,7 @@ func (c *Class) Spec() string {
 			fmt.Fprintf(&b, "+%d", c.MinOffset)
 		}
 	}
-	if c.NoTTLActs && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire) {
+	if c.NoTTLActs && c.Role.Extends() {
 		b.WriteString(" nottl-acts")
 	}
 	if c.Shape == ShapeHash {

@@ -531,7 +531,7 @@ func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 // whose second step then sets what was asked. A lock of several owners
 // keeps each owner's deadline and is never shortened.
 func (c *Class) SetsTTL() bool {
-	return !c.Additive && c.Tokens != nil && c.Shape != ShapeOwners && (c.Role == RoleExtend || c.Role == RoleExtendOrAcquire)
+	return !c.Additive && c.Tokens != nil && c.Shape != ShapeOwners && c.Role.Extends()
 }
 
 // AppendSecondStep encodes EVALSHA of refSecondStep for a call whose first
