@@ -232,29 +232,11 @@ func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
 // (those that run; some may be down on purpose).
 func startAppUp(t *testing.T, addrs []string, want int, mutate ...func(*config.Config)) (*app.App, func()) {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen, cfg.Admin, cfg.Backends = "127.0.0.1:0", "127.0.0.1:0", addrs
-	for _, m := range mutate {
-		m(&cfg)
+	defaults := func(cfg *config.Config) {
+		d := config.Default()
+		cfg.BackendTimeout, cfg.RestartQuarantine = d.BackendTimeout, d.RestartQuarantine
 	}
-	if _, err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stop := func() { cancel(); <-done }
-	t.Cleanup(stop)
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	if err := a.Pool().WaitUp(wctx, want); err != nil {
-		t.Fatalf("backends not up: %v", err)
-	}
-	return a, stop
+	return startAppOver(t, addrs, want, append([]func(*config.Config){defaults}, mutate...)...)
 }
 
 // waitGrant retries SET NX until it is granted or within is over.
@@ -353,8 +335,8 @@ func TestMasterRefusingTheIdentityCheckDoesNotCount(t *testing.T) {
 	a, _ := startAppUp(t, addrs, 1, func(cfg *config.Config) { cfg.RestartQuarantine = "run-id" })
 	base := "http://" + a.AdminAddr()
 	code, body := httpGet(t, base+"/readyz")
-	if code != 503 || !strings.Contains(body, "NOAUTH") {
-		t.Fatalf("/readyz = %d %q; want 503 naming the masters' NOAUTH", code, body)
+	if code != 503 || !strings.Contains(body, "NOAUTH") || !strings.Contains(body, "set backend_password") {
+		t.Fatalf("/readyz = %d %q; want 503 naming the masters' NOAUTH and backend_password", code, body)
 	}
 	cl := proxyClient(t, a.Addr(), 2)
 	ctx := context.Background()
