@@ -9,18 +9,38 @@ import (
 
 // Pool is the set of N independent backends the proxy votes over, and an
 // optional veto (the Redis clients used before the proxy, see
-// quorum.WithVeto): node N when there is one.
+// quorum.WithVeto): node N when there is one. A backend is one master (a
+// Link) or a Redis Cluster (a Cluster, a link per shard).
 type Pool struct {
-	links []*Link
-	veto  *Link
+	links    []*Link    // by node; nil for a cluster
+	clusters []*Cluster // by node; nil for one master
+	members  []member   // by node: the one or the other
+	veto     *Link
 }
 
-// NewPool prepares one link per option; Start connects them.
+// member is what the pool does with every backend, whatever its kind.
+type member interface {
+	Start()
+	Close() error
+	Pending() int
+	LeftUndos() []string
+	Addr() string
+	Health() Health
+}
+
+// NewPool prepares one backend per option (a Cluster where o.Cluster is
+// set, else a Link); Start connects them.
 func NewPool(opts []Options) *Pool {
 	p := &Pool{}
 	for i, o := range opts {
 		o.Index = i
-		p.links = append(p.links, NewLink(o))
+		if o.Cluster != nil {
+			c := NewCluster(o)
+			p.links, p.clusters, p.members = append(p.links, nil), append(p.clusters, c), append(p.members, c)
+			continue
+		}
+		l := NewLink(o)
+		p.links, p.clusters, p.members = append(p.links, l), append(p.clusters, nil), append(p.members, l)
 	}
 	return p
 }
@@ -31,15 +51,26 @@ func (p *Pool) SetVeto(o Options) {
 	p.veto = NewLink(o)
 }
 
-// all is every link, the veto last.
-func (p *Pool) all() []*Link {
+// all is every backend, the veto last.
+func (p *Pool) all() []member {
 	if p.veto == nil {
-		return p.links
+		return p.members
 	}
-	return append(p.links[:len(p.links):len(p.links)], p.veto)
+	return append(p.members[:len(p.members):len(p.members)], p.veto)
 }
 
-// link is node's link: a backend, or the veto as node N.
+// Clustered reports whether some backend is a Redis Cluster.
+func (p *Pool) Clustered() bool {
+	for _, c := range p.clusters {
+		if c != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// link is node's link: a backend, or the veto as node N; nil for a
+// cluster.
 func (p *Pool) link(node int) *Link {
 	if node == len(p.links) && p.veto != nil {
 		return p.veto
@@ -70,18 +101,26 @@ func (p *Pool) VetoHealth() (Health, bool) {
 
 // Send queues cmd for backend node; see Link.Send.
 func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	p.link(node).Send(cmd, script, rcv, tag, deadline)
+	p.SendWith(node, cmd, script, rcv, tag, deadline, 0)
 }
 
 // SendWith queues cmd with flags for backend node; see Link.SendWith.
 func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
-	p.link(node).SendWith(cmd, script, rcv, tag, deadline, flags)
+	if l := p.link(node); l != nil {
+		l.SendWith(cmd, script, rcv, tag, deadline, flags)
+		return
+	}
+	p.clusters[node].SendWith(cmd, script, rcv, tag, deadline, flags)
 }
 
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
 func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
-	p.link(node).Undo(u, rcv, tag)
+	if l := p.link(node); l != nil {
+		l.Undo(u, rcv, tag)
+		return
+	}
+	p.clusters[node].Undo(u, rcv, tag)
 }
 
 // LeftUndos lists, per backend ("backend 1 (addr): key"), the undos that
@@ -99,9 +138,9 @@ func (p *Pool) LeftUndos() []string {
 
 // Health returns a snapshot of every backend.
 func (p *Pool) Health() []Health {
-	hs := make([]Health, len(p.links))
-	for i, l := range p.links {
-		hs[i] = l.Health()
+	hs := make([]Health, len(p.members))
+	for i, m := range p.members {
+		hs[i] = m.Health()
 	}
 	return hs
 }
@@ -112,8 +151,8 @@ func (p *Pool) WaitUp(ctx context.Context, want int) error {
 	defer t.Stop()
 	for {
 		up := 0
-		for _, l := range p.links {
-			if l.Health().Up {
+		for _, m := range p.members {
+			if m.Health().Up {
 				up++
 			}
 		}

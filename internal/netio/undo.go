@@ -40,6 +40,13 @@ type UndoCmd struct {
 	// itself (ErrExpired). An undo waiting for a connection has no such
 	// bound: the command it undoes may still run when the backend resumes.
 	TTL time.Duration
+	// Via is where a Redis Cluster backend ran the command undone
+	// (resp.Result.Via): the undo goes there. A single link ignores it.
+	Via any
+	// LaterOnly sends Later even the first time (an undo that follows a
+	// redirection to another server, where it does not run right after
+	// the command). Asking sends it after ASKING (see SendFlags).
+	LaterOnly, Asking bool
 }
 
 // undoMeta is what a durable entry carries besides its commands.
@@ -66,7 +73,7 @@ func (u *undoMeta) expired(now time.Time) bool { return !u.until.IsZero() && !no
 // many undos wait, or ErrClosed when the link closes first.
 func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 	e := entry{rcv: rcv, tag: tag, script: u.NowScript, durable: true, later: u.Later, laterScript: u.LaterScript,
-		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}}
+		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}, asking: u.Asking}
 	l.mu.Lock()
 	if l.closed {
 		l.leftUndos = append(l.leftUndos, u.Keys)
@@ -82,7 +89,12 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 		return
 	}
 	e.deadline = time.Now()
-	l.queueLocked(e, u.Now)
+	if u.LaterOnly {
+		e.script = e.laterScript
+		l.queueLocked(e, e.later(l.clockOffset, l.clockKnown))
+	} else {
+		l.queueLocked(e, u.Now)
+	}
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
@@ -166,8 +178,17 @@ func itoa(n int) string {
 // sent again: a script cache emptied (NOSCRIPT), a busy or loading master,
 // one out of memory or unable to persist, a replica for now, an ACL not
 // yet granting. A syntax or type error never goes away.
+// A Redis Cluster's redirection (MOVED, ASK) goes back to the receiver,
+// which sends the undo where the key is now.
 func retryable(reply []byte) bool {
-	return !bytes.HasPrefix(reply, []byte("ERR")) && !bytes.HasPrefix(reply, []byte("WRONGTYPE"))
+	return !bytes.HasPrefix(reply, []byte("ERR")) && !bytes.HasPrefix(reply, []byte("WRONGTYPE")) && !Redirect(reply)
+}
+
+// Redirect reports whether an error reply is a Redis Cluster redirection:
+// the command did not run there (MOVED: the slot is another node's; ASK:
+// the key is on the node importing its slot).
+func Redirect(reply []byte) bool {
+	return bytes.HasPrefix(reply, []byte("MOVED ")) || bytes.HasPrefix(reply, []byte("ASK "))
 }
 
 // retryBackoff is how long an undo waits before its n-th retry: at once
