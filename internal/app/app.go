@@ -108,8 +108,8 @@ func (a *App) start() error {
 		return err
 	}
 	for _, sp := range specs {
-		if sp.Kind != config.BackendAddr {
-			return fmt.Errorf("backend %s: Sentinel and Cluster backends are not served by this build", sp.Entry)
+		if sp.Kind == config.BackendSentinel {
+			return fmt.Errorf("backend %s: Sentinel backends are not served by this build", sp.Entry)
 		}
 	}
 	backends := []string(cfg.Backends)
@@ -143,13 +143,18 @@ func (a *App) start() error {
 		}
 	}
 	var opts []netio.Options
-	for _, b := range backends {
+	for i, b := range backends {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
 			InProcess: a.demo != nil, Invalidated: invalidated,
 		}
-		if backendTLS != nil && a.demo == nil {
+		if i < len(specs) && specs[i].Kind == config.BackendCluster {
+			// A Redis Cluster: one vote, a link per shard master (each
+			// verifies the certificate of the host it dials).
+			o.Cluster = &netio.ClusterOptions{Seeds: specs[i].Addrs}
+			o.TLS = backendTLS
+		} else if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
 			if t.ServerName == "" {
 				t.ServerName, _, _ = net.SplitHostPort(b)
@@ -205,6 +210,7 @@ func (a *App) start() error {
 		Observer: a.metrics,
 		Version:  build.Version,
 		Addr:     a.ln.Addr().String(),
+		Cluster:  a.pool.Clustered(),
 	}, backendsOf{a.pool})
 	front.Store(a.srv)
 	if a.adminLn != nil {
@@ -389,6 +395,8 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 	b.WriteString("\n")
 	for _, h := range hs {
 		switch {
+		case h.Shards != nil:
+			shardLines(&b, h, now)
 		case h.Counts(now):
 		case h.Up:
 			fmt.Fprintf(&b, "backend %d (%s): quarantined for %v: %s\n", h.Node, h.Addr,
@@ -398,4 +406,28 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 		}
 	}
 	return counting >= need, b.String()
+}
+
+// shardLines says, for a Redis Cluster backend that does not count as a
+// whole, which of its shards do not count and why: its votes still count
+// for the keys of the shards that do.
+func shardLines(b *strings.Builder, h netio.Health, now time.Time) {
+	if h.Counts(now) {
+		return
+	}
+	if len(h.Shards) == 0 || !h.Up && h.LastError != "" && !strings.HasPrefix(h.LastError, "shard ") {
+		fmt.Fprintf(b, "backend %d (%s): down: %s\n", h.Node, h.Addr, h.LastError)
+	}
+	for _, s := range h.Shards {
+		switch {
+		case s.Counts(now):
+		case s.Up && now.Before(s.QuarantinedUntil):
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): quarantined for %v: %s\n", h.Node, h.Addr, s.Addr, s.Slots,
+				s.QuarantinedUntil.Sub(now).Round(time.Millisecond), s.QuarantineReason)
+		case s.Up:
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): not counted: a continuity check failed; it is checked again\n", h.Node, h.Addr, s.Addr, s.Slots)
+		default:
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): down: %s\n", h.Node, h.Addr, s.Addr, s.Slots, s.LastError)
+		}
+	}
 }

@@ -202,10 +202,19 @@ var (
 		"Backends whose votes count now (up and not quarantined).", nil, nil)
 	backendsDesc = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
 	majorityDesc = prometheus.NewDesc(ns+"_majority", "Backends needed for a majority.", nil, nil)
+	// Redis Cluster backends: one series per shard master (bounded by the
+	// cluster's masters at the scrape).
+	shardCountsDesc = prometheus.NewDesc(ns+"_backend_shard_counting",
+		"Redis Cluster backends: 1 while the shard's master counts for the keys in its slots (up, identity checked, not quarantined).", []string{"backend", "shard"}, nil)
+	shardQuarDesc = prometheus.NewDesc(ns+"_backend_shard_quarantine_remaining_seconds",
+		"Redis Cluster backends: time until the shard's master counts again after a restart, a promotion or a moved marker.", []string{"backend", "shard"}, nil)
+	shardSlotsDesc = prometheus.NewDesc(ns+"_backend_shard_slots",
+		"Redis Cluster backends: the slots the shard's master owns.", []string{"backend", "shard"}, nil)
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc} {
+	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc,
+		shardCountsDesc, shardQuarDesc, shardSlotsDesc} {
 		ch <- d
 	}
 }
@@ -236,6 +245,15 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(latDesc, prometheus.GaugeValue, h.Latency.Seconds(), a)
 		ch <- prometheus.MustNewConstMetric(sentDesc, prometheus.CounterValue, float64(h.Sent), a)
 		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(h.Writes), a)
+		for _, sh := range h.Shards {
+			left := 0.0
+			if now.Before(sh.QuarantinedUntil) {
+				left = sh.QuarantinedUntil.Sub(now).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(shardCountsDesc, prometheus.GaugeValue, b2f(sh.Counts(now)), a, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardQuarDesc, prometheus.GaugeValue, left, a, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardSlotsDesc, prometheus.GaugeValue, float64(sh.SlotCount), a, sh.Addr)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(countingDesc, prometheus.GaugeValue, float64(counting))
 	ch <- prometheus.MustNewConstMetric(backendsDesc, prometheus.GaugeValue, float64(len(hs)))
