@@ -18,7 +18,8 @@ import (
 // cluster-enabled, joined by redis-cli --cluster create. Short timings, so
 // that a failover takes about a second: cluster-node-timeout 300 ms, and
 // cluster-require-full-coverage no, so that a shard without a master
-// leaves the others serving.
+// leaves the others serving; replicas sync at once (no diskless delay)
+// and may take over whatever their data's age (the test decides).
 type Cluster struct {
 	Nodes []*Server
 	dir   string
@@ -44,7 +45,7 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 		}
 		s, err := Start(dir, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())), "--cluster-port", strconv.Itoa(bus),
-			"--cluster-require-full-coverage", "no"}, extra...)...)
+			"--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}, extra...)...)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -64,7 +65,29 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 		c.Stop()
 		return nil, err
 	}
+	if err := c.waitReplicas(20 * time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitReplicas waits until every replica's link to its master is up.
+func (c *Cluster) waitReplicas(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for _, s := range c.Nodes {
+		for {
+			info, err := s.Info("replication")
+			if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redisproc: replica %s not in sync within %v", s.Addr, within)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // Seeds are every node's address, comma-separated.
@@ -285,13 +308,17 @@ func slotsOnly(m string) string {
 // owning slots.
 func (c *Cluster) WaitMaster(s *Server, within time.Duration) error {
 	deadline := time.Now().Add(within)
+	last := ""
 	for time.Now().Before(deadline) {
-		if s.Role() == "master" && c.WaitOK(100*time.Millisecond) == nil {
+		info, _ := s.DoAll("CLUSTER", "INFO")
+		if s.Role() == "master" && strings.Contains(info, "cluster_state:ok") {
 			return nil
 		}
+		last = s.Role() + " " + strings.SplitN(info, "\n", 2)[0]
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("redisproc: %s did not become a master within %v", s.Addr, within)
+	nodes, _ := s.DoAll("CLUSTER", "NODES")
+	return fmt.Errorf("redisproc: %s did not become a master within %v (%s)\n%s", s.Addr, within, last, nodes)
 }
 
 // Reshard moves n slots from one master to another with redis-cli
