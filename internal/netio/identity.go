@@ -104,6 +104,9 @@ local function loss(why, at)
   if change == '' then change = why end
   lost = math.max(lost, at)
 end
+if ARGV[5] == '1' then
+  loss('moved', now)
+end
 if not m[1] then
   loss('new', now)
 elseif m[1] ~= replid then
@@ -125,9 +128,7 @@ end
 if m[1] and (m[9] or '') ~= node and change == '' then
   loss('foreign', now)
 end
-if ARGV[5] == '1' and change == '' then
-  loss('moved', now)
-end
+
 if evicts ~= '' then
   loss('evicting', now)
 elseif m[6] and m[3] == runid and m[6] ~= evicted then

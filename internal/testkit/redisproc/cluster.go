@@ -172,11 +172,11 @@ func readText(r *bufio.Reader, out *strings.Builder) error {
 
 // ID is the node's cluster id.
 func (s *Server) ID() (string, error) {
-	id, err := s.Do("CLUSTER", "MYID")
+	id, err := s.DoAll("CLUSTER", "MYID")
 	if err != nil {
 		return "", err
 	}
-	return id, nil
+	return strings.TrimSpace(id), nil
 }
 
 // Role is the node's role: master or slave.
