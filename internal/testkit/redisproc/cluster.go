@@ -22,6 +22,7 @@ import (
 // and may take over whatever their data's age (the test decides).
 type Cluster struct {
 	Nodes []*Server
+	buses []int // each node's cluster bus port
 	dir   string
 }
 
@@ -51,15 +52,25 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, s)
+		c.buses = append(c.buses, bus)
 	}
-	args := []string{"--cluster", "create"}
-	for _, s := range c.Nodes {
-		args = append(args, s.Addr)
-	}
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, out)
+	if shards < 3 && replicas == 0 {
+		// redis-cli creates clusters of three masters or more: smaller
+		// ones are joined by hand, as it would.
+		if err := c.join(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	} else {
+		args := []string{"--cluster", "create"}
+		for _, s := range c.Nodes {
+			args = append(args, s.Addr)
+		}
+		args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+		if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, out)
+		}
 	}
 	if err := c.WaitOK(20 * time.Second); err != nil {
 		c.Stop()
@@ -70,6 +81,28 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 		return nil, err
 	}
 	return c, nil
+}
+
+// join gives each node an even share of the slots and introduces them
+// to each other (CLUSTER ADDSLOTSRANGE, CLUSTER MEET).
+func (c *Cluster) join() error {
+	n := len(c.Nodes)
+	for i, s := range c.Nodes {
+		from, to := i*16384/n, (i+1)*16384/n-1
+		if err := s.doOK("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(from), strconv.Itoa(to)); err != nil {
+			return err
+		}
+		if err := s.doOK("CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Nodes[1:] {
+		host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
+		if err := s.doOK("CLUSTER", "MEET", host, port, strconv.Itoa(c.buses[0])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitReplicas waits until every replica's link to its master is up.
@@ -260,12 +293,19 @@ func (c *Cluster) WaitOK(within time.Duration) error {
 	for time.Now().Before(deadline) {
 		ok := true
 		maps := map[string]bool{}
+		known := 0
+		for _, s := range c.Nodes {
+			if s.Running() {
+				known++
+			}
+		}
 		for _, s := range c.Nodes {
 			if !s.Running() {
 				continue
 			}
 			info, err := s.DoAll("CLUSTER", "INFO")
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(known)+"\r") &&
+				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))+"\r") {
 				ok, last = false, s.Addr+": "+strings.SplitN(info, "\n", 2)[0]
 				break
 			}
