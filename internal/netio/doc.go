@@ -25,4 +25,13 @@
 //   - a backend that stops answering is disconnected after DeadAfter and
 //     redialled with backoff; every goroutine a Link starts is stopped and
 //     waited for by Close.
+//
+// A backend may also be a Redis Cluster (Cluster, cluster.go): one vote, a
+// Link per shard master, each with its own identity check, marker (in a
+// slot the shard owns), quarantine and continuity check. A command goes to
+// the master of its first key's slot and follows MOVED and ASK; it gets
+// exactly one result, which names the link it ran on, and its undo goes
+// there, after it, following the key if its slot moved. The refresh of the
+// slot map is one goroutine per cluster, stopped and waited for by Close,
+// with every shard's link.
 package netio
