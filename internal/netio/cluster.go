@@ -722,9 +722,9 @@ func CommandSlot(cmd []byte) (uint16, bool) {
 func (c *Cluster) Health() Health {
 	c.mu.Lock()
 	known, mapErr := c.known, c.mapErr
-	var shards []*shard
+	var shards []shard // copies: the map's refresh changes them
 	for _, sh := range c.shards {
-		shards = append(shards, sh)
+		shards = append(shards, *sh)
 	}
 	uncovered := 0
 	for _, sh := range c.slots {
@@ -732,9 +732,14 @@ func (c *Cluster) Health() Health {
 			uncovered++
 		}
 	}
-	retired := append([]*shard(nil), c.retired...)
+	var retired []*Link
+	for _, sh := range c.retired {
+		if sh.link != nil {
+			retired = append(retired, sh.link)
+		}
+	}
 	c.mu.Unlock()
-	slices.SortFunc(shards, func(a, b *shard) int { return firstSlot(a) - firstSlot(b) })
+	slices.SortFunc(shards, func(a, b shard) int { return firstSlot(&a) - firstSlot(&b) })
 	h := Health{Node: c.opt.Index, Addr: c.name, Up: known && uncovered == 0 && len(shards) > 0, Since: c.since}
 	var down []string
 	for _, sh := range shards {
@@ -759,10 +764,8 @@ func (c *Cluster) Health() Health {
 		}
 		h.addCounts(lh)
 	}
-	for _, sh := range retired {
-		if sh.link != nil {
-			h.addCounts(sh.link.Health())
-		}
+	for _, l := range retired {
+		h.addCounts(l.Health())
 	}
 	switch {
 	case !known && mapErr != "":
