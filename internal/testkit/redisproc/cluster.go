@@ -146,20 +146,11 @@ func (c *Cluster) Stop() {
 // reply as text: a bulk string's content, an array's elements one per
 // line (nested arrays flattened), an error as "ERR ...".
 func (s *Server) DoAll(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	c, err := s.send(3*time.Second, args...)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
 	var out strings.Builder
 	err = readText(bufio.NewReader(c), &out)
 	return out.String(), err
@@ -364,11 +355,7 @@ func (c *Cluster) WaitMaster(s *Server, within time.Duration) error {
 // Reshard moves n slots from one master to another with redis-cli
 // --cluster reshard (keys and all), as an operator does.
 func (c *Cluster) Reshard(ctx context.Context, from, to *Server, n int) error {
-	fid, err := from.ID()
-	if err != nil {
-		return err
-	}
-	tid, err := to.ID()
+	fid, tid, err := ids(from, to)
 	if err != nil {
 		return err
 	}
@@ -384,11 +371,7 @@ func (c *Cluster) Reshard(ctx context.Context, from, to *Server, n int) error {
 // hand (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), as redis-cli
 // does for each slot.
 func (c *Cluster) MoveSlot(slot int, from, to *Server) error {
-	fid, err := from.ID()
-	if err != nil {
-		return err
-	}
-	tid, err := to.ID()
+	fid, tid, err := ids(from, to)
 	if err != nil {
 		return err
 	}
@@ -425,6 +408,16 @@ func (c *Cluster) MoveSlot(slot int, from, to *Server) error {
 		}
 	}
 	return nil
+}
+
+// ids are two nodes' cluster ids.
+func ids(a, b *Server) (string, string, error) {
+	ia, err := a.ID()
+	if err != nil {
+		return "", "", err
+	}
+	ib, err := b.ID()
+	return ia, ib, err
 }
 
 func lastLines(s string, n int) string {
