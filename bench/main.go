@@ -13,7 +13,9 @@
 // (redsync) over the same N backends, and at the largest N (d) etcd's lock
 // (go.etcd.io/etcd/client/v3/concurrency's Mutex) on a three-member etcd
 // cluster (/usr/bin/etcd; -etcd=false skips it); plus redis-benchmark -P 16
-// pipelined SETs against the proxy and a lone Redis; and a peer series
+// pipelined SETs against the proxy and a lone Redis; a cluster series
+// (clusters.go, -cluster-shards "" skips it): the proxy over three Redis
+// Clusters of 1, 2 and 3 shards; and a peer series
 // (peer.go, -peer=false skips it): redis-benchmark's SET NX PX and release
 // EVALSHA against a lone Redis, twemproxy over one Redis and the proxy over
 // one and five backends, each server process's own CPU per request. A
@@ -71,6 +73,8 @@ func main() {
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
 	idle := flag.Bool("idle", true, fmt.Sprintf("also measure the memory of %d idle client connections to the proxy (largest N) and to a lone Redis", idleConns))
 	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
+	clusterShards := flag.String("cluster-shards", "1,2,3", "the cluster series: shards per cluster, over three Redis Clusters (\"\": no cluster series)")
+	clusterClients := flag.Int("cluster-clients", 50, "the cluster series: clients")
 	peer := flag.Bool("peer", true, "also run the peer series: redis-benchmark's SET NX PX and release EVALSHA at 1 and 50 clients against a lone Redis, twemproxy (nutcracker) over one Redis, and the proxy over one and five backends")
 	flag.Parse()
 
@@ -109,6 +113,11 @@ func main() {
 	check(err)
 	ns, err := ints(*nsFlag)
 	check(err)
+	var shards []int
+	if *clusterShards != "" {
+		shards, err = ints(*clusterShards)
+		check(err)
+	}
 	// Every series this machine can run runs; the others are named at the
 	// end, with how to get what they need.
 	skipped, twemproxy := available(etcd, pipeline, peer)
@@ -125,7 +134,8 @@ func main() {
 	}
 	handleSignals()
 	rep, err := throughput(options{ns: ns, clients: clients, d: *dur, rounds: *rounds, pipe: *pipeline, procs: *procs,
-		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle, quick: *quick, peer: *peer, twemproxy: twemproxy})
+		proxyLog: proxyLog, etcdLog: etcdLog, etcdTmpfs: *etcdTmpfs, idle: *idle, quick: *quick, peer: *peer, twemproxy: twemproxy,
+		clusterShards: shards, clusterClients: *clusterClients})
 	check(err)
 	rep.Quick = *quick
 	rep.Skipped = skipped
@@ -215,18 +225,20 @@ func progress(format string, a ...any) {
 
 // options are a throughput run's settings.
 type options struct {
-	ns, clients []int
-	d           time.Duration
-	rounds      int
-	pipe        bool
-	procs       int      // the proxy's GOMAXPROCS; 0: not set
-	proxyLog    *os.File // the proxies' stderr
-	etcdLog     *os.File // etcd's; nil: no etcd series
-	etcdTmpfs   bool     // etcd's data on /dev/shm, not the temporary directory
-	idle        bool     // measure idle connections' memory
-	quick       bool     // -quick: fewer requests in the peer series
-	peer        bool     // run the peer series
-	twemproxy   string   // nutcracker's binary; "": the peer series without it
+	ns, clients    []int
+	d              time.Duration
+	rounds         int
+	pipe           bool
+	procs          int      // the proxy's GOMAXPROCS; 0: not set
+	proxyLog       *os.File // the proxies' stderr
+	etcdLog        *os.File // etcd's; nil: no etcd series
+	etcdTmpfs      bool     // etcd's data on /dev/shm, not the temporary directory
+	idle           bool     // measure idle connections' memory
+	quick          bool     // -quick: fewer requests in the peer series
+	peer           bool     // run the peer series
+	twemproxy      string   // nutcracker's binary; "": the peer series without it
+	clusterShards  []int    // the cluster series' shards per cluster; nil: none
+	clusterClients int
 }
 
 // throughput runs the whole comparison. Every child process it starts is
@@ -275,6 +287,11 @@ func throughput(o options) (*report, error) {
 	if o.peer {
 		if err := b.measurePeers(o.twemproxy); err != nil {
 			return nil, fmt.Errorf("peer series: %w", err)
+		}
+	}
+	if len(o.clusterShards) > 0 {
+		if err := b.measureClusters(o.clusterShards, o.clusterClients); err != nil {
+			return nil, fmt.Errorf("cluster series: %w", err)
 		}
 	}
 	rep.Finished = time.Now()

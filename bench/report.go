@@ -27,20 +27,22 @@ type etcdInfo struct {
 }
 
 type report struct {
-	Started    time.Time     `json:"started"`
-	Finished   time.Time     `json:"finished"`
-	Host       string        `json:"host"`
-	Duration   time.Duration `json:"duration_per_point"`
-	ProxyProcs int           `json:"proxy_gomaxprocs"` // 0: not set, the proxy's default
-	Rounds     int           `json:"rounds"`
-	Quick      bool          `json:"quick"` // one short round per point: targets are indicative
-	Results    []result      `json:"results"`
-	Pipelined  []pipeResult  `json:"pipelined"`
-	Etcd       *etcdInfo     `json:"etcd,omitempty"`             // nil: no etcd series
-	Idle       *idleResult   `json:"idle_connections,omitempty"` // nil: not measured
-	HistBounds []float64     `json:"histogram_lower_bounds_us"`  // the latency histograms' buckets
-	Peer       []peerResult  `json:"peer,omitempty"`             // the peer series (twemproxy); nil: not run
-	Skipped    []skipNote    `json:"skipped,omitempty"`          // series this machine could not run
+	Started    time.Time       `json:"started"`
+	Finished   time.Time       `json:"finished"`
+	Host       string          `json:"host"`
+	Duration   time.Duration   `json:"duration_per_point"`
+	ProxyProcs int             `json:"proxy_gomaxprocs"` // 0: not set, the proxy's default
+	Rounds     int             `json:"rounds"`
+	Quick      bool            `json:"quick"` // one short round per point: targets are indicative
+	Results    []result        `json:"results"`
+	Pipelined  []pipeResult    `json:"pipelined"`
+	Etcd       *etcdInfo       `json:"etcd,omitempty"`             // nil: no etcd series
+	Idle       *idleResult     `json:"idle_connections,omitempty"` // nil: not measured
+	HistBounds []float64       `json:"histogram_lower_bounds_us"`  // the latency histograms' buckets
+	Peer       []peerResult    `json:"peer,omitempty"`             // the peer series (twemproxy); nil: not run
+	Skipped    []skipNote      `json:"skipped,omitempty"`          // series this machine could not run
+	Clusters   []clusterResult `json:"clusters,omitempty"`         // the cluster series (clusters.go); nil: not run
+	Cores      int             `json:"cores,omitempty"`            // the host's CPUs, for the cluster series' note
 }
 
 // skipNote is a series the run left out for want of a tool.
@@ -484,6 +486,7 @@ func (r *report) markdown() string {
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
+	b.WriteString(r.clusterSection())
 	b.WriteString("\n## Targets\n\n")
 	if r.Quick {
 		b.WriteString("Targets are " + indicativeNote + ".\n\n")

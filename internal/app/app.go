@@ -111,11 +111,6 @@ func (a *App) start() error {
 	if err != nil {
 		return err
 	}
-	for _, sp := range specs {
-		if sp.Kind == config.BackendCluster {
-			return fmt.Errorf("backend %s: Cluster backends are not served by this build", sp.Entry)
-		}
-	}
 	backends := []string(cfg.Backends)
 	if len(backends) == 0 {
 		if a.demo, err = demo.Start(cfg.EmbeddedBackends); err != nil {
@@ -163,6 +158,11 @@ func (a *App) start() error {
 			if o.Restart.Hold > 0 {
 				o.Restart.Hold += netio.DefaultSentinelLease
 			}
+			o.TLS = backendTLS
+		} else if i < len(specs) && specs[i].Kind == config.BackendCluster {
+			// A Redis Cluster: one vote, a link per shard master (each
+			// verifies the certificate of the host it dials).
+			o.Cluster = &netio.ClusterOptions{Seeds: specs[i].Addrs}
 			o.TLS = backendTLS
 		} else if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()
@@ -220,6 +220,7 @@ func (a *App) start() error {
 		Observer: a.metrics,
 		Version:  build.Version,
 		Addr:     a.ln.Addr().String(),
+		Cluster:  a.pool.Clustered(),
 	}, backendsOf{a.pool})
 	front.Store(a.srv)
 	if a.adminLn != nil {
@@ -409,6 +410,8 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 			name = s.Name + ", master " + h.Addr
 		}
 		switch {
+		case h.Shards != nil:
+			shardLines(&b, h, now)
 		case h.Counts(now):
 			if s := h.Sentinel; s != nil {
 				fmt.Fprintf(&b, "backend %d (%s): counts; %d of %d Sentinels name it%s\n", h.Node, name, s.Agree, s.Sentinels, switchNote(s, now))
@@ -443,4 +446,28 @@ func sentinelAnswers(s *netio.SentinelHealth) string {
 		return s.Answers
 	}
 	return fmt.Sprintf("%d of them answered the last round", s.Reachable)
+}
+
+// shardLines says, for a Redis Cluster backend that does not count as a
+// whole, which of its shards do not count and why: its votes still count
+// for the keys of the shards that do.
+func shardLines(b *strings.Builder, h netio.Health, now time.Time) {
+	if h.Counts(now) {
+		return
+	}
+	if len(h.Shards) == 0 || !h.Up && h.LastError != "" && !strings.HasPrefix(h.LastError, "shard ") {
+		fmt.Fprintf(b, "backend %d (%s): down: %s\n", h.Node, h.Addr, h.LastError)
+	}
+	for _, s := range h.Shards {
+		switch {
+		case s.Counts(now):
+		case s.Up && now.Before(s.QuarantinedUntil):
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): quarantined for %v: %s\n", h.Node, h.Addr, s.Addr, s.Slots,
+				s.QuarantinedUntil.Sub(now).Round(time.Millisecond), s.QuarantineReason)
+		case s.Up:
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): not counted: a continuity check failed; it is checked again\n", h.Node, h.Addr, s.Addr, s.Slots)
+		default:
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): down: %s\n", h.Node, h.Addr, s.Addr, s.Slots, s.LastError)
+		}
+	}
 }

@@ -61,9 +61,9 @@ type held struct {
 
 // expect takes the findings of a marker check as what the checks that
 // follow compare, and ends a broken state.
-func (c *contState) expect(f contState) {
+func (c *contState) expect(f contState, key string) {
 	c.run, c.replid, c.epoch, c.evicted, c.cmds = f.run, f.replid, f.epoch, f.evicted, f.cmds
-	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", MarkerKey, c.replid, c.epoch, c.evicted,
+	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted,
 		strconv.FormatInt(c.cmds, 10))
 	c.broken = false
 }

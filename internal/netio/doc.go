@@ -40,4 +40,13 @@
 //     replies count only while a round of questions that named that
 //     master started less than the lease ago; the link, with its kept
 //     undos and its quarantine, follows the master across failovers.
+//
+// A backend may also be a Redis Cluster (Cluster, cluster.go): one vote, a
+// Link per shard master, each with its own identity check, marker (in a
+// slot the shard owns), quarantine and continuity check. A command goes to
+// the master of its first key's slot and follows MOVED and ASK; it gets
+// exactly one result, which names the link it ran on, and its undo goes
+// there, after it, following the key if its slot moved. The refresh of the
+// slot map is one goroutine per cluster, stopped and waited for by Close,
+// with every shard's link.
 package netio

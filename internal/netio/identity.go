@@ -47,7 +47,11 @@ const MarkerKey = "redlock-proxy:marker"
 //   - fewer commands processed than this connection saw before in the
 //     same run (CONFIG RESETSTAT, which hides evictions): "reset";
 //   - a different run than this link knew, which the marker does not show
-//     as a restart (another server answers at the address): "replaced".
+//     as a restart (another server answers at the address): "replaced";
+//   - on a Redis Cluster node, a record another node wrote (the marker's
+//     slot moved here, or a replica took over): "foreign"; and a key the
+//     link no longer trusts (its slot left this node, even if it came
+//     back, or the link moved the marker to another slot): "moved".
 //
 // The run's start ("started", the latest its uptime allows) is recorded
 // once per run, so that all proxies read the same instants. Each recorded
@@ -56,7 +60,9 @@ const MarkerKey = "redlock-proxy:marker"
 //
 // ARGV: [1] the proxy's hold in ms (the marker keeps the largest any proxy
 // asked for), [2] the commands processed at this link's last check, [3]
-// the run_id that count was read in ("" when none).
+// the run_id that count was read in ("" when none), [4] "1" on a Redis
+// Cluster node (the record names the node, CLUSTER MYID), [5] "1" when
+// the link does not trust the key (a loss now).
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
 // run_id, uptime s, eviction policy ("" unless it may evict), epoch,
@@ -85,7 +91,9 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replid2 = field(repl, 'master_replid2') or ''
-local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why')
+local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node')
+local node = ''
+if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
 local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
 local started = tonumber(m[4])
 if m[3] ~= runid or not started then
@@ -95,6 +103,9 @@ local change, lost = '', tonumber(m[2]) or now
 local function loss(why, at)
   if change == '' then change = why end
   lost = math.max(lost, at)
+end
+if ARGV[5] == '1' then
+  loss('moved', now)
 end
 if not m[1] then
   loss('new', now)
@@ -114,6 +125,10 @@ end
 if ARGV[3] ~= '' and ARGV[3] ~= runid and change == '' then
   loss('replaced', now)
 end
+if m[1] and (m[9] or '') ~= node and change == '' then
+  loss('foreign', now)
+end
+
 if evicts ~= '' then
   loss('evicting', now)
 elseif m[6] and m[3] == runid and m[6] ~= evicted then
@@ -125,9 +140,10 @@ local epoch, why = m[7], m[8] or ''
 if change ~= '' or not epoch then
   epoch, why = t[1] .. '.' .. t[2], change
 end
-if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch then
+if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch or (m[9] or '') ~= node then
   redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
     'evicted', evicted, 'epoch', epoch, 'why', why)
+  if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
 end
 return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why}`))
 
@@ -153,6 +169,10 @@ type handshake struct {
 	l    *Link
 	gen  uint64
 	kill int64 // for hsKill: the connection it kills
+	// For a marker check: the key it read, and whether it recorded a loss
+	// for a key the link did not trust.
+	key      string
+	distrust bool
 }
 
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
@@ -170,7 +190,7 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 		// holds from the connection they undo.
 		deadline = time.Now().Add(max(l.opt.DialTimeout, patientHandshake))
 	}
-	h := &handshake{l: l, gen: gen}
+	h := &handshake{l: l, gen: gen, key: l.mkey, distrust: l.distrust}
 	if l.opt.Password != "" {
 		if l.opt.Username != "" {
 			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Username, l.opt.Password)
@@ -232,9 +252,67 @@ func (l *Link) markerRule() bool { return l.opt.Restart.Hold > 0 }
 // EVALSHA with its SHA1. The link's record of the backend's run and command
 // count goes with it (see markerScript).
 func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
-	return resp.AppendCommand(dst, verb, script, "1", MarkerKey,
+	cluster, distrust := "", ""
+	if l.opt.ClusterNode {
+		cluster = "1"
+	}
+	if l.distrust {
+		distrust = "1"
+	}
+	return resp.AppendCommand(dst, verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
-		strconv.FormatInt(l.cont.cmds, 10), l.cont.run)
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, distrust)
+}
+
+// SetMarkerKey moves the marker to key (a shard of a Redis Cluster whose
+// marker's slot left it): nothing the link sends counts until a marker
+// check has run on the new key, and that check records a loss, since what
+// happened to the server's data since the last check of the old key
+// cannot be told.
+func (l *Link) SetMarkerKey(key string) {
+	l.mu.Lock()
+	if key == l.mkey {
+		l.mu.Unlock()
+		return
+	}
+	l.mkey, l.distrust = key, true
+	l.cont.broken = true
+	l.mu.Unlock()
+	l.log.Warn("backend's replication marker moves to another key: its votes stop counting for the hold", "marker", key)
+	l.check()
+}
+
+// MarkerKeyNow is the key the marker is kept in.
+func (l *Link) MarkerKeyNow() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mkey
+}
+
+// markerRedirected handles a marker or continuity check answered MOVED or
+// ASK: the key is no longer this server's, so it is not trusted again,
+// even if its slot comes back.
+func (l *Link) markerRedirected(key string, r resp.Result) bool {
+	if r.Err != nil || r.V.Kind != resp.KindError || !Redirect(r.V.Str) {
+		return false
+	}
+	l.mu.Lock()
+	if key == l.mkey {
+		l.distrust = true
+	}
+	l.mu.Unlock()
+	if l.opt.MarkerMoved != nil {
+		l.opt.MarkerMoved(key)
+	}
+	return true
+}
+
+// markerSeen ends the distrust of the key a marker check that recorded it
+// read.
+func (l *Link) markerSeenLocked(h *handshake) {
+	if h.distrust && h.key == l.mkey {
+		l.distrust = false
+	}
 }
 
 // Receive handles the replies to the identity check and the periodic
@@ -242,7 +320,7 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 func (h *handshake) Receive(tag int, r resp.Result) {
 	l := h.l
 	if tag == hsCheck {
-		l.checked(h.gen, r)
+		l.checked(h, r)
 		return
 	}
 	l.mu.Lock()
@@ -284,12 +362,16 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 	case hsKill:
 		l.killed(h.kill, r)
 	case hsMarker:
+		l.markerRedirected(h.key, r)
 		mr, why := l.parseMarker(r)
+		if why == "" && h.key != l.MarkerKeyNow() {
+			why = "the replication marker moved to another key during the identity check"
+		}
 		if why != "" {
 			l.fail(h.gen, why)
 			return
 		}
-		l.identify(h.gen, mr.id, mr.role, &mr)
+		l.identify(h.gen, mr.id, mr.role, &mr, h)
 	case hsPing:
 		switch {
 		case r.Err != nil:
@@ -297,7 +379,7 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 		case refused:
 			l.fail(h.gen, "the identity check (PING) failed: "+string(r.V.Str))
 		default:
-			l.identify(h.gen, quorum.Identity{Uptime: -1}, "master", nil)
+			l.identify(h.gen, quorum.Identity{Uptime: -1}, "master", nil, nil)
 		}
 	case hsInfo:
 		switch {
@@ -313,7 +395,7 @@ func (h *handshake) Receive(tag int, r resp.Result) {
 				l.fail(h.gen, evictionWhy(evicts))
 				return
 			}
-			l.identify(h.gen, id, role, nil)
+			l.identify(h.gen, id, role, nil, nil)
 		}
 	}
 }
@@ -429,7 +511,7 @@ func (l *Link) killed(id int64, r resp.Result) {
 
 // identify completes a connection's identity check: a master's votes may
 // now be counted (after any quarantine); anything else is dropped.
-func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerReply) {
+func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerReply, h *handshake) {
 	if role != "master" {
 		l.fail(gen, fmt.Sprintf("not a master (role:%s): only masters vote; it is checked again on every reconnect", role))
 		return
@@ -451,7 +533,8 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	restarted := l.watch.Observe(id, now)
 	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
 	if mr != nil {
-		l.cont.expect(mr.cont)
+		l.cont.expect(mr.cont, l.mkey)
+		l.markerSeenLocked(h)
 	}
 	// Undos that came while the identity check ran go out before any
 	// client command.
@@ -515,6 +598,10 @@ func quarantineWhy(why string) string {
 		return "its statistics were reset (CONFIG RESETSTAT), which hides evictions: it may have forgotten locks"
 	case "replaced":
 		return "another server than the one this proxy knew answers at its address: it may lack the locks granted there"
+	case "foreign":
+		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
+	case "moved":
+		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
 	case "marked", "unmarked":
 		return "it may have lost writes less than max_ttl + drift ago"
 	}
@@ -542,21 +629,25 @@ func (l *Link) check() {
 	l.mu.Lock()
 	gen, ok := l.gen, l.conn != nil && l.ready
 	var b []byte
+	var h *handshake
 	if ok {
 		b = l.appendMarker(nil, "EVALSHA", markerScript.Sha)
+		h = &handshake{l: l, gen: gen, key: l.mkey, distrust: l.distrust}
 	}
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	l.Send(b, markerScript, &handshake{l: l, gen: gen}, hsCheck, time.Now().Add(l.opt.DialTimeout))
+	l.Send(b, markerScript, h, hsCheck, time.Now().Add(l.opt.DialTimeout))
 }
 
 // checked applies a periodic marker check: a quarantine can only grow
 // (a promotion, a resync, a flush, an eviction under a live connection), a
 // master that has become a replica stops counting at once, and the
 // continuity checks that follow compare what this one saw.
-func (l *Link) checked(gen uint64, r resp.Result) {
+func (l *Link) checked(h *handshake, r resp.Result) {
+	gen := h.gen
+	l.markerRedirected(h.key, r)
 	mr, why := l.parseMarker(r)
 	switch {
 	case r.Err != nil:
@@ -577,9 +668,9 @@ func (l *Link) checked(gen uint64, r resp.Result) {
 	}
 	now := time.Now()
 	l.mu.Lock()
-	if gen != l.gen || !l.ready {
+	if gen != l.gen || !l.ready || h.key != l.mkey {
 		l.mu.Unlock()
-		return
+		return // an older connection's, or the old key's: the next check reads the new one
 	}
 	before := l.watch.QuarantinedUntil()
 	restarted := l.watch.Observe(mr.id, now)
@@ -587,7 +678,8 @@ func (l *Link) checked(gen uint64, r resp.Result) {
 	if restarted {
 		l.health.Restarts++
 	}
-	l.cont.expect(mr.cont)
+	l.cont.expect(mr.cont, l.mkey)
+	l.markerSeenLocked(h)
 	l.mu.Unlock()
 	// Each check converts the marker's instants again, so the end of a
 	// quarantine moves by the round trip's jitter: only a real change (the

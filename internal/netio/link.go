@@ -67,6 +67,21 @@ type Options struct {
 	// Tracked command read them (nil: any key may have). Called from link
 	// goroutines; it must not block. Nil: no tracking.
 	Invalidated func(node int, key []byte)
+
+	// MarkerKey is where the replication marker is kept (default
+	// MarkerKey). A shard of a Redis Cluster keeps it in a slot it owns
+	// (see cluster.go), and ClusterNode makes the marker record the node's
+	// cluster id: a record another node wrote (its slot moved here, or a
+	// replica took over) is a loss.
+	MarkerKey   string
+	ClusterNode bool
+	// MarkerMoved is told, when the marker's key is answered MOVED or ASK
+	// (its slot left this server), that key. It must not block.
+	MarkerMoved func(key string)
+	// Cluster makes the backend a Redis Cluster (see cluster.go): Addr is
+	// then its name in logs and errors, and the other options are each
+	// shard link's.
+	Cluster *ClusterOptions
 }
 
 // Events receives what a link observes, for metrics. Methods are called from
@@ -106,6 +121,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MarkerKey == "" {
+		o.MarkerKey = MarkerKey
 	}
 	if o.InProcess {
 		o.Restart = quorum.RestartRule{}
@@ -148,6 +166,8 @@ type Link struct {
 	deadlines deadlines
 	watch     quorum.Watch
 	cont      contState   // the continuity check (continuity.go)
+	mkey      string      // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
+	distrust  bool        // the marker's key moved or was replaced: the next marker check records a loss
 	track     trackState  // client-side caching at the backend (tracking.go)
 	direct    directState // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
@@ -208,6 +228,9 @@ type Health struct {
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
 	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
 	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
+	// Shards is set for a Redis Cluster backend: each shard's state, by
+	// its first slot (see Cluster.Health).
+	Shards []ShardHealth
 	// Under WatchClients: the clients at the last look that are not the
 	// proxies', since when there has been none (zero while some are seen,
 	// or before the first look), and when one was last seen (zero: not
@@ -247,6 +270,7 @@ func NewLink(opt Options) *Link {
 	if opt.Sentinel != nil {
 		l.sent = newFollower(*opt.Sentinel)
 	}
+	l.mkey = opt.MarkerKey
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
@@ -327,6 +351,9 @@ const (
 	// clients' caches: their later changes reach Options.Invalidated (see
 	// tracking.go).
 	Tracked
+	// Asking sends ASKING right before the command: a Redis Cluster node
+	// importing the command's slot serves it (the ASK redirection).
+	Asking
 )
 
 // SendWith is Send with flags.
@@ -348,7 +375,7 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		rcv.Receive(tag, resp.Result{Err: l.errOverloaded, Unsent: true})
 		return
 	}
-	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script}
+	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script, asking: flags&Asking != 0}
 	if flags&Tracked != 0 && l.opt.Invalidated != nil && !l.opt.InProcess {
 		l.trackLocked()
 	}
@@ -381,9 +408,19 @@ func (l *Link) queueLocked(e entry, cmd []byte) {
 		}
 		l.pushLocked(entry{rcv: discard{}, deadline: dl})
 	}
+	if e.asking {
+		dl := e.deadline
+		if e.durable {
+			dl = time.Time{}
+		}
+		l.wbuf = append(l.wbuf, askingCmd...)
+		l.pushLocked(entry{rcv: discard{}, deadline: dl})
+	}
 	l.wbuf = append(l.wbuf, cmd...)
 	l.pushLocked(e)
 }
+
+var askingCmd = resp.AppendCommand(nil, "ASKING")
 
 // pushLocked queues e, whose bytes are already in wbuf. Commands with a
 // deadline enter the deadline heap; durable ones and the link's own
@@ -561,7 +598,7 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		if hold || retried {
 			continue // its reply goes out with the continuity check's, or it is sent again
 		}
-		if e.durable && isErr && !e.expired {
+		if e.durable && isErr && !e.expired && !Redirect(v.Str) {
 			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
 		}
 		if e.expired {
@@ -633,6 +670,13 @@ func (l *Link) Close() error {
 		e.rcv.Receive(e.tag, resp.Result{Err: l.errClosed})
 	}
 	return nil
+}
+
+// isClosed reports whether Close has run.
+func (l *Link) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // LeftUndos names the keys of the undos that had not run when the link

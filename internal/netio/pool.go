@@ -10,24 +10,44 @@ import (
 
 // Pool is the set of N independent backends the proxy votes over, and an
 // optional veto (the Redis clients used before the proxy, see
-// quorum.WithVeto): node N when there is one.
+// quorum.WithVeto): node N when there is one. A backend is one master (a
+// Link) or a Redis Cluster (a Cluster, a link per shard).
 type Pool struct {
-	links []*Link
-	veto  *Link
+	links    []*Link    // by node; nil for a cluster
+	clusters []*Cluster // by node; nil for one master
+	members  []member   // by node: the one or the other
+	veto     *Link
 
 	mu   sync.Mutex
-	runs map[int]string // the run_id each backend's connection verified (claim)
+	runs map[int]string // the run_id each plain backend's connection verified (claim)
 }
 
-// NewPool prepares one link per option; Start connects them. No two of
-// them may count one server's votes (the run_id each reports): the second
-// to reach a server already reached is refused.
+// member is what the pool does with every backend, whatever its kind.
+type member interface {
+	Start()
+	Close() error
+	Pending() int
+	LeftUndos() []string
+	Addr() string
+	Health() Health
+}
+
+// NewPool prepares one backend per option (a Cluster where o.Cluster is
+// set, else a Link); Start connects them. No two plain backends may count
+// one server's votes (the run_id each reports): the second to reach a
+// server already reached is refused.
 func NewPool(opts []Options) *Pool {
 	p := &Pool{runs: map[int]string{}}
 	for i, o := range opts {
 		o.Index = i
+		if o.Cluster != nil {
+			c := NewCluster(o)
+			p.links, p.clusters, p.members = append(p.links, nil), append(p.clusters, c), append(p.members, c)
+			continue
+		}
 		o.Claim = p.claim
-		p.links = append(p.links, NewLink(o))
+		l := NewLink(o)
+		p.links, p.clusters, p.members = append(p.links, l), append(p.clusters, nil), append(p.members, l)
 	}
 	return p
 }
@@ -57,15 +77,26 @@ func (p *Pool) SetVeto(o Options) {
 	p.veto = NewLink(o)
 }
 
-// all is every link, the veto last.
-func (p *Pool) all() []*Link {
+// all is every backend, the veto last.
+func (p *Pool) all() []member {
 	if p.veto == nil {
-		return p.links
+		return p.members
 	}
-	return append(p.links[:len(p.links):len(p.links)], p.veto)
+	return append(p.members[:len(p.members):len(p.members)], p.veto)
 }
 
-// link is node's link: a backend, or the veto as node N.
+// Clustered reports whether some backend is a Redis Cluster.
+func (p *Pool) Clustered() bool {
+	for _, c := range p.clusters {
+		if c != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// link is node's link: a backend, or the veto as node N; nil for a
+// cluster.
 func (p *Pool) link(node int) *Link {
 	if node == len(p.links) && p.veto != nil {
 		return p.veto
@@ -96,18 +127,26 @@ func (p *Pool) VetoHealth() (Health, bool) {
 
 // Send queues cmd for backend node; see Link.Send.
 func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
-	p.link(node).Send(cmd, script, rcv, tag, deadline)
+	p.SendWith(node, cmd, script, rcv, tag, deadline, 0)
 }
 
 // SendWith queues cmd with flags for backend node; see Link.SendWith.
 func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
-	p.link(node).SendWith(cmd, script, rcv, tag, deadline, flags)
+	if l := p.link(node); l != nil {
+		l.SendWith(cmd, script, rcv, tag, deadline, flags)
+		return
+	}
+	p.clusters[node].SendWith(cmd, script, rcv, tag, deadline, flags)
 }
 
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
 func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
-	p.link(node).Undo(u, rcv, tag)
+	if l := p.link(node); l != nil {
+		l.Undo(u, rcv, tag)
+		return
+	}
+	p.clusters[node].Undo(u, rcv, tag)
 }
 
 // LeftUndos lists, per backend ("backend 1 (addr): key"), the undos that
@@ -125,9 +164,9 @@ func (p *Pool) LeftUndos() []string {
 
 // Health returns a snapshot of every backend.
 func (p *Pool) Health() []Health {
-	hs := make([]Health, len(p.links))
-	for i, l := range p.links {
-		hs[i] = l.Health()
+	hs := make([]Health, len(p.members))
+	for i, m := range p.members {
+		hs[i] = m.Health()
 	}
 	return hs
 }
@@ -138,8 +177,8 @@ func (p *Pool) WaitUp(ctx context.Context, want int) error {
 	defer t.Stop()
 	for {
 		up := 0
-		for _, l := range p.links {
-			if l.Health().Up {
+		for _, m := range p.members {
+			if m.Health().Up {
 				up++
 			}
 		}

@@ -24,6 +24,7 @@ type entry struct {
 	later       func(offset time.Duration, known bool) []byte
 	laterScript *resp.Script
 	undo        *undoMeta // a durable entry's keys, expiry and retries (undo.go)
+	asking      bool      // sent right after ASKING (a Redis Cluster's importing node)
 }
 
 // ring is a FIFO that grows as needed: the queue of commands awaiting

@@ -41,6 +41,13 @@ type UndoCmd struct {
 	// itself (ErrExpired). An undo waiting for a connection has no such
 	// bound: the command it undoes may still run when the backend resumes.
 	TTL time.Duration
+	// Via is where a Redis Cluster backend ran the command undone
+	// (resp.Result.Via): the undo goes there. A single link ignores it.
+	Via any
+	// LaterOnly sends Later even the first time (an undo that follows a
+	// redirection to another server, where it does not run right after
+	// the command). Asking sends it after ASKING (see SendFlags).
+	LaterOnly, Asking bool
 }
 
 // evalForm turns cmd, an EVALSHA of sc, into the EVAL of sc's text: an
@@ -92,7 +99,7 @@ func (u *undoMeta) expired(now time.Time) bool { return !u.until.IsZero() && !no
 // many undos wait, or ErrClosed when the link closes first.
 func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 	e := entry{rcv: rcv, tag: tag, durable: true, later: u.Later, laterScript: u.LaterScript,
-		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}}
+		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}, asking: u.Asking}
 	l.mu.Lock()
 	if l.closed {
 		l.leftUndos = append(l.leftUndos, u.Keys)
@@ -108,7 +115,11 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 		return
 	}
 	e.deadline = time.Now()
-	l.queueLocked(e, evalForm(u.Now, u.NowScript))
+	if u.LaterOnly {
+		l.queueLocked(e, l.laterBytesLocked(e))
+	} else {
+		l.queueLocked(e, evalForm(u.Now, u.NowScript))
+	}
 	c, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(c, buf)
@@ -191,9 +202,17 @@ func itoa(n int) string {
 // sent again: a busy or loading master, one out of memory or unable to
 // persist, a replica for now, an ACL not yet granting (an undo carries its
 // script's text, so it never meets NOSCRIPT). A syntax or type error never
-// goes away.
+// goes away. A Redis Cluster's redirection (MOVED, ASK) goes back to the
+// receiver, which sends the undo where the key is now.
 func retryable(reply []byte) bool {
-	return !bytes.HasPrefix(reply, []byte("ERR")) && !bytes.HasPrefix(reply, []byte("WRONGTYPE"))
+	return !bytes.HasPrefix(reply, []byte("ERR")) && !bytes.HasPrefix(reply, []byte("WRONGTYPE")) && !Redirect(reply)
+}
+
+// Redirect reports whether an error reply is a Redis Cluster redirection:
+// the command did not run there (MOVED: the slot is another node's; ASK:
+// the key is on the node importing its slot).
+func Redirect(reply []byte) bool {
+	return bytes.HasPrefix(reply, []byte("MOVED ")) || bytes.HasPrefix(reply, []byte("ASK "))
 }
 
 // retryBackoff is how long an undo waits before its n-th retry: doubling

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -22,11 +23,15 @@ import (
 // scripts compare them exactly as strings (Lua numbers lose precision
 // above 2^53).
 
+// Both keys share the lock key's slot, for a Redis Cluster backend (and the
+// same bytes serve every kind of backend): the state is
+// redlock-proxy:fence:{TAG}KEY and the counter redlock-proxy:fence-counter:{TAG},
+// TAG naming the lock key's slot (keyslot.Tag), so each slot has its counter.
 const (
-	fenceStatePrefix = "redlock-proxy:fence:"
-	fenceCounterKey  = "redlock-proxy:fence-counter"
-	fenceZero        = "00000000000000000000"
-	fenceAttempts    = 4 // prepares before FENCE gives up under contention
+	fenceStatePrefix   = "redlock-proxy:fence:"
+	fenceCounterPrefix = "redlock-proxy:fence-counter:"
+	fenceZero          = "00000000000000000000"
+	fenceAttempts      = 4 // prepares before FENCE gives up under contention
 )
 
 var (
@@ -130,8 +135,8 @@ func nextBallot(seen uint64) uint64 {
 func (f *fenceOp) keys(b []byte) []byte {
 	b = resp.AppendBulkString(b, "3")
 	b = resp.AppendBulk(b, f.key)
-	b = resp.AppendBulkString(b, fenceStatePrefix+string(f.key))
-	b = resp.AppendBulkString(b, fenceCounterKey)
+	b = resp.AppendBulk(b, keyslot.Companion(nil, fenceStatePrefix, f.key))
+	b = resp.AppendBulkString(b, keyslot.InSlot(fenceCounterPrefix, keyslot.Of(f.key)))
 	return resp.AppendBulk(b, f.token)
 }
 

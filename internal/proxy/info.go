@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -157,6 +158,7 @@ func (s *Server) infoProxy() string {
 				fmt.Fprintf(&b, "backend%d_sentinel_answers:%s\r\n", i, oneLine(sh.Answers))
 			}
 		}
+		infoShards(&b, i, h, now)
 	}
 	if h, ok := s.be.Veto(); ok {
 		hold := s.cfg.MaxTTL + s.cfg.Timing.Drift(s.cfg.MaxTTL)
@@ -175,6 +177,45 @@ func (s *Server) infoProxy() string {
 			h.Addr, up, h.DirectClients, quiet.Milliseconds(), canDrop)
 	}
 	return b.String()
+}
+
+// infoShards writes, for a Redis Cluster backend, a line per shard: its
+// master, slots, state (up: its votes count for the keys in its slots),
+// quarantine and marker slot, and why it does not count when it does not.
+func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
+	if h.Shards == nil {
+		return
+	}
+	counting := 0
+	for _, s := range h.Shards {
+		if s.Counts(now) {
+			counting++
+		}
+	}
+	fmt.Fprintf(b, "backend%d_shards:%d\r\nbackend%d_shards_counting:%d\r\n", i, len(h.Shards), i, counting)
+	for j, s := range h.Shards {
+		state := "down"
+		switch {
+		case s.Up && now.Before(s.QuarantinedUntil):
+			state = "quarantined"
+		case s.Up && s.Unsure:
+			state = "unsure"
+		case s.Up:
+			state = "up"
+		}
+		q := int64(0)
+		if now.Before(s.QuarantinedUntil) {
+			q = s.QuarantinedUntil.Sub(now).Milliseconds()
+		}
+		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,restarts=%d\r\n",
+			i, j, s.Addr, s.ID, s.Slots, s.SlotCount, state, q, s.MarkerSlot, s.RunID, s.Connects, s.Restarts)
+		switch state {
+		case "quarantined":
+			fmt.Fprintf(b, "backend%d_shard%d_quarantine_reason:%s\r\n", i, j, oneLine(s.QuarantineReason))
+		case "down":
+			fmt.Fprintf(b, "backend%d_shard%d_last_error:%s\r\n", i, j, oneLine(s.LastError))
+		}
+	}
 }
 
 // cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
@@ -120,9 +121,8 @@ func appendDelCmd(b []byte, key []byte) []byte {
 	b = resp.AppendBulkString(b, "2")
 	b = resp.AppendBulk(b, key)
 	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(fenceStatePrefix)+len(key)), 10)
+	b = strconv.AppendInt(b, int64(keyslot.CompanionLen(fenceStatePrefix, key)), 10)
 	b = append(b, '\r', '\n')
-	b = append(b, fenceStatePrefix...)
-	b = append(b, key...)
+	b = keyslot.Companion(b, fenceStatePrefix, key)
 	return append(b, '\r', '\n')
 }

@@ -58,6 +58,7 @@ type op struct {
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
 	replies     []resp.Value
+	via         []any // where each backend made of several servers ran it (resp.Result.Via), for its undo; nil when none is
 	replyBuf    [8]resp.Value
 	undoBuf     [192]byte // holds undoCmd for short keys and tokens
 	decided     bool
@@ -167,6 +168,9 @@ func minTime(a, b time.Time) time.Time {
 func (o *op) Receive(node int, r resp.Result) {
 	o.mu.Lock()
 	vote := o.classify(r)
+	if r.Via != nil {
+		o.setVia(node, r.Via)
+	}
 	if node == o.e.n {
 		o.vetoVote, o.vetoReply = vote, r.V
 	} else {
@@ -335,6 +339,9 @@ func (o *op) undoLocked() {
 // or a lost connection, of a failed acquisition is undone too.
 func (o *op) Late(node int, r resp.Result) {
 	o.mu.Lock()
+	if r.Via != nil {
+		o.setVia(node, r.Via)
+	}
 	o.undo.Settle(node, o.undoFate(o.classify(r), r))
 	signal := o.readyLocked()
 	undo := o.takeUndoLocked()

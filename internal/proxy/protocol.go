@@ -64,6 +64,10 @@ func msgValueTooLong(limit int) string {
 
 const msgFenceContention = "ERR redlock-proxy: FENCE could not agree on a number with the masters (other FENCE calls for the same lock, or masters timing out); retry"
 
+// msgCrossSlot refuses, when a backend is a Redis Cluster, a command
+// whose keys do not share a slot, in Redis Cluster's words.
+const msgCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
+
 // msgReservedKey refuses a command on the proxy's own keys.
 const msgReservedKey = "ERR redlock-proxy: keys starting with 'redlock-proxy:' are the proxy's own"
 

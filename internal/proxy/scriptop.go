@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -167,6 +168,10 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 	}
 	keys := args[3 : 3+numkeys]
 	argv := args[3+numkeys:]
+	if c.s.cfg.Cluster && !keyslot.Same(keys) {
+		c.replyErr(msgCrossSlot)
+		return
+	}
 	cl := e.Lookup(keys, argv)
 	if cl == nil {
 		if e.Body == nil {

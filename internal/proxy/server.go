@@ -40,6 +40,10 @@ type Config struct {
 	CommandTimeout     time.Duration     // a command whose first byte arrived must be whole within this (default 10s)
 	Version            string            // the proxy's version, for INFO
 	Addr               string            // the listen address, for INFO
+	// Cluster says some backend is a Redis Cluster: a script's keys must
+	// share a slot, or it is refused before anything is sent, as a
+	// cluster refuses it (CROSSSLOT).
+	Cluster bool
 }
 
 // DefaultConfig is the front end's configuration when nothing is set: the

@@ -57,8 +57,28 @@ func (o *op) sendUndo(nodes []int) {
 	}
 	u := netio.UndoCmd{Now: o.undoCmd, NowScript: sc, Later: build, LaterScript: later, Keys: undoKeys(o.undoCmd), TTL: o.ttl}
 	for _, n := range nodes {
+		u.Via = o.viaOf(n)
 		o.e.be.Undo(n, u, undoReceiver{o.e.stats}, n)
 	}
+}
+
+// setVia keeps where node ran the op (a Redis Cluster's shard), for its
+// undo. Called with the op's lock held.
+func (o *op) setVia(node int, v any) {
+	if o.via == nil {
+		o.via = make([]any, o.e.nodes())
+	}
+	o.via[node] = v
+}
+
+// viaOf is where node ran the op, or nil.
+func (o *op) viaOf(node int) any {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.via == nil {
+		return nil
+	}
+	return o.via[node]
 }
 
 // undoKeys names the keys of an undo command (EVALSHA sha numkeys

@@ -117,6 +117,10 @@ type Result struct {
 	// Later is set with Err on a timeout: the command may still run. Its
 	// fate follows through Late when the receiver is a LateReceiver.
 	Later bool
+	// Via is where a backend made of several servers (a Redis Cluster) ran
+	// the command; the receiver hands it back with the command's undo, so
+	// that the undo reaches the same server (nil for one server).
+	Via any
 }
 
 // Receiver gets the result of a command sent to a backend. Receive is called

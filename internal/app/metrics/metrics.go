@@ -210,11 +210,19 @@ var (
 	switchesDesc = prometheus.NewDesc(ns+"_backend_sentinel_switches_total",
 		"Sentinel-managed backends only: switches of master (failovers) seen; each quarantines the new master.", []string{"backend"}, nil)
 	majorityDesc = prometheus.NewDesc(ns+"_majority", "Backends needed for a majority.", nil, nil)
+	// Redis Cluster backends: one series per shard master (bounded by the
+	// cluster's masters at the scrape).
+	shardCountsDesc = prometheus.NewDesc(ns+"_backend_shard_counting",
+		"Redis Cluster backends: 1 while the shard's master counts for the keys in its slots (up, identity checked, not quarantined).", []string{"backend", "shard"}, nil)
+	shardQuarDesc = prometheus.NewDesc(ns+"_backend_shard_quarantine_remaining_seconds",
+		"Redis Cluster backends: time until the shard's master counts again after a restart, a promotion or a moved marker.", []string{"backend", "shard"}, nil)
+	shardSlotsDesc = prometheus.NewDesc(ns+"_backend_shard_slots",
+		"Redis Cluster backends: the slots the shard's master owns.", []string{"backend", "shard"}, nil)
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc,
-		confirmedDesc, agreeDesc, switchesDesc} {
+		confirmedDesc, agreeDesc, switchesDesc, shardCountsDesc, shardQuarDesc, shardSlotsDesc} {
 		ch <- d
 	}
 }
@@ -249,6 +257,15 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, b2f(now.Before(sh.Confirmed)), a)
 			ch <- prometheus.MustNewConstMetric(agreeDesc, prometheus.GaugeValue, float64(sh.Agree), a)
 			ch <- prometheus.MustNewConstMetric(switchesDesc, prometheus.CounterValue, float64(sh.Switches), a)
+		}
+		for _, sh := range h.Shards {
+			left := 0.0
+			if now.Before(sh.QuarantinedUntil) {
+				left = sh.QuarantinedUntil.Sub(now).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(shardCountsDesc, prometheus.GaugeValue, b2f(sh.Counts(now)), a, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardQuarDesc, prometheus.GaugeValue, left, a, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardSlotsDesc, prometheus.GaugeValue, float64(sh.SlotCount), a, sh.Addr)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(countingDesc, prometheus.GaugeValue, float64(counting))

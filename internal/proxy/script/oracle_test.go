@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
@@ -405,11 +406,12 @@ func TestClassifiedScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 	r := startRedis(t)
 	fresh := false
+	companion := string(keyslot.Companion(nil, "c:", []byte("k")))
 	run := func(spec string, argv []string) []keyState {
 		cl := MustSpec(spec)
 		r.do("FLUSHALL")
 		r.do("SET", "k", "tok", "PX", "10000")
-		r.do("SET", "c:k", "state", "PX", "10000")
+		r.do("SET", companion, "state", "PX", "10000")
 		if fresh {
 			r.do("DEL", "k")
 		}
@@ -422,7 +424,7 @@ func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 			args = append(args, string(e.Str))
 		}
 		r.do(args...)
-		return r.state([]string{"k", "c:k"})
+		return r.state([]string{"k", companion})
 	}
 	extend := "extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"
 	if s := run(extend, []string{"tok", "30000"}); s[0].pttl < 29000 || s[1].pttl < 29000 {

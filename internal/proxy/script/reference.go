@@ -3,6 +3,7 @@ package script
 import (
 	"strconv"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
@@ -406,8 +407,9 @@ type CallArgs struct {
 	// MaxValue bounds the values a detailed answer brings back (0: the
 	// size of a lock token, 1 KiB).
 	MaxValue int
-	// Companion, when set, names each lock key's companion: Companion
-	// followed by the key (see the KEYS above).
+	// Companion, when set, names each lock key's companion: Companion, the
+	// hash tag of the key's slot in braces, then the key (see the KEYS
+	// above, and keyslot.Companion).
 	Companion string
 	// Nonce, for an extend that sets a TTL, marks the keys its first step
 	// kept longer than asked, for its second step (AppendSecondStep). It
@@ -511,15 +513,15 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	return dst
 }
 
-// appendCompanions encodes each key's companion (prefix then key) as a
-// bulk string.
+// appendCompanions encodes each key's companion as a bulk string: the
+// prefix, the hash tag of the key's slot, then the key (keyslot.Companion),
+// so that a companion shares its key's slot on a Redis Cluster.
 func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 	for _, k := range keys {
 		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(prefix)+len(k)), 10)
+		dst = strconv.AppendInt(dst, int64(keyslot.CompanionLen(prefix, k)), 10)
 		dst = append(dst, '\r', '\n')
-		dst = append(dst, prefix...)
-		dst = append(dst, k...)
+		dst = keyslot.Companion(dst, prefix, k)
 		dst = append(dst, '\r', '\n')
 	}
 	return dst

@@ -268,6 +268,21 @@ func (s *Server) Ping() error {
 // Do runs one command on a fresh connection and returns the first line of
 // the reply without its type byte (enough for PING, DEBUG, CONFIG SET).
 func (s *Server) Do(args ...string) (string, error) {
+	c, err := s.send(2*time.Second, args...)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line[1:], "\r\n"), nil
+}
+
+// send writes one command on a fresh connection, whose deadline is d from
+// now; the caller reads the reply and closes it.
+func (s *Server) send(d time.Duration, args ...string) (net.Conn, error) {
 	var c net.Conn
 	var err error
 	if s.tls != nil {
@@ -276,23 +291,19 @@ func (s *Server) Do(args ...string) (string, error) {
 		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	c.SetDeadline(time.Now().Add(d))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
+		c.Close()
+		return nil, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(line[1:], "\r\n"), nil
+	return c, nil
 }
 
 // Info returns the text of INFO section, read whole.

@@ -1,0 +1,44 @@
+package keyslot
+
+import (
+	"strings"
+	"testing"
+)
+
+// Known slots, as Redis's CLUSTER KEYSLOT gives them.
+func TestOfMatchesRedis(t *testing.T) {
+	for key, want := range map[string]uint16{
+		"foo": 12182, "bar": 5061, "x{a}": 15495, "x{b}": 3300, "{user1000}.following": 3443,
+		"{user1000}.followers": 3443, "foo{}{bar}": 8363, "foo{{bar}}zap": 4015, "foo{bar}{zap}": 5061, "": 0,
+	} {
+		if got := OfString(key); got != want {
+			t.Errorf("Of(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestEveryTagHashesToItsSlot(t *testing.T) {
+	longest := 0
+	for s := 0; s < Slots; s++ {
+		tag := Tag(uint16(s))
+		if got := OfString("{" + tag + "}"); got != uint16(s) {
+			t.Fatalf("Tag(%d) = %q hashes to %d", s, tag, got)
+		}
+		longest = max(longest, len(tag))
+	}
+	if longest > 3 {
+		t.Errorf("longest tag %d bytes", longest)
+	}
+}
+
+func TestCompanionSharesTheKeysSlot(t *testing.T) {
+	for _, key := range []string{"lock", "{user}lock", "a{b}c", "}{", "{", "{}", "x{}{y}", "redlock-proxy:fence:z", strings.Repeat("k", 300)} {
+		c := Companion(nil, "redlock-proxy:fence:", []byte(key))
+		if Of(c) != OfString(key) {
+			t.Errorf("companion %q of %q: slot %d, the key's %d", c, key, Of(c), OfString(key))
+		}
+		if len(c) != CompanionLen("redlock-proxy:fence:", []byte(key)) {
+			t.Errorf("CompanionLen(%q) = %d, len %d", key, CompanionLen("redlock-proxy:fence:", []byte(key)), len(c))
+		}
+	}
+}
