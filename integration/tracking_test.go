@@ -216,6 +216,19 @@ func TestTrackedKeysAreInvalidatedWhateverChangesThem(t *testing.T) {
 	if tr.invalidation(k4, 300*time.Millisecond) {
 		t.Fatalf("an invalidation of %s after a refused acquire, which changed nothing", k4)
 	}
+
+	// A key read by a script the masters have not seen yet: the proxy
+	// loads it first, and the key must still be tracked (CLIENT CACHING YES
+	// goes right before the script, not before its loading).
+	k5 := uniqueKey("track-script-read")
+	read := "return redis.call('GET', KEYS[1]) -- " + k5
+	tr.must("(nil)", "EVAL", read, "1", k5)
+	if ok, err := viaSecond.SetNX(ctx, k5, "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX through the second proxy = %v, %v", ok, err)
+	}
+	if !tr.invalidation(k5, 3*time.Second) {
+		t.Fatalf("no invalidation of %s read by a new script after another proxy took the lock", k5)
+	}
 }
 
 // NOLOOP spares a client the invalidations of its own writes; OPTIN tracks

@@ -376,9 +376,10 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int,
 		return
 	}
 	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script, asking: flags&Asking != 0}
-	if flags&Tracked != 0 && l.opt.Invalidated != nil && !l.opt.InProcess {
-		l.trackLocked()
-	}
+	// CLIENT CACHING YES applies to the command right after it, and ASKING
+	// too: Redis clears each flag when another command runs between, so a
+	// command sent under ASK is not tracked (a limit named in tracking.go).
+	e.track = flags&Tracked != 0 && !e.asking && l.opt.Invalidated != nil && !l.opt.InProcess
 	if flags&Checked != 0 && l.markerRule() && l.cont.cmd != nil {
 		e.hold = true
 		l.cont.pending++
@@ -407,6 +408,9 @@ func (l *Link) queueLocked(e entry, cmd []byte) {
 			dl = time.Time{} // loading an undo's script is as patient as the undo
 		}
 		l.pushLocked(entry{rcv: discard{}, deadline: dl})
+	}
+	if e.track {
+		l.trackLocked()
 	}
 	if e.asking {
 		dl := e.deadline

@@ -25,6 +25,7 @@ type entry struct {
 	laterScript *resp.Script
 	undo        *undoMeta // a durable entry's keys, expiry and retries (undo.go)
 	asking      bool      // sent right after ASKING (a Redis Cluster's importing node)
+	track       bool      // sent right after CLIENT CACHING YES (tracking.go)
 }
 
 // ring is a FIFO that grows as needed: the queue of commands awaiting

@@ -29,6 +29,13 @@ import (
 // invalidation connection lost, the backend's tracking refused) is reported
 // as an invalidation of every key (a nil key), so a client never keeps a
 // stale key for want of a message.
+//
+// What it cannot see: a command a Redis Cluster node serves under ASK (its
+// slot is being migrated to that node) is sent untracked, for ASKING and
+// CLIENT CACHING YES each hold only for the command right after them. A
+// key read that way is invalidated when this proxy writes it, not when it
+// expires or another proxy writes it, until the client reads it again
+// after the migration.
 
 // invalidateChannel is where a backend sends the invalidations of a
 // redirected connection.
