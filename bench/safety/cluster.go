@@ -45,6 +45,11 @@ type ClusterConfig struct {
 	// Durable masters run with appendonly yes and appendfsync always, and
 	// restart with them: a restart reloads their append-only file.
 	Durable bool
+	// Shards, when set, makes every backend a Redis Cluster of that many
+	// shards, each master with a replica, instead of a master behind a
+	// relay: Backends is then the number of clusters (see
+	// startOverRedisClusters).
+	Shards int
 	// SlowPath gives the last proxy slot relays of its own to the masters
 	// (SlowRelays), which a scenario delays: that proxy is further from the
 	// masters than the others.
@@ -108,6 +113,8 @@ type Cluster struct {
 	SlowRelays []*faultnet.Relay
 	// Sentinels watch every master's group (with Sentinels).
 	Sentinels []*redisproc.Sentinel
+	// rc are the Redis Clusters that are the backends (with Shards).
+	rc *redisClusters
 
 	log     io.Writer
 	started time.Time // before the first redis-server started
@@ -142,6 +149,9 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	cfg.defaults()
 	if cfg.Dir == "" {
 		return nil, errors.New("safety: ClusterConfig.Dir is required")
+	}
+	if cfg.Shards > 0 {
+		return startOverRedisClusters(cfg)
 	}
 	c = &Cluster{Config: cfg, log: cfg.Log, started: time.Now()}
 	if c.log == nil {
@@ -226,7 +236,7 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 func (c *Cluster) Hold() time.Duration { return c.Config.MaxTTL + Drift(c.Config.MaxTTL) }
 
 // NumBackends is the number of masters.
-func (c *Cluster) NumBackends() int { return len(c.Relays) }
+func (c *Cluster) NumBackends() int { return len(c.Relays) + c.rc.count() }
 
 // Majority is how many masters a lock needs.
 func (c *Cluster) Majority() int { return c.NumBackends()/2 + 1 }
@@ -297,6 +307,7 @@ func (c *Cluster) StartProxy(p int) error {
 	for _, r := range relays {
 		addrs = append(addrs, r.Addr())
 	}
+	addrs = append(addrs, c.rc.entries()...)
 	pc := config.Default()
 	pc.Listen = "127.0.0.1:0"
 	pc.Admin = ""
@@ -516,6 +527,7 @@ func (c *Cluster) Close() error {
 			s.Stop()
 		}
 	}
+	c.rc.stop()
 	return errors.Join(errs...)
 }
 

@@ -267,6 +267,10 @@ func (e *Env) Failover(i int) {
 // Snapshot reads every key (but the greedy client's large values) on every
 // master directly, past relays and proxies, and records what each holds.
 func (e *Env) Snapshot(why string) {
+	if e.C.rc != nil {
+		e.snapshotRedisClusters(why)
+		return
+	}
 	s := Snapshot{At: time.Now(), Why: why, Values: map[string][]string{}}
 	n := e.C.NumBackends()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

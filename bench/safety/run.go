@@ -74,6 +74,9 @@ type Scenario struct {
 	// master (implies Replicas).
 	Sentinels int
 	Durable   bool // masters run appendonly yes, appendfsync always
+	// Shards makes every backend a Redis Cluster of that many shards, each
+	// master with a replica (Backends is then the number of clusters).
+	Shards int
 	// SlowPath gives the last proxy slot relays of its own to the masters,
 	// which the scenario delays.
 	SlowPath bool
@@ -166,6 +169,10 @@ func Scenarios() []Scenario {
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(true), DetectGhost: true},
 		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
+		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: on two clusters the replica of a held lock's shard is cut off, the master killed or stopped and the replica promoted (the cluster's failover or CLUSTER FAILOVER FORCE) while the lock's slot and hot keys' slots move between shards on the third; graceful failovers, kills and reshardings between rounds: the lock must hold",
+			Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, MajorityUp: true},
+		{Name: "control-cluster-shards-off", About: "CONTROL: cluster-shards with restart_quarantine off (no marker, no continuity check on any shard): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, DetectLock: true},
 	}
 }
 
@@ -349,7 +356,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
-		Durable: sc.Durable, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
+		Durable: sc.Durable, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err

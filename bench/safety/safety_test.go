@@ -51,6 +51,9 @@ var shortRuns = map[string]time.Duration{
 	"control-undo-gives-up":       5 * time.Second,
 	"shutdown-hang":               5 * time.Second,
 	"control-shutdown-unreported": 5 * time.Second,
+	// Redis Cluster backends: one orchestrated round each.
+	"cluster-shards":             time.Second,
+	"control-cluster-shards-off": time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server or redis-sentinel is

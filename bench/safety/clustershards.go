@@ -1,0 +1,314 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+)
+
+// Redis Clusters as the proxies' backends (ClusterConfig.Shards): each
+// backend is a real Redis Cluster (redis-server --cluster-enabled yes,
+// joined by redis-cli --cluster create), each shard's master with one
+// replica, reached directly (a cluster's nodes announce their own
+// addresses in CLUSTER SLOTS, MOVED and ASK, so no relay stands between
+// them and the proxies). Each cluster is one vote; the proxies route every
+// key to its slot's master and hold each shard's master to the rule of a
+// plain master on its own.
+
+// redisClusters are the Redis Clusters of a run.
+type redisClusters struct {
+	cls []*redisproc.Cluster
+}
+
+// count is the number of clusters (0 without any).
+func (rc *redisClusters) count() int {
+	if rc == nil {
+		return 0
+	}
+	return len(rc.cls)
+}
+
+// entries are the proxies' backend entries: cluster://seeds, one per
+// cluster.
+func (rc *redisClusters) entries() []string {
+	if rc == nil {
+		return nil
+	}
+	var out []string
+	for _, cl := range rc.cls {
+		out = append(out, cl.Entry())
+	}
+	return out
+}
+
+// stop ends every node of every cluster.
+func (rc *redisClusters) stop() {
+	if rc == nil {
+		return
+	}
+	for _, cl := range rc.cls {
+		if cl != nil {
+			cl.Stop()
+		}
+	}
+}
+
+// startOverRedisClusters starts cfg.Backends Redis Clusters of cfg.Shards
+// shards, each master with a replica (in parallel), and the proxies over
+// them, and waits until every proxy counts every cluster (every shard out
+// of the quarantine of a fresh marker). On error everything started is
+// stopped.
+func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
+	if cfg.Replicas || cfg.Sentinels > 0 || cfg.Durable || cfg.SlowPath {
+		return nil, errors.New("safety: Redis Cluster backends have replicas of their own and no relays: no Replicas, Sentinels, Durable or SlowPath")
+	}
+	c = &Cluster{Config: cfg, log: cfg.Log, started: time.Now(), rc: &redisClusters{cls: make([]*redisproc.Cluster, cfg.Backends)}}
+	if c.log == nil {
+		c.log = io.Discard
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+			c = nil
+		}
+	}()
+	errs := make([]error, cfg.Backends)
+	var wg sync.WaitGroup
+	for i := range c.rc.cls {
+		wg.Add(1)
+		go func() { // ends when the cluster is up (or failed)
+			defer wg.Done()
+			c.rc.cls[i], errs[i] = redisproc.StartCluster(cfg.Dir, cfg.Shards, 1)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("safety: Redis Cluster %d: %w", i, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c.slots = make([]*proxySlot, cfg.Slots)
+	for i := range c.slots {
+		c.slots[i] = &proxySlot{}
+	}
+	for i := 0; i < cfg.Proxies; i++ {
+		if err := c.StartProxy(i); err != nil {
+			return nil, err
+		}
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	for i := 0; i < cfg.Proxies; i++ {
+		if err := c.Proxy(i).Pool().WaitUp(wctx, cfg.Backends); err != nil {
+			return nil, fmt.Errorf("safety: proxy %d does not see its %d clusters: %w", i, cfg.Backends, err)
+		}
+	}
+	if !c.waitCounting(context.Background(), 2*c.Hold()+5*time.Second) {
+		return nil, fmt.Errorf("safety: the proxies do not count every cluster %v after they started", 2*c.Hold()+5*time.Second)
+	}
+	return c, nil
+}
+
+// RedisCluster is backend i when the backends are Redis Clusters (nil
+// otherwise).
+func (c *Cluster) RedisCluster(i int) *redisproc.Cluster {
+	if c.rc == nil {
+		return nil
+	}
+	return c.rc.cls[i]
+}
+
+// settle waits until cluster i is whole again: every node runs, every
+// node agrees on one slot map with the cluster ok, and every master has a
+// replica whose link is up and which has replicated what the master had
+// written when it was asked.
+func (c *Cluster) settleRedisCluster(ctx context.Context, i int, d time.Duration) error {
+	cl := c.RedisCluster(i)
+	deadline := time.Now().Add(d)
+	last := ""
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if err := cl.WaitOK(time.Until(deadline)); err != nil {
+			return fmt.Errorf("safety: Redis Cluster %d: %w", i, err)
+		}
+		last = ""
+		ms := cl.Masters()
+		for _, n := range cl.Nodes {
+			if !n.Running() {
+				last = n.Addr + " is not running"
+			}
+		}
+		for _, m := range ms {
+			if last != "" {
+				break
+			}
+			mi, err := infoFields(ctx, m.Addr, "replication")
+			if err != nil {
+				last = err.Error()
+				break
+			}
+			r := cl.ReplicaOf(m)
+			if r == nil {
+				last = "master " + m.Addr + " has no replica"
+				break
+			}
+			ri, err := infoFields(ctx, r.Addr, "replication")
+			if err != nil {
+				last = err.Error()
+				break
+			}
+			mo, _ := strconv.ParseInt(mi["master_repl_offset"], 10, 64)
+			ro, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
+			if ri["master_link_status"] != "up" || ro < mo {
+				last = fmt.Sprintf("replica %s of %s: link %s, offset %d of %d", r.Addr, m.Addr, ri["master_link_status"], ro, mo)
+			}
+		}
+		if last == "" && len(ms) > 0 {
+			return nil
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("safety: Redis Cluster %d not whole after %v: %s", i, d, last)
+}
+
+// settleRedisClusters settles every cluster (see settleRedisCluster).
+func (c *Cluster) settleRedisClusters(ctx context.Context, d time.Duration) error {
+	for i := 0; i < c.rc.count(); i++ {
+		if err := c.settleRedisCluster(ctx, i, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routes reports whether the proxy in slot p routes slot s of cluster i to
+// the master at addr, connected and verified.
+func (c *Cluster) routes(p, i, s int, addr string) bool {
+	a := c.Proxy(p)
+	if a == nil {
+		return false
+	}
+	hs := a.Pool().Health()
+	if i >= len(hs) {
+		return false
+	}
+	for _, sh := range hs[i].Shards {
+		if sh.Addr == addr && sh.Up && inRanges(sh.Slots, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// shardStates describes what the proxy in slot p makes of the shard that
+// serves slot s in cluster i, for the log.
+func (c *Cluster) shardState(p, i, s int) string {
+	a := c.Proxy(p)
+	if a == nil {
+		return "no proxy"
+	}
+	hs := a.Pool().Health()
+	if i >= len(hs) {
+		return "no such backend"
+	}
+	now := time.Now()
+	for _, sh := range hs[i].Shards {
+		if inRanges(sh.Slots, s) {
+			return shardWords(sh, now)
+		}
+	}
+	return "no shard serves it"
+}
+
+func shardWords(sh netio.ShardHealth, now time.Time) string {
+	switch {
+	case !sh.Up:
+		return fmt.Sprintf("%s down (%s)", sh.Addr, sh.LastError)
+	case sh.Counts(now):
+		return sh.Addr + " counting"
+	default:
+		return fmt.Sprintf("%s not counting for %v (%s)", sh.Addr, sh.QuarantinedUntil.Sub(now).Round(time.Millisecond), sh.QuarantineReason)
+	}
+}
+
+// inRanges reports whether slot s is in ranges written as CLUSTER NODES
+// writes them (0-5460,5462).
+func inRanges(ranges string, s int) bool {
+	for _, r := range strings.Split(ranges, ",") {
+		from, to, ok := strings.Cut(r, "-")
+		if !ok {
+			to = from
+		}
+		f, err1 := strconv.Atoi(from)
+		t, err2 := strconv.Atoi(to)
+		if err1 == nil && err2 == nil && f <= s && s <= t {
+			return true
+		}
+	}
+	return false
+}
+
+// valueOn reads key on node n directly ("" when it has none, or does not
+// serve the key's slot).
+func valueOn(ctx context.Context, n *redisproc.Server, key string) string {
+	rdb := direct(n.Addr)
+	defer rdb.Close()
+	v, _ := rdb.Get(ctx, key).Result()
+	return v
+}
+
+// snapshotRedisClusters is Snapshot for Redis Cluster backends: every key
+// on every master of each cluster, read directly; a key's value on
+// backend i is what a master of cluster i holds (the slot's source, while
+// a migration moves it, when both have it).
+func (e *Env) snapshotRedisClusters(why string) {
+	s := Snapshot{At: time.Now(), Why: why, Values: map[string][]string{}}
+	n := e.C.NumBackends()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		ms := e.C.RedisCluster(i).Masters()
+		if len(ms) == 0 {
+			s.Unread = append(s.Unread, i)
+			continue
+		}
+		for _, m := range ms {
+			rdb := direct(m.Addr)
+			var keys []string
+			err := rdb.Keys(ctx, "*").ScanSlice(&keys)
+			if err == nil {
+				for _, k := range keys {
+					v, gerr := rdb.Get(ctx, k).Result()
+					if gerr != nil {
+						continue // expired since, or a key of a slot being imported (MOVED)
+					}
+					if s.Values[k] == nil {
+						s.Values[k] = make([]string, n)
+					}
+					if s.Values[k][i] == "" {
+						s.Values[k][i] = v
+					}
+				}
+			}
+			rdb.Close()
+			if err != nil {
+				s.Unread = append(s.Unread, i)
+			}
+		}
+	}
+	e.H.AddSnapshot(s)
+	if len(s.Unread) > 0 {
+		e.Logf("snapshot (%s): clusters %v could not be read whole", why, s.Unread)
+	}
+}
