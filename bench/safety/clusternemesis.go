@@ -18,28 +18,35 @@ import (
 // a lock client A holds whose copy is missing on the promoted shard
 // masters of a majority of the clusters.
 
-// driveClusterShards returns the Drive of cluster-shards. Each round:
+// driveClusterShards is the Drive of cluster-shards. Each round:
 //  1. every cluster is whole (every node up, one slot map, every replica
 //     caught up) and every proxy counts every cluster;
-//  2. a probe key of a random slot; on a majority of the clusters, the
-//     replica of the master that owns the slot is stopped (SIGSTOP) and
-//     the master drops its replication connection (CLIENT KILL TYPE
+//  2. a probe key of a random slot; on the clusters that will fail over,
+//     the replica of the master that owns the slot is stopped (SIGSTOP)
+//     and the master drops its replication connection (CLIENT KILL TYPE
 //     replica): nothing the master writes from then on reaches it;
-//  3. client A (proxy 0) takes the probe key, on every cluster;
-//  4. at once, on each of those clusters, the master is killed (-9) or
-//     stopped (SIGSTOP), the replica continues, and it takes over: by the
-//     cluster's own failover (the master failed) or by CLUSTER FAILOVER
-//     FORCE; meanwhile, on the other clusters, the probe key's slot moves
-//     to another shard (A's lock with it, as keys move: MIGRATE) and so do
-//     the slots of two hot keys, sometimes with a resharding of a few
-//     hundred slots (redis-cli --cluster reshard) after them;
+//  3. client A (proxy 0) takes the probe key. Either it gets it on every
+//     cluster, and a majority of them will fail over (the wide round), or
+//     a token left on one cluster's master for 500ms (what a partial
+//     acquisition leaves until its undo) refuses it there, A holds on a
+//     bare majority, and one of those will fail over while the refusing
+//     cluster counts as usual (the narrow round: one shard's rule alone
+//     stands between C and the lock);
+//  4. at once, on each cluster that fails over, the master is killed (-9)
+//     or stopped (SIGSTOP), the replica continues, and it takes over: by
+//     the cluster's own failover (the master failed) or by CLUSTER
+//     FAILOVER FORCE; meanwhile, on the other clusters that hold A's lock,
+//     the probe key's slot moves to another shard (A's lock with it, as
+//     keys move: MIGRATE), and so do the slots of two hot keys, sometimes
+//     followed by a resharding of a few hundred slots (redis-cli --cluster
+//     reshard);
 //  5. once every proxy routes the slot to the promoted replicas, whose data
-//     lacks A's lock, a stopped old master continues (it rejoins as a
-//     replica and resynchronises without the lock), either now or after
-//     C's tries;
+//     lacks A's lock (and the leftover token expired), a stopped old
+//     master continues (it rejoins as a replica and resynchronises without
+//     the lock), either now or after C's tries;
 //  6. client C (the last proxy) tries the probe key while A's validity
-//     lasts. A promoted shard master does not count for max_ttl + drift:
-//     C must be refused;
+//     lasts. A promoted shard master does not count for max_ttl + drift,
+//     and a moved slot keeps A's lock: C must be refused;
 //  7. a killed old master starts again and rejoins as a replica.
 //
 // Between rounds, when the run is long enough, random faults run under
@@ -88,28 +95,34 @@ type shardCut struct {
 
 // cutReplication stops the replica of the master of slot s in cluster i
 // (SIGSTOP) and has the master drop its replication connection: what the
-// master writes from then on does not reach the replica.
-func (e *Env) cutReplication(i, s int) (*shardCut, error) {
+// master writes from then on does not reach the replica. The cut is
+// returned whenever the replica was stopped (heal continues it), with
+// ok false when the master had no replica connected to drop.
+func (e *Env) cutReplication(i, s int) (ct *shardCut, ok bool, err error) {
 	cl := e.C.RedisCluster(i)
 	m := cl.MasterOfSlot(s)
 	if m == nil {
-		return nil, fmt.Errorf("cluster %d: no master serves slot %d", i, s)
+		return nil, false, fmt.Errorf("cluster %d: no master serves slot %d", i, s)
 	}
 	r := cl.ReplicaOf(m)
 	if r == nil {
-		return nil, fmt.Errorf("cluster %d: master %s has no replica", i, m.Addr)
+		return nil, false, fmt.Errorf("cluster %d: master %s has no replica", i, m.Addr)
 	}
-	ct := &shardCut{cluster: i, m: m, r: r}
+	ct = &shardCut{cluster: i, m: m, r: r}
 	if err := r.Pause(); err != nil {
-		return nil, fmt.Errorf("cluster %d: SIGSTOP replica %s: %w", i, r.Addr, err)
+		return nil, false, fmt.Errorf("cluster %d: SIGSTOP replica %s: %w", i, r.Addr, err)
 	}
 	ct.rStopped = true
-	if v, err := m.Do("CLIENT", "KILL", "TYPE", "replica"); err != nil || v != "1" {
-		ct.heal(e)
-		return nil, fmt.Errorf("cluster %d: CLIENT KILL TYPE replica on %s: %q, %v", i, m.Addr, v, err)
+	v, err := m.Do("CLIENT", "KILL", "TYPE", "replica")
+	if err != nil {
+		return ct, false, fmt.Errorf("cluster %d: CLIENT KILL TYPE replica on %s: %w", i, m.Addr, err)
+	}
+	if v != "1" {
+		e.Logf("cluster %d: CLIENT KILL TYPE replica on %s answered %q: its replica was not connected", i, m.Addr, v)
+		return ct, false, nil
 	}
 	e.Logf("cluster %d: replica %s of master %s (slot %d) stopped (SIGSTOP), the master dropped its replication connection: what it writes now stays there", i, r.Addr, m.Addr, s)
-	return ct, nil
+	return ct, true, nil
 }
 
 // failOver ends the cut shard's master (kill -9 or SIGSTOP), continues its
@@ -279,8 +292,19 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 	}
 	s := e.Intn(keyslot.Slots)
 	key := fmt.Sprintf("ctl:shards:{%s}", keyslot.Tag(uint16(s)))
-	order := e.pick(e.C.NumBackends())
-	failing, migrating := order[:e.C.Majority()], order[e.C.Majority():]
+	// Which clusters fail the probe's shard over, which move its slot, and
+	// which refuse A (a leftover token there): either A holds on every
+	// cluster and a majority fails over, or A holds on a bare majority and
+	// one of them fails over while the others count as usual.
+	n, maj := e.C.NumBackends(), e.C.Majority()
+	order := e.pick(n)
+	var failing, migrating, refusing []int
+	narrow := e.Intn(2) == 0
+	if narrow {
+		refusing, failing, migrating = order[:n-maj], order[n-maj:n-maj+1], order[n-maj+1:]
+	} else {
+		failing, migrating = order[:maj], order[maj:]
+	}
 
 	var cuts []*shardCut
 	defer func() {
@@ -289,18 +313,45 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 		}
 	}()
 	for _, i := range failing {
-		ct, err := e.cutReplication(i, s)
-		if err != nil {
+		ct, ok, err := e.cutReplication(i, s)
+		if ct != nil {
+			cuts = append(cuts, ct)
+		}
+		if err != nil || !ok {
 			return false, err
 		}
-		cuts = append(cuts, ct)
+	}
+	leftover := fmt.Sprintf("leftover-%d", round)
+	for _, i := range refusing {
+		// What a partial acquisition that reached only this cluster leaves
+		// until its undo or its TTL: A is refused here, and the key is free
+		// again long before C tries.
+		m := e.C.RedisCluster(i).MasterOfSlot(s)
+		if m == nil {
+			return false, fmt.Errorf("cluster %d: no master serves slot %d", i, s)
+		}
+		if v, err := m.Do("SET", key, leftover, "PX", "500"); err != nil || v != "OK" {
+			return false, fmt.Errorf("cluster %d: SET %s on %s: %q, %v", i, key, m.Addr, v, err)
+		}
+		e.Logf("cluster %d: %s set to %s for 500ms on its master %s directly (a partial acquisition's leftover): A will be refused there", i, key, leftover, m.Addr)
 	}
 	la, ok := acquireWithin(ctx, a, key, ttl, time.Second)
 	if !ok {
 		return false, nil
 	}
+	for _, i := range refusing {
+		if m := e.C.RedisCluster(i).MasterOfSlot(s); m == nil || valueOn(ctx, m, key) == la.Token {
+			e.Logf("round %d: cluster %d holds A's lock after all (the leftover expired first)", round, i)
+			a.Release(la)
+			return false, nil
+		}
+	}
 	va, _ := a.Read(la) // no fenced register in this scenario
-	e.Logf("round %d: client A (proxy 0) holds %s (slot %d) as %s until %s; the replicas of its shards on clusters %v do not have it", round, key, s, la.Token, e.H.rel(la.ValidUntil), failing)
+	held := "every cluster"
+	if narrow {
+		held = fmt.Sprintf("clusters %v only (cluster %v refused it)", append(append([]int(nil), failing...), migrating...), refusing)
+	}
+	e.Logf("round %d: client A (proxy 0) holds %s (slot %d) as %s until %s, on %s; the replicas of its shards on clusters %v do not have it", round, key, s, la.Token, e.H.rel(la.ValidUntil), held, failing)
 
 	// The failovers, and the migrations on the other clusters, at once.
 	errs := make([]error, len(cuts)+len(migrating))
@@ -324,17 +375,22 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 		return false, err
 	}
 
-	// Every proxy must route the slot to the promoted replicas before A's
-	// validity ends, or the round proves nothing.
-	routed := false
+	// Every proxy must route the slot to the promoted replicas, and the
+	// leftovers must be gone, before A's validity ends, or the round
+	// proves nothing.
+	planned := false
 	for ctx.Err() == nil && time.Now().Before(la.ValidUntil.Add(-300*time.Millisecond)) {
-		routed = true
+		planned = true
 		for _, p := range e.C.Running() {
 			for _, ct := range cuts {
-				routed = routed && e.C.routes(p, ct.cluster, s, ct.r.Addr)
+				planned = planned && e.C.routes(p, ct.cluster, s, ct.r.Addr)
 			}
 		}
-		if routed {
+		for _, i := range refusing {
+			m := e.C.RedisCluster(i).MasterOfSlot(s)
+			planned = planned && m != nil && valueOn(ctx, m, key) == ""
+		}
+		if planned {
 			break
 		}
 		sleepCtx(ctx, 10*time.Millisecond)
@@ -347,7 +403,12 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 			states = append(states, fmt.Sprintf("proxy %d on cluster %d: %s", p, ct.cluster, e.C.shardState(p, ct.cluster, s)))
 		}
 	}
-	e.Logf("round %d: every proxy routes slot %d to the promoted replicas: %v; A's lock missing on them: %v; %s", round, s, routed, lost, strings.Join(states, "; "))
+	for _, i := range refusing {
+		for _, p := range e.C.Running() {
+			states = append(states, fmt.Sprintf("proxy %d on cluster %d: %s", p, i, e.C.shardState(p, i, s)))
+		}
+	}
+	e.Logf("round %d: every proxy routes slot %d to the promoted replicas (and the leftovers expired): %v; A's lock missing on them: %v; %s", round, s, planned, lost, strings.Join(states, "; "))
 	early := e.Intn(2) == 0
 	if early {
 		for _, ct := range cuts {
@@ -356,7 +417,7 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 	}
 	inside := tryInside(ctx, e, c, key, la, round)
 	holderFinishes(ctx, e, a, la, va, inside)
-	return inside || (routed && lost), nil
+	return inside || (planned && lost), nil
 }
 
 // clusterChaos runs clusterFault on one cluster, or on two at once, again
