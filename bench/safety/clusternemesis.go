@@ -463,6 +463,9 @@ func (e *Env) clusterFault(ctx context.Context, i int) error {
 		return err
 	}
 	ms := cl.Masters()
+	if len(ms) == 0 {
+		return fmt.Errorf("safety: Redis Cluster %d: no master answers", i)
+	}
 	m := ms[e.Intn(len(ms))]
 	switch e.Intn(4) {
 	case 0:

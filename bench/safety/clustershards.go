@@ -127,10 +127,10 @@ func (c *Cluster) RedisCluster(i int) *redisproc.Cluster {
 	return c.rc.cls[i]
 }
 
-// settle waits until cluster i is whole again: every node runs, every
-// node agrees on one slot map with the cluster ok, and every master has a
-// replica whose link is up and which has replicated what the master had
-// written when it was asked.
+// settleRedisCluster waits up to d until cluster i is whole again: every
+// node runs, every node agrees on one slot map with the cluster ok, and
+// every master has a replica whose link is up and which has replicated
+// what the master had written when it was asked.
 func (c *Cluster) settleRedisCluster(ctx context.Context, i int, d time.Duration) error {
 	cl := c.RedisCluster(i)
 	deadline := time.Now().Add(d)
@@ -211,7 +211,7 @@ func (c *Cluster) routes(p, i, s int, addr string) bool {
 	return false
 }
 
-// shardStates describes what the proxy in slot p makes of the shard that
+// shardState describes what the proxy in slot p makes of the shard that
 // serves slot s in cluster i, for the log.
 func (c *Cluster) shardState(p, i, s int) string {
 	a := c.Proxy(p)
