@@ -157,9 +157,10 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	if c.log == nil {
 		c.log = io.Discard
 	}
+	partial := c // a return of nil, err sets c to nil before this runs
 	defer func() {
 		if err != nil {
-			c.Close()
+			partial.Close()
 			c = nil
 		}
 	}()

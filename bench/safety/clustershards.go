@@ -74,9 +74,10 @@ func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
 	if c.log == nil {
 		c.log = io.Discard
 	}
+	partial := c // a return of nil, err sets c to nil before this runs
 	defer func() {
 		if err != nil {
-			c.Close()
+			partial.Close()
 			c = nil
 		}
 	}()
