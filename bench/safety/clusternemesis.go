@@ -246,7 +246,9 @@ func (e *Env) reshard(ctx context.Context, i, n int) error {
 	from := ms[e.Intn(len(ms))]
 	to := e.otherMaster(cl, from)
 	began := time.Now()
-	if err := cl.Reshard(ctx, from, to, n); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, time.Minute) // redis-cli has no end of its own
+	defer cancel()
+	if err := cl.Reshard(rctx, from, to, n); err != nil {
 		return fmt.Errorf("cluster %d: %w", i, err)
 	}
 	e.Logf("cluster %d: redis-cli --cluster reshard moved %d slots from %s to %s under load in %v", i, n, from.Addr, to.Addr, time.Since(began).Round(time.Millisecond))

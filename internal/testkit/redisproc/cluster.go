@@ -39,14 +39,7 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 	}
 	c := &Cluster{dir: dir}
 	for i := 0; i < shards*(1+replicas); i++ {
-		bus, err := FreePort()
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		s, err := Start(dir, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())), "--cluster-port", strconv.Itoa(bus),
-			"--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}, extra...)...)
+		s, bus, err := startNode(dir, extra)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -67,9 +60,13 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 			args = append(args, s.Addr)
 		}
 		args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-		if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		// redis-cli waits for the nodes to agree with no end of its own.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
+		cancel()
+		if err != nil {
 			c.Stop()
-			return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, out)
+			return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, lastLines(string(out), 5))
 		}
 	}
 	if err := c.WaitOK(20 * time.Second); err != nil {
@@ -81,6 +78,27 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 		return nil, err
 	}
 	return c, nil
+}
+
+// startNode starts one cluster node on free ports. Its bus port, chosen
+// first, may be taken by another process before the node binds it (its
+// start then fails whatever client port it tries): a new one is chosen.
+func startNode(dir string, extra []string) (*Server, int, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		bus, err := FreePort()
+		if err != nil {
+			return nil, 0, err
+		}
+		s, err := Start(dir, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())), "--cluster-port", strconv.Itoa(bus),
+			"--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}, extra...)...)
+		if err == nil {
+			return s, bus, nil
+		}
+		lastErr = err
+	}
+	return nil, 0, lastErr
 }
 
 // join gives each node an even share of the slots and introduces them
