@@ -60,10 +60,18 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 			args = append(args, s.Addr)
 		}
 		args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-		// redis-cli waits for the nodes to agree with no end of its own.
+		// redis-cli waits for the nodes to agree with no end of its own; a
+		// handshake that timed out (a busy machine) is never tried again,
+		// so meetings are repeated while it waits.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		done := make(chan struct{})
+		go func() { // ends when redis-cli has returned
+			defer close(done)
+			c.meetAgain(ctx)
+		}()
 		out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 		cancel()
+		<-done
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, lastLines(string(out), 5))
@@ -99,6 +107,37 @@ func startNode(dir string, extra []string) (*Server, int, error) {
 		lastErr = err
 	}
 	return nil, 0, lastErr
+}
+
+// meetAgain introduces to the first node, every few seconds until ctx is
+// done, each node it does not know (CLUSTER MEET): redis-cli --cluster
+// create meets each node once, and waits for ever when a handshake timed
+// out. It starts after redis-cli has had time to find every node empty
+// and meet them itself.
+func (c *Cluster) meetAgain(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	first := time.Now().Add(6 * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().Before(first) {
+			continue
+		}
+		known, err := c.Nodes[0].DoAll("CLUSTER", "NODES")
+		if err != nil {
+			continue
+		}
+		for i, s := range c.Nodes[1:] {
+			if !strings.Contains(known, s.Addr+"@") {
+				host, port, _ := net.SplitHostPort(s.Addr)
+				c.Nodes[0].Do("CLUSTER", "MEET", host, port, strconv.Itoa(c.buses[i+1]))
+			}
+		}
+	}
 }
 
 // join gives each node an even share of the slots and introduces them
