@@ -334,12 +334,15 @@ func (a *App) close() {
 	}
 }
 
-// backendsOf adapts the netio pool to what the proxy needs.
+// backendsOf adapts the netio pool to what the proxy needs (checked at
+// compile time).
 type backendsOf struct{ *netio.Pool }
+
+var _ proxy.Backends = backendsOf{}
 
 func (b backendsOf) Veto() (netio.Health, bool) { return b.Pool.VetoHealth() }
 
-func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	b.Pool.SendWith(node, cmd, sc, rcv, tag, deadline, flags)
 }
 

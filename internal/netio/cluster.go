@@ -36,7 +36,7 @@ import (
 // redirected at most twice, and gets exactly one result: a redirection or
 // a refusal before running (TRYAGAIN, CLUSTERDOWN, CROSSSLOT) comes back
 // as an error that says it did not run. Each result names the link it came
-// from (resp.Result.Via), and the undo of that command goes to that link,
+// from (Result.Via), and the undo of that command goes to that link,
 // so it runs after the command there; one that is redirected in turn
 // follows the key, in its later form.
 //
@@ -488,21 +488,21 @@ func (c *Cluster) moved(s int, addr string) {
 }
 
 // Send queues cmd for the master of its keys' slot; see Link.Send.
-func (c *Cluster) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+func (c *Cluster) Send(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time) {
 	c.SendWith(cmd, script, rcv, tag, deadline, 0)
 }
 
 // SendWith queues cmd for the master of its keys' slot, following MOVED and
 // ASK; rcv gets exactly one result (and at most one Late), with Via set to
 // the link it came from.
-func (c *Cluster) SendWith(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+func (c *Cluster) SendWith(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
 	s, ok := CommandSlot(cmd)
 	var l *Link
 	if ok {
 		l = c.linkFor(s)
 	}
 	if l == nil {
-		rcv.Receive(tag, resp.Result{Err: c.errNoSlot, Unsent: true})
+		rcv.Receive(tag, Result{Err: c.errNoSlot, Unsent: true})
 		return
 	}
 	r := &routed{c: c, cmd: append([]byte(nil), cmd...), sc: script, rcv: rcv, tag: tag, deadline: deadline, flags: flags &^ Asking, link: l}
@@ -521,7 +521,7 @@ type routed struct {
 	c        *Cluster
 	cmd      []byte
 	sc       *resp.Script
-	rcv      resp.Receiver
+	rcv      Receiver
 	tag      int
 	deadline time.Time
 	flags    SendFlags
@@ -530,7 +530,7 @@ type routed struct {
 	hops     int
 }
 
-func (r *routed) Receive(_ int, res resp.Result) {
+func (r *routed) Receive(_ int, res Result) {
 	if res.Err == nil && res.V.Kind == resp.KindError {
 		if Redirect(res.V.Str) {
 			ask, s, addr := parseRedirect(res.V.Str)
@@ -552,7 +552,7 @@ func (r *routed) Receive(_ int, res resp.Result) {
 			}
 		}
 		if notRun(res.V.Str) {
-			res = resp.Result{Err: r.c.notServed(res.V.Str), Unsent: true}
+			res = Result{Err: r.c.notServed(res.V.Str), Unsent: true}
 		}
 	}
 	res.Via = &via{link: r.link, asking: r.asking}
@@ -562,13 +562,13 @@ func (r *routed) Receive(_ int, res resp.Result) {
 // Late passes on what became of a command after its timeout; a late
 // redirection or refusal says it did not run (it is not sent again: its
 // op has decided without it).
-func (r *routed) Late(_ int, res resp.Result) {
-	lr, ok := r.rcv.(resp.LateReceiver)
+func (r *routed) Late(_ int, res Result) {
+	lr, ok := r.rcv.(LateReceiver)
 	if !ok {
 		return
 	}
 	if res.Err == nil && res.V.Kind == resp.KindError && notRun(res.V.Str) {
-		res = resp.Result{Err: r.c.notServed(res.V.Str), Unsent: true}
+		res = Result{Err: r.c.notServed(res.V.Str), Unsent: true}
 	}
 	res.Via = &via{link: r.link, asking: r.asking}
 	lr.Late(r.tag, res)
@@ -607,7 +607,7 @@ func parseRedirect(reply []byte) (ask bool, slot int, addr string) {
 // it; without one, or when that link has closed, on the master of its
 // keys' slot now, in its later form. A redirection of the undo sends it,
 // in its later form, where the key is now. rcv gets one result.
-func (c *Cluster) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
+func (c *Cluster) Undo(u UndoCmd, rcv Receiver, tag int) {
 	ur := &routedUndo{c: c, u: u, rcv: rcv, tag: tag}
 	if v, ok := u.Via.(*via); ok && v.link != nil && !v.link.isClosed() {
 		ur.u.Asking = v.asking
@@ -621,7 +621,7 @@ func (c *Cluster) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 type routedUndo struct {
 	c    *Cluster
 	u    UndoCmd
-	rcv  resp.Receiver
+	rcv  Receiver
 	tag  int
 	hops int
 }
@@ -640,13 +640,13 @@ func (ur *routedUndo) byKey() {
 		ur.c.leftUndos = append(ur.c.leftUndos, ur.u.Keys)
 		ur.c.mu.Unlock()
 		ur.c.log.Warn("cluster: an undo has no master to go to (no slot map): the partial acquisition stays until its TTL", "keys", ur.u.Keys)
-		ur.rcv.Receive(ur.tag, resp.Result{Err: &BackendError{Node: ur.c.opt.Index, Addr: ur.c.name, Err: ErrAbandoned}})
+		ur.rcv.Receive(ur.tag, Result{Err: &BackendError{Node: ur.c.opt.Index, Addr: ur.c.name, Err: ErrAbandoned}})
 		return
 	}
 	l.Undo(ur.u, ur, 0)
 }
 
-func (ur *routedUndo) Receive(_ int, res resp.Result) {
+func (ur *routedUndo) Receive(_ int, res Result) {
 	switch {
 	case res.Err == nil && res.V.Kind == resp.KindError && Redirect(res.V.Str) && ur.hops < maxRedirects:
 		ask, s, addr := parseRedirect(res.V.Str)

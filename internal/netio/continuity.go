@@ -92,7 +92,7 @@ type contReceiver struct {
 	gen uint64
 }
 
-func (r contReceiver) Receive(int, resp.Result) {
+func (r contReceiver) Receive(int, Result) {
 	l := r.l
 	l.mu.Lock()
 	var hs []held
@@ -128,6 +128,6 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool) (hs []held
 // deliverHeld hands held replies to their receivers.
 func (l *Link) deliverHeld(hs []held, counts bool) {
 	for _, h := range hs {
-		h.e.rcv.Receive(h.e.tag, resp.Result{V: h.v, Counts: counts})
+		h.e.rcv.Receive(h.e.tag, Result{V: h.v, Counts: counts})
 	}
 }

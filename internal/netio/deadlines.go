@@ -3,8 +3,6 @@ package netio
 import (
 	"net"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
 // deadline is one queued command's deadline, by its sequence number.
@@ -156,7 +154,7 @@ func (l *Link) sweep() {
 		if l.opt.Events != nil {
 			l.opt.Events.Timeout(l.opt.Index)
 		}
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errTimeout, Later: true})
+		e.rcv.Receive(e.tag, Result{Err: l.errTimeout, Later: true})
 	}
 	if kill != nil {
 		l.log.Warn("backend stopped answering; disconnecting", "late", l.opt.DeadAfter)

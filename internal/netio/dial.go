@@ -257,11 +257,11 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	// but not counted.
 	l.deliverHeld(heldBack, false)
 	for _, e := range lost {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errLost})
+		e.rcv.Receive(e.tag, Result{Err: l.errLost})
 	}
 	for _, e := range late {
-		if lr, ok := e.rcv.(resp.LateReceiver); ok {
-			lr.Late(e.tag, resp.Result{Err: l.errLost})
+		if lr, ok := e.rcv.(LateReceiver); ok {
+			lr.Late(e.tag, Result{Err: l.errLost})
 		}
 	}
 	l.abandon(dropped)

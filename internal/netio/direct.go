@@ -49,7 +49,7 @@ type directLook struct {
 	ok   bool
 }
 
-func (d *directLook) Receive(tag int, res resp.Result) {
+func (d *directLook) Receive(tag int, res Result) {
 	if res.Err != nil || res.V.Kind != resp.KindBulk {
 		d.ok = false
 		return

@@ -6,7 +6,7 @@
 // when the connection is idle; while a written batch awaits its replies,
 // commands queue and go out together in one write when it is answered.
 // Sending starts no goroutine and no timer per command: results arrive
-// through a resp.Receiver. On Linux, plain TCP connections (the backends',
+// through a Receiver. On Linux, plain TCP connections (the backends',
 // and the front end's clients') are read and written through RawConn:
 // direct non-blocking socket calls, without the runtime's blocking-syscall
 // bookkeeping; other platforms use net.Conn as it is.

@@ -53,7 +53,7 @@ type majorityWaiter struct {
 	done chan struct{}
 }
 
-func (m *majorityWaiter) Receive(tag int, r resp.Result) {
+func (m *majorityWaiter) Receive(tag int, r Result) {
 	if m.n.Add(1) == fanoutN/2+1 {
 		m.done <- struct{}{}
 	}

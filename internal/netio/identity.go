@@ -292,7 +292,7 @@ func (l *Link) MarkerKeyNow() string {
 // markerRedirected handles a marker or continuity check answered MOVED or
 // ASK: the key is no longer this server's, so it is not trusted again,
 // even if its slot comes back.
-func (l *Link) markerRedirected(key string, r resp.Result) bool {
+func (l *Link) markerRedirected(key string, r Result) bool {
 	if r.Err != nil || r.V.Kind != resp.KindError || !Redirect(r.V.Str) {
 		return false
 	}
@@ -317,7 +317,7 @@ func (l *Link) markerSeenLocked(h *handshake) {
 
 // Receive handles the replies to the identity check and the periodic
 // marker check.
-func (h *handshake) Receive(tag int, r resp.Result) {
+func (h *handshake) Receive(tag int, r Result) {
 	l := h.l
 	if tag == hsCheck {
 		l.checked(h, r)
@@ -408,7 +408,7 @@ type markerReply struct {
 }
 
 // parseMarker reads the marker script's reply, or says why it cannot.
-func (l *Link) parseMarker(r resp.Result) (mr markerReply, why string) {
+func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 	switch {
 	case r.Err != nil:
 		return mr, "no answer to the identity check: " + r.Err.Error()
@@ -486,7 +486,7 @@ func evictionWhy(policy string) string {
 // killed handles the reply to CLIENT KILL ID of an earlier connection. Once
 // the backend answered it, that connection can run nothing more (it is gone,
 // or was just killed), so undos sent after it run after everything sent on it.
-func (l *Link) killed(id int64, r resp.Result) {
+func (l *Link) killed(id int64, r Result) {
 	if r.Err != nil {
 		return // this connection is failing too; the next one tries again
 	}
@@ -645,7 +645,7 @@ func (l *Link) check() {
 // (a promotion, a resync, a flush, an eviction under a live connection), a
 // master that has become a replica stops counting at once, and the
 // continuity checks that follow compare what this one saw.
-func (l *Link) checked(h *handshake, r resp.Result) {
+func (l *Link) checked(h *handshake, r Result) {
 	gen := h.gen
 	l.markerRedirected(h.key, r)
 	mr, why := l.parseMarker(r)

@@ -334,7 +334,7 @@ func (l *Link) Health() Health {
 // a connection that has not seen it. rcv.Receive(tag, ...) is called
 // exactly once: with the reply, or with an error at deadline, on
 // connection loss, or at once when the backend is down or not yet verified.
-func (l *Link) Send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+func (l *Link) Send(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time) {
 	l.send(cmd, script, rcv, tag, deadline, 0)
 }
 
@@ -357,22 +357,22 @@ const (
 )
 
 // SendWith is Send with flags.
-func (l *Link) SendWith(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+func (l *Link) SendWith(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
 	l.send(cmd, script, rcv, tag, deadline, flags)
 }
 
-func (l *Link) send(cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+func (l *Link) send(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
 	l.mu.Lock()
 	if l.conn == nil || !l.ready {
 		l.health.Errors++
 		l.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: l.errDown, Unsent: true})
+		rcv.Receive(tag, Result{Err: l.errDown, Unsent: true})
 		return
 	}
 	if l.q.len() >= l.opt.MaxPending {
 		l.health.Errors++
 		l.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: l.errOverloaded, Unsent: true})
+		rcv.Receive(tag, Result{Err: l.errOverloaded, Unsent: true})
 		return
 	}
 	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script, asking: flags&Asking != 0}
@@ -606,19 +606,16 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
 		}
 		if e.expired {
-			if lr, ok := e.rcv.(resp.LateReceiver); ok {
-				lr.Late(e.tag, resp.Result{V: v, Counts: counts})
+			if lr, ok := e.rcv.(LateReceiver); ok {
+				lr.Late(e.tag, Result{V: v, Counts: counts})
 			}
 			continue
 		}
-		e.rcv.Receive(e.tag, resp.Result{V: v, Counts: counts})
+		e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
 	}
 }
 
 // discard is the receiver of replies nobody waits for (a script load).
-type discard struct{}
-
-func (discard) Receive(int, resp.Result) {}
 
 func (l *Link) dropConn() {
 	l.mu.Lock()
@@ -671,7 +668,7 @@ func (l *Link) Close() error {
 	}
 	l.mu.Unlock()
 	for _, e := range retained {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errClosed})
+		e.rcv.Receive(e.tag, Result{Err: l.errClosed})
 	}
 	return nil
 }

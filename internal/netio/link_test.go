@@ -25,12 +25,12 @@ type collector struct {
 
 type tagged struct {
 	tag int
-	r   resp.Result
+	r   Result
 }
 
 func newCollector() *collector { return &collector{ch: make(chan tagged, 1<<16)} }
 
-func (c *collector) Receive(tag int, r resp.Result) { c.ch <- tagged{tag, r} }
+func (c *collector) Receive(tag int, r Result) { c.ch <- tagged{tag, r} }
 
 func (c *collector) next(t *testing.T) tagged {
 	t.Helper()

@@ -32,6 +32,12 @@ type member interface {
 	Health() Health
 }
 
+// Both kinds of backend are members, checked at compile time.
+var (
+	_ member = (*Link)(nil)
+	_ member = (*Cluster)(nil)
+)
+
 // NewPool prepares one backend per option (a Cluster where o.Cluster is
 // set, else a Link); Start connects them. No two plain backends may count
 // one server's votes (the run_id each reports): the second to reach a
@@ -126,12 +132,12 @@ func (p *Pool) VetoHealth() (Health, bool) {
 }
 
 // Send queues cmd for backend node; see Link.Send.
-func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time) {
+func (p *Pool) Send(node int, cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time) {
 	p.SendWith(node, cmd, script, rcv, tag, deadline, 0)
 }
 
 // SendWith queues cmd with flags for backend node; see Link.SendWith.
-func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags SendFlags) {
+func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
 	if l := p.link(node); l != nil {
 		l.SendWith(cmd, script, rcv, tag, deadline, flags)
 		return
@@ -141,7 +147,7 @@ func (p *Pool) SendWith(node int, cmd []byte, script *resp.Script, rcv resp.Rece
 
 // Undo queues an undo for backend node, kept across lost connections until
 // it is answered; see Link.Undo.
-func (p *Pool) Undo(node int, u UndoCmd, rcv resp.Receiver, tag int) {
+func (p *Pool) Undo(node int, u UndoCmd, rcv Receiver, tag int) {
 	if l := p.link(node); l != nil {
 		l.Undo(u, rcv, tag)
 		return

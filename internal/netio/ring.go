@@ -8,7 +8,7 @@ import (
 
 // entry is one command waiting for its reply.
 type entry struct {
-	rcv      resp.Receiver
+	rcv      Receiver
 	tag      int
 	deadline time.Time
 	script   *resp.Script // set for EVALSHA, so a NOSCRIPT reply unloads it

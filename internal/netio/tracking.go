@@ -72,7 +72,7 @@ func (l *Link) trackLocked() {
 // nothing is tracked, which clients must learn.
 type trackReceiver struct{ l *Link }
 
-func (r trackReceiver) Receive(_ int, res resp.Result) {
+func (r trackReceiver) Receive(_ int, res Result) {
 	if res.Err == nil && res.V.Kind == resp.KindError {
 		r.l.log.Warn("the backend refused CLIENT TRACKING: clients' cached keys are invalidated on the proxy's own writes only", "reply", string(res.V.Str))
 		r.l.invalidated(nil)

@@ -42,7 +42,7 @@ type UndoCmd struct {
 	// bound: the command it undoes may still run when the backend resumes.
 	TTL time.Duration
 	// Via is where a Redis Cluster backend ran the command undone
-	// (resp.Result.Via): the undo goes there. A single link ignores it.
+	// (Result.Via): the undo goes there. A single link ignores it.
 	Via any
 	// LaterOnly sends Later even the first time (an undo that follows a
 	// redirection to another server, where it does not run right after
@@ -59,7 +59,7 @@ func evalForm(cmd []byte, sc *resp.Script) []byte {
 		return cmd
 	}
 	i := bytes.IndexByte(cmd, '\n') + 1
-	head := "$7\r\nEVALSHA\r\n$40\r\n" + sc.Sha + "\r\n"
+	head := string(resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), sc.Sha))
 	if i <= 0 || len(cmd) < i+len(head) || string(cmd[i:i+len(head)]) != head {
 		return cmd
 	}
@@ -97,7 +97,7 @@ func (u *undoMeta) expired(now time.Time) bool { return !u.until.IsZero() && !no
 // rcv.Receive is called exactly once: with the reply, with ErrExpired when
 // the lock expired before the undo could run, with ErrAbandoned when too
 // many undos wait, or ErrClosed when the link closes first.
-func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
+func (l *Link) Undo(u UndoCmd, rcv Receiver, tag int) {
 	e := entry{rcv: rcv, tag: tag, durable: true, later: u.Later, laterScript: u.LaterScript,
 		undo: &undoMeta{keys: u.Keys, ttl: u.TTL}, asking: u.Asking}
 	l.mu.Lock()
@@ -105,7 +105,7 @@ func (l *Link) Undo(u UndoCmd, rcv resp.Receiver, tag int) {
 		l.leftUndos = append(l.leftUndos, u.Keys)
 		l.health.UndoAbandoned++
 		l.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: l.errClosed})
+		rcv.Receive(tag, Result{Err: l.errClosed})
 		return
 	}
 	if l.conn == nil || !l.ready {
@@ -148,7 +148,7 @@ func (l *Link) abandon(es []entry) {
 	l.log.Warn("undo abandoned: too many waiting for an unreachable backend; these locks stay on it until their TTL",
 		"count", len(es), "keys", undoKeys(es))
 	for _, e := range es {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errAbandoned})
+		e.rcv.Receive(e.tag, Result{Err: l.errAbandoned})
 	}
 }
 
@@ -162,7 +162,7 @@ func (l *Link) expire(es []entry) {
 	l.mu.Unlock()
 	l.log.Debug("undo dropped: its lock expired before it could run", "count", len(es), "keys", undoKeys(es))
 	for _, e := range es {
-		e.rcv.Receive(e.tag, resp.Result{Err: l.errExpired})
+		e.rcv.Receive(e.tag, Result{Err: l.errExpired})
 	}
 }
 

@@ -117,11 +117,11 @@ type constBackends struct {
 }
 
 func (f constBackends) N() int { return f.n }
-func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
-	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
+func (f constBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+	rcv.Receive(tag, netio.Result{V: f.v, Counts: true})
 }
-func (f constBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
-	rcv.Receive(tag, resp.Result{V: f.v, Counts: true})
+func (f constBackends) Undo(node int, u netio.UndoCmd, rcv netio.Receiver, tag int) {
+	rcv.Receive(tag, netio.Result{V: f.v, Counts: true})
 }
 func (f constBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
 func (f constBackends) Health() []netio.Health     { return make([]netio.Health, f.n) }

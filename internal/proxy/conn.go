@@ -103,7 +103,7 @@ func (c *client) serve() {
 			args, err := c.rd.next()
 			if err != nil {
 				c.flush()
-				c.write(appendReply(nil, resp.ErrorValue("ERR "+err.Error()), false))
+				c.write(appendReply(nil, resp.ErrorValue(msgProtocol(err)), false))
 				return
 			}
 			if args == nil {

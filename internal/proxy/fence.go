@@ -34,35 +34,6 @@ const (
 	fenceAttempts      = 4 // prepares before FENCE gives up under contention
 )
 
-var (
-	// fencePrepare: KEYS lock, state, counter; ARGV token, ballot. Returns
-	// {0} when the lock does not hold the token, else {1, pttl, promised,
-	// higher ballot, accepted ballot, accepted value, counter, now ms}.
-	fencePrepare = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return {0} end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local pttl = redis.call('pttl', KEYS[1])
-local s = redis.call('hmget', KEYS[2], 'tok', 'pb', 'ab', 'av')
-if s[1] ~= ARGV[1] then s = {ARGV[1], '` + fenceZero + `', '` + fenceZero + `', '` + fenceZero + `'} end
-local counter = redis.call('get', KEYS[3]) or '` + fenceZero + `'
-if ARGV[2] <= s[2] then return {1, pttl, 0, s[2], '', '', counter, now} end
-redis.call('hset', KEYS[2], 'tok', ARGV[1], 'pb', ARGV[2], 'ab', s[3], 'av', s[4])
-if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
-return {1, pttl, 1, '', s[3], s[4], counter, now}`))
-	// fenceAccept: KEYS as above; ARGV token, ballot, value. Returns 1 when
-	// accepted.
-	fenceAccept = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-local s = redis.call('hmget', KEYS[2], 'tok', 'pb')
-if s[1] ~= ARGV[1] then s[2] = '` + fenceZero + `' end
-if ARGV[2] < s[2] then return 0 end
-redis.call('hset', KEYS[2], 'tok', ARGV[1], 'pb', ARGV[2], 'ab', ARGV[2], 'av', ARGV[3])
-local pttl = redis.call('pttl', KEYS[1])
-if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
-local c = redis.call('get', KEYS[3])
-if not c or c < ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
-return 1`))
-)
-
 // proxyBallotID tells this proxy's ballots from every other's.
 var proxyBallotID = func() uint64 {
 	var b [2]byte
@@ -167,7 +138,7 @@ func (f *fenceOp) send(cmd []byte, sc *resp.Script) {
 
 // Receive records one backend's answer to the phase in flight; the last
 // answer decides what comes next.
-func (f *fenceOp) Receive(node int, r resp.Result) {
+func (f *fenceOp) Receive(node int, r netio.Result) {
 	f.mu.Lock()
 	if node == f.e.n {
 		f.vetoPending = false
@@ -282,7 +253,7 @@ func (f *fenceOp) final(now time.Time) resp.Value {
 }
 
 // parsePromise reads a prepare's answer.
-func parsePromise(r resp.Result) quorum.Promise {
+func parsePromise(r netio.Result) quorum.Promise {
 	if r.Err != nil || r.V.Kind != resp.KindArray || len(r.V.Elems) == 0 {
 		return quorum.Promise{}
 	}

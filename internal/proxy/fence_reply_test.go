@@ -22,22 +22,22 @@ type chosenFenceBackends struct {
 
 func (f chosenFenceBackends) N() int { return f.n }
 
-func (f chosenFenceBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+func (f chosenFenceBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	if sc == fencePrepare {
 		bulk := func(s string) resp.Value { return resp.BulkValue([]byte(s)) }
-		rcv.Receive(tag, resp.Result{Counts: true, V: resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
+		rcv.Receive(tag, netio.Result{Counts: true, V: resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
 			resp.IntValue(1), resp.IntValue(f.left.Milliseconds()), resp.IntValue(1), bulk(""),
 			bulk(pad20(7)), bulk(pad20(42)), bulk(pad20(42)), resp.IntValue(time.Now().UnixMilli()),
 		}}})
 		return
 	}
 	time.AfterFunc(f.slow, func() {
-		rcv.Receive(tag, resp.Result{Counts: true, V: resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.Nil, resp.IntValue(-2)}}})
+		rcv.Receive(tag, netio.Result{Counts: true, V: resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.Nil, resp.IntValue(-2)}}})
 	})
 }
 
-func (f chosenFenceBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
-	rcv.Receive(tag, resp.Result{V: resp.IntValue(0), Counts: true})
+func (f chosenFenceBackends) Undo(node int, u netio.UndoCmd, rcv netio.Receiver, tag int) {
+	rcv.Receive(tag, netio.Result{V: resp.IntValue(0), Counts: true})
 }
 
 func (f chosenFenceBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }

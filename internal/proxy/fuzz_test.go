@@ -23,7 +23,7 @@ type fakeBackends struct{ n int }
 
 func (f fakeBackends) N() int { return f.n }
 
-func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	v := resp.IntValue(1)
 	switch {
 	case script.IsReference(sc):
@@ -37,11 +37,11 @@ func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Recei
 	case sc == readScript:
 		v = resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.BulkValue([]byte("tok")), resp.IntValue(1000)}}
 	}
-	rcv.Receive(tag, resp.Result{V: v, Counts: true})
+	rcv.Receive(tag, netio.Result{V: v, Counts: true})
 }
 
-func (f fakeBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
-	rcv.Receive(tag, resp.Result{V: resp.IntValue(1), Counts: true})
+func (f fakeBackends) Undo(node int, u netio.UndoCmd, rcv netio.Receiver, tag int) {
+	rcv.Receive(tag, netio.Result{V: resp.IntValue(1), Counts: true})
 }
 
 func (f fakeBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -104,12 +103,6 @@ var docs = map[string]cmdDoc{
 	"publish": {"pubsub", "Refused: nothing is published here (SUBSCRIBE is accepted only so that clients that open a subscription connection can connect).",
 		[]docArg{str("channel"), str("message")}},
 }
-
-// msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
-const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
-	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
-
-func cmdPublish(c *client, args [][]byte) { c.replyErr(msgPublish) }
 
 // synopsis is a command's name and arguments.
 func synopsis(name string, d cmdDoc) string {
@@ -221,15 +214,6 @@ func sortedNames() []string {
 	return names
 }
 
-// appendMapHeader starts a map of n pairs: a RESP3 map, or a flat RESP2
-// array of 2n elements, as Redis sends COMMAND DOCS.
-func appendMapHeader(b []byte, n int, resp3 bool) []byte {
-	if resp3 {
-		return append(append(append(b, '%'), strconv.Itoa(n)...), '\r', '\n')
-	}
-	return resp.AppendArrayHeader(b, 2*n)
-}
-
 // appendDocs encodes COMMAND DOCS for names (all served commands when
 // empty; names not served are left out, as Redis does).
 func appendDocs(b []byte, names []string, resp3 bool) []byte {
@@ -239,7 +223,7 @@ func appendDocs(b []byte, names []string, resp3 bool) []byte {
 			served = append(served, n)
 		}
 	}
-	b = appendMapHeader(b, len(served), resp3)
+	b = resp.AppendMapHeader(b, len(served), resp3)
 	for _, n := range served {
 		d := docs[n]
 		b = resp.AppendBulkString(b, n)
@@ -247,7 +231,7 @@ func appendDocs(b []byte, names []string, resp3 bool) []byte {
 		if len(d.args) > 0 {
 			fields++
 		}
-		b = appendMapHeader(b, fields, resp3)
+		b = resp.AppendMapHeader(b, fields, resp3)
 		b = resp.AppendBulkString(b, "summary")
 		b = resp.AppendBulkString(b, d.summary)
 		b = resp.AppendBulkString(b, "group")
@@ -280,7 +264,7 @@ func appendDocArgs(b []byte, args []docArg, resp3 bool) []byte {
 		if len(a.args) > 0 {
 			fields++
 		}
-		b = appendMapHeader(b, fields, resp3)
+		b = resp.AppendMapHeader(b, fields, resp3)
 		b = resp.AppendBulkString(b, "name")
 		b = resp.AppendBulkString(b, a.name)
 		b = resp.AppendBulkString(b, "type")

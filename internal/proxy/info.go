@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -216,81 +215,6 @@ func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
 			fmt.Fprintf(b, "backend%d_shard%d_last_error:%s\r\n", i, j, oneLine(s.LastError))
 		}
 	}
-}
-
-// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
-// and COMMAND DOCS from the command table and its documentation: enough
-// for redis-cli and client libraries.
-func cmdCommand(c *client, args [][]byte) {
-	if len(args) == 1 {
-		c.reply(commandTable(sortedCommands()))
-		return
-	}
-	sub := args[1]
-	switch {
-	case is(sub, "count") && len(args) == 2:
-		c.reply(resp.IntValue(int64(len(commands))))
-	case is(sub, "info"):
-		var cmds []*command
-		for _, a := range args[2:] {
-			cmds = append(cmds, lookup(a))
-		}
-		if len(args) == 2 {
-			cmds = sortedCommands()
-		}
-		c.reply(commandTable(cmds))
-	case is(sub, "docs"):
-		// The served commands' own documentation (proxy/help.go): redis-cli
-		// builds "help <command>", "help @lock" and its hints from it.
-		names := sortedNames()
-		if len(args) > 2 {
-			names = names[:0]
-			for _, a := range args[2:] {
-				names = append(names, strings.ToLower(string(a)))
-			}
-		}
-		c.replyRaw(appendDocs(nil, names, c.resp3))
-	case is(sub, "list") && len(args) == 2:
-		v := resp.Value{Kind: resp.KindArray}
-		for _, cmd := range sortedCommands() {
-			v.Elems = append(v.Elems, resp.BulkValue([]byte(cmd.name)))
-		}
-		c.reply(v)
-	case is(sub, "help"):
-		c.reply(helpReply("COMMAND", "COUNT", "DOCS [<command-name> ...]", "INFO [<command-name> ...]", "LIST"))
-	default:
-		c.replyErr(msgUnknownSubcommand(string(sub), "COMMAND"))
-	}
-}
-
-func sortedCommands() []*command {
-	cmds := make([]*command, 0, len(commands))
-	for _, cmd := range commands {
-		cmds = append(cmds, cmd)
-	}
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
-	return cmds
-}
-
-func commandTable(cmds []*command) resp.Value {
-	v := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
-	for _, cmd := range cmds {
-		if cmd == nil {
-			v.Elems = append(v.Elems, resp.Nil)
-			continue
-		}
-		flags := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
-		for _, f := range cmd.flags {
-			flags.Elems = append(flags.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(f)})
-		}
-		empty := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
-		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
-			resp.BulkValue([]byte(cmd.name)), resp.IntValue(int64(cmd.arity)), flags,
-			resp.IntValue(int64(cmd.first)), resp.IntValue(int64(cmd.last)), resp.IntValue(int64(cmd.step)),
-			empty, empty, empty, empty,
-		}})
-	}
-	return v
 }
 
 // oneLine keeps a free-form text on one INFO line.

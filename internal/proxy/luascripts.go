@@ -2,7 +2,10 @@ package proxy
 
 import "github.com/redlock-proxy/redlock-proxy/internal/resp"
 
-// Scripts the proxy itself runs on the backends.
+// Every script this package runs on the backends lives here: undos,
+// reads, the forced delete and FENCE's two phases. The lock roles'
+// reference scripts live with the classifier (script/reference.go), the
+// identity marker and continuity check with the links (netio).
 var (
 	// undoLaterScript is the undo sent on a later connection, after the
 	// connection that carried the command was lost. A copy of the token
@@ -49,4 +52,116 @@ return n`))
   return redis.error_reply('TOOLONG the value is longer than max_token')
 end
 return redis.call('get', KEYS[1])`))
+)
+
+// undoOwnersScript undoes an acquire of a lock of several owners (a
+// sorted set, script.ShapeOwners) where it took or joined the lock: the
+// caller's member is removed, and the marker if it carries the caller's
+// deadline (the acquire set both), and the key expires with its last
+// member. ARGV: token, marker, then the TTL, how recent and the instant,
+// as undoScript and undoLaterScript take them.
+var undoOwnersScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
+// undoOwnersLaterScript is undoOwnersScript for a later connection, as
+// undoLaterScript is undoScript's: the caller's member is this attempt's
+// if its deadline says it was set (deadline - ttl, on the master's clock)
+// before the attempt's reply could leave, or within the last ARGV[4] ms.
+var undoOwnersLaterScript = resp.NewScript([]byte(`local k, tok, marker = KEYS[1], ARGV[1], ARGV[2]
+local s = redis.call('zscore', k, tok)
+if not s then return 0 end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, p = tonumber(ARGV[3]), tonumber(s) - now
+if not (p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[4]) or now - (ttl - p) <= tonumber(ARGV[5]))) then return 0 end
+redis.call('zrem', k, tok)
+if marker ~= '' and redis.call('zscore', k, marker) == s then redis.call('zrem', k, marker) end
+local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
+if top then redis.call('pexpireat', k, top) end
+return 1`))
+
+// undoHashScript undoes an acquire of hash locks (script.ShapeHash):
+// each key is deleted if it is a hash whose one field is its token (ARGV:
+// one token per key, then the TTL, how recent and the instant, as
+// undoPerKeyScript).
+var undoHashScript = resp.NewScript([]byte(`local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    n = n + redis.call('del', k)
+  end
+end
+return n`))
+
+// undoHashLaterScript is undoHashScript for a later connection, as
+// undoPerKeyLaterScript is undoPerKeyScript's.
+var undoHashLaterScript = resp.NewScript([]byte(`local n = 0
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[#KEYS + 1])
+for i, k in ipairs(KEYS) do
+  if redis.call('type', k).ok == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, ARGV[i]) == 1 then
+    local p = redis.call('pttl', k)
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3])) then n = n + redis.call('del', k) end
+  end
+end
+return n`))
+
+// undoPerKeyScript undoes an acquire whose keys have different tokens:
+// each key is deleted if it still holds its own.
+var undoPerKeyScript = resp.NewScript([]byte(`local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[i] then n = n + redis.call('del', k) end
+end
+return n`))
+
+// undoPerKeyLaterScript is undoPerKeyScript for a later connection, as
+// undoLaterScript is undoScript's: a key is deleted only if it was set
+// recently enough to be this attempt's (ARGV: one token per key, then the
+// TTL and how recent, in ms), so a retry with the same token that another
+// proxy granted since is spared.
+var undoPerKeyLaterScript = resp.NewScript([]byte(`local n = 0
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[#KEYS + 1])
+for i, k in ipairs(KEYS) do
+  if redis.call('get', k) == ARGV[i] then
+    local p = redis.call('pttl', k)
+    if p >= 0 and p <= ttl and (p >= ttl - tonumber(ARGV[#KEYS + 2]) or now - (ttl - p) <= tonumber(ARGV[#KEYS + 3])) then n = n + redis.call('del', k) end
+  end
+end
+return n`))
+
+var (
+	// fencePrepare: KEYS lock, state, counter; ARGV token, ballot. Returns
+	// {0} when the lock does not hold the token, else {1, pttl, promised,
+	// higher ballot, accepted ballot, accepted value, counter, now ms}.
+	fencePrepare = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return {0} end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local pttl = redis.call('pttl', KEYS[1])
+local s = redis.call('hmget', KEYS[2], 'tok', 'pb', 'ab', 'av')
+if s[1] ~= ARGV[1] then s = {ARGV[1], '` + fenceZero + `', '` + fenceZero + `', '` + fenceZero + `'} end
+local counter = redis.call('get', KEYS[3]) or '` + fenceZero + `'
+if ARGV[2] <= s[2] then return {1, pttl, 0, s[2], '', '', counter, now} end
+redis.call('hset', KEYS[2], 'tok', ARGV[1], 'pb', ARGV[2], 'ab', s[3], 'av', s[4])
+if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
+return {1, pttl, 1, '', s[3], s[4], counter, now}`))
+	// fenceAccept: KEYS as above; ARGV token, ballot, value. Returns 1 when
+	// accepted.
+	fenceAccept = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+local s = redis.call('hmget', KEYS[2], 'tok', 'pb')
+if s[1] ~= ARGV[1] then s[2] = '` + fenceZero + `' end
+if ARGV[2] < s[2] then return 0 end
+redis.call('hset', KEYS[2], 'tok', ARGV[1], 'pb', ARGV[2], 'ab', ARGV[2], 'av', ARGV[3])
+local pttl = redis.call('pttl', KEYS[1])
+if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
+local c = redis.call('get', KEYS[3])
+if not c or c < ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
+return 1`))
 )

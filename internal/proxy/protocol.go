@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
@@ -32,7 +33,12 @@ const (
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
+	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
 )
+
+// msgProtocol is the reply to a malformed request (a ProtocolError, whose
+// text is Redis's), before the connection closes.
+func msgProtocol(err error) string { return "ERR " + err.Error() }
 
 func msgCommandTimeout(d time.Duration) string {
 	return fmt.Sprintf("ERR redlock-proxy: command not received whole within command_timeout (%v); closing the connection", d)
@@ -226,3 +232,21 @@ func msgUnsafeDesign(name []byte) (string, bool) {
 	}
 	return "ERR redlock-proxy: " + why, true
 }
+
+// msgRefused is the error a refused script gets: why, and where to look.
+func msgRefused(ref *script.Refusal) string {
+	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it read this one); a lock script it cannot read can be " +
+		"declared by hand under 'scripts:' in the configuration"
+}
+
+// msgVoteRefused is the error of a script that the vote policy's guard
+// will not run.
+func msgVoteRefused(ref *script.Refusal) string {
+	return "ERR redlock-proxy: " + ref.Error() + ": a voted script may use the lock commands on its own keys only " +
+		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows why the classifier refused it; 'scripts:' in the configuration declares a lock script by hand)"
+}
+
+// msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
+const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
+	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"

@@ -169,9 +169,10 @@ func (s *Server) sendInvalidation(from *client, key []byte) {
 
 // appendInvalidatePush encodes the RESP3 push of an invalidation.
 func appendInvalidatePush(b, key []byte) []byte {
-	b = append(b, ">2\r\n$10\r\ninvalidate\r\n"...)
+	b = resp.AppendPushHeader(b, 2, true)
+	b = resp.AppendBulkString(b, "invalidate")
 	if key == nil {
-		return append(b, "_\r\n"...)
+		return resp.AppendNullArray(b, true)
 	}
 	b = resp.AppendArrayHeader(b, 1)
 	return resp.AppendBulk(b, key)
@@ -180,18 +181,11 @@ func appendInvalidatePush(b, key []byte) []byte {
 // appendInvalidateMessage encodes an invalidation as a message of the
 // __redis__:invalidate channel, for a client that redirects there.
 func appendInvalidateMessage(b, key []byte, resp3 bool) []byte {
-	if resp3 {
-		b = append(b, ">3\r\n"...)
-	} else {
-		b = resp.AppendArrayHeader(b, 3)
-	}
+	b = resp.AppendPushHeader(b, 3, resp3)
 	b = resp.AppendBulkString(b, "message")
 	b = resp.AppendBulkString(b, invalidateChannel)
 	if key == nil {
-		if resp3 {
-			return append(b, "_\r\n"...)
-		}
-		return append(b, "*-1\r\n"...)
+		return resp.AppendNullArray(b, resp3)
 	}
 	b = resp.AppendArrayHeader(b, 1)
 	return resp.AppendBulk(b, key)
@@ -432,17 +426,6 @@ func commandKeys(cmd *command, args [][]byte) [][]byte {
 	return out
 }
 
-// writes reports whether an op may change its keys: every kind but reads.
-func (o *op) writes() bool {
-	switch o.kind {
-	case opGet, opPTTL:
-		return false
-	case opScript:
-		return !o.sc.class.Role.Query() && !o.sc.readOnly
-	}
-	return true
-}
-
 // noteTracking prepares an op of c for client-side caching: the backends
 // track its keys when c tracks them, and a write that succeeds invalidates
 // them for every client tracking them.
@@ -450,7 +433,7 @@ func (c *client) noteTracking(o *op, keys [][]byte) {
 	if c.trackNext {
 		o.flags |= netio.Tracked
 	}
-	if keys != nil && o.writes() {
+	if keys != nil && o.rules.effects(o)&effWrites != 0 {
 		o.invKeys, o.invBy = cloneArgs(keys), c
 	}
 }

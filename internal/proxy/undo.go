@@ -3,18 +3,13 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -102,7 +97,7 @@ func undoKeys(cmd []byte) string {
 // undoReceiver counts undo results.
 type undoReceiver struct{ s *stats }
 
-func (u undoReceiver) Receive(node int, r resp.Result) {
+func (u undoReceiver) Receive(node int, r netio.Result) {
 	if u.s == nil {
 		return
 	}
@@ -162,51 +157,3 @@ const (
 // delete it: a resumed master runs the late SET and the undo queued on the
 // new connection within a few milliseconds of each other.
 const recentUndo = 10 * time.Millisecond
-
-// grantedNodesLocked lists the backends whose grant arrived before the
-// reply leaves: the only ones an extend's second step may go to. A
-// backend whose first step is still on its way may run it after the
-// client's next command; its second step would then shorten what that
-// command set, so it keeps the longer TTL.
-func (o *op) grantedNodesLocked() []int {
-	var out []int
-	for i := 0; i < o.e.n; i++ {
-		if v, _ := o.tally.Vote(i); v == quorum.Granted {
-			out = append(out, i)
-		}
-	}
-	if o.e.veto && o.vetoVote == quorum.Granted {
-		out = append(out, o.e.n)
-	}
-	return out
-}
-
-// sendSecondStep sends an extend's second step to nodes. Its answers are
-// not needed: a backend that misses it keeps the longer TTL, which only
-// delays the next holder.
-func (o *op) sendSecondStep(nodes []int, now time.Time) {
-	for _, n := range nodes {
-		o.e.be.Send(n, o.secondStep, script.SecondStep(), ignoreReply{}, n, now.Add(o.e.timeout), 0)
-	}
-}
-
-// ignoreReply is the receiver of answers nobody waits for.
-type ignoreReply struct{}
-
-func (ignoreReply) Receive(int, resp.Result) {}
-
-// nonceSeq and nonceBase make extend nonces unique across proxies and
-// calls.
-var (
-	nonceSeq  atomic.Uint64
-	nonceBase = func() string {
-		var b [8]byte
-		rand.Read(b[:])
-		return hex.EncodeToString(b[:])
-	}()
-)
-
-// newNonce returns a value no other extend of any proxy uses.
-func newNonce() string {
-	return nonceBase + strconv.FormatUint(nonceSeq.Add(1), 36)
-}

@@ -20,18 +20,6 @@ import (
 // old clients may hold the lock there, which is the availability they had
 // before the upgrade.
 
-// vetoBinds reports whether the op's success needs the veto's grant: every
-// op that can hand out or lengthen a lock.
-func (o *op) vetoBinds() bool {
-	switch o.kind {
-	case opAcquire:
-		return true
-	case opScript:
-		return o.sc.class.Role.Writes() && !o.sc.readOnly
-	}
-	return false
-}
-
 // awaitsVeto reports whether a read must still wait for the veto's answer.
 func (o *op) awaitsVeto() bool { return o.e.veto && o.vetoVote == quorum.Pending }
 

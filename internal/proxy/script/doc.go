@@ -5,9 +5,12 @@
 //
 // A script is run in a sandbox (sandbox.go: gopher-lua with a redis table
 // of this package's own over an in-memory model of its keys, model.go and
-// commands.go, on a clock that stands still at the real time) against
-// probe states of its keys, with the call's real number of keys and
-// arguments and with variants of them (classify.go, verify.go). What it
+// commands.go, on a clock that stands still at the real time; walker.go
+// checks its syntax first, meter.go bounds its instructions, bounded.go
+// its library calls, luaresp.go converts its values) against probe states
+// of its keys, with the call's real number of keys and arguments and with
+// variants of them (classify.go, candidates.go, shapecands.go, refine.go,
+// verify.go). What it
 // does to the keys in every probe must be what one role does
 // (semantics.go, and shapes.go for a lock kept as a sorted set of owners);
 // its replies in each case must follow one template. Otherwise it is

@@ -124,7 +124,7 @@ func Facts() []Fact {
 		if err != nil {
 			panic(fmt.Sprintf("script: fact %s %s: %v", r.library, r.script, err))
 		}
-		c.Source = fmt.Sprintf("%s %s %s", r.library, r.version, r.script)
+		c.Origin = fmt.Sprintf("%s %s %s", r.library, r.version, r.script)
 		out[i] = Fact{Sha: r.sha, Library: r.library, Version: r.version, Script: r.script, Spec: r.spec, Class: c}
 	}
 	return out
@@ -136,6 +136,6 @@ func MustSpec(s string) *Class {
 	if err != nil {
 		panic(err)
 	}
-	c.Source = "built in"
+	c.Origin = "built in"
 	return c
 }

@@ -1,7 +1,6 @@
 package script
 
 import (
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -133,29 +132,6 @@ func (s *State) pttl(k string) int64 {
 		return -1
 	}
 	return it.At - s.Now
-}
-
-// refusal stops a run: the script did something the classifier does not
-// accept. It is never seen by the script (pcall cannot catch it).
-type refusal struct {
-	kind   refusalKind
-	reason string
-	// redisErr is the error Redis answers, when the refusal is a command
-	// that fails on Redis.
-	redisErr string
-}
-
-type refusalKind uint8
-
-const (
-	refuseOther   refusalKind = iota + 1
-	refuseNoTTL               // a write that leaves a key without expiry
-	refuseCommand             // a command outside the allow-list
-	refuseBudget              // too many instructions or too much memory
-)
-
-func refuse(kind refusalKind, format string, args ...any) *refusal {
-	return &refusal{kind: kind, reason: fmt.Sprintf(format, args...)}
 }
 
 // exec runs one command of a script against the model, as Redis 7.0 would.

@@ -495,7 +495,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		flags |= 8
 	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
-		dst = appendInt(dst, n)
+		dst = resp.AppendBulkInt(dst, n)
 	}
 	for k := 0; k < ntok; k++ {
 		t := c.Tokens[min(k, len(c.Tokens)-1)]
@@ -518,9 +518,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 // so that a companion shares its key's slot on a Redis Cluster.
 func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 	for _, k := range keys {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(keyslot.CompanionLen(prefix, k)), 10)
-		dst = append(dst, '\r', '\n')
+		dst = resp.AppendBulkHeader(dst, keyslot.CompanionLen(prefix, k))
 		dst = keyslot.Companion(dst, prefix, k)
 		dst = append(dst, '\r', '\n')
 	}
@@ -550,7 +548,7 @@ func (c *Class) AppendSecondStep(dst []byte, keys, argv [][]byte, a CallArgs) []
 	dst = appendCompanions(dst, a.Companion, keys)
 	dst = resp.AppendBulkInt(dst, a.TTLms)
 	dst = resp.AppendBulkString(dst, a.Nonce)
-	dst = appendInt(dst, int64(c.Prefix))
+	dst = resp.AppendBulkInt(dst, int64(c.Prefix))
 	for k := range keys {
 		dst = resp.AppendBulk(dst, argv[c.Tokens[min(k, len(c.Tokens)-1)]])
 	}
@@ -559,15 +557,6 @@ func (c *Class) AppendSecondStep(dst []byte, keys, argv [][]byte, a CallArgs) []
 
 // SecondStep is the script AppendSecondStep calls.
 func SecondStep() *resp.Script { return refSecondStep }
-
-// appendInt is resp.AppendBulkInt with the single digits (most of a
-// reference call's numbers) written without formatting.
-func appendInt(dst []byte, n int64) []byte {
-	if n >= 0 && n <= 9 {
-		return append(dst, '$', '1', '\r', '\n', byte('0'+n), '\r', '\n')
-	}
-	return resp.AppendBulkInt(dst, n)
-}
 
 // referenceArgs is AppendReference's ARGV as strings (tests, oracle).
 func (c *Class) referenceArgs(keys, argv []string, a CallArgs) []string {

@@ -116,3 +116,23 @@ func (c *Class) simulateOwners(out *State, key, tok string, cs Case, ms int64) {
 	}
 	out.Keys[key] = Item{Type: TypeZset, Zset: z, At: int64(top)}
 }
+
+// Shape is how a lock is kept in its key.
+type Shape uint8
+
+// The shapes.
+const (
+	// ShapeString: the key holds its owner's token.
+	ShapeString Shape = iota
+	// ShapeOwners: the key is a sorted set whose members are its owners,
+	// each scored with its deadline (ms since the Unix epoch); the key
+	// expires with the last of them. A lock is exclusive when the marker
+	// member (Layout.Marker, scored like its owner) is in the set, or,
+	// without a marker, when it has one owner; otherwise it is shared.
+	ShapeOwners
+	// ShapeHash: the key is a hash whose one field is its owner's token
+	// (with a value of the script's, Layout.FieldArg or FieldValue); any
+	// other hash, or value, is another holder's. Its cases and roles are a
+	// string lock's.
+	ShapeHash
+)

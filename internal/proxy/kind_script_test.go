@@ -39,15 +39,15 @@ func (m *modelBackends) Veto() (netio.Health, bool) { return netio.Health{}, fal
 func (m *modelBackends) Health() []netio.Health     { return make([]netio.Health, len(m.states)) }
 
 // Undo runs the undo at once: the model's connections are never lost.
-func (m *modelBackends) Undo(node int, u netio.UndoCmd, rcv resp.Receiver, tag int) {
+func (m *modelBackends) Undo(node int, u netio.UndoCmd, rcv netio.Receiver, tag int) {
 	m.Send(node, u.Now, u.NowScript, rcv, tag, time.Time{}, 0)
 }
 
-func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	m.mu.Lock()
 	if m.down[node] {
 		m.mu.Unlock()
-		rcv.Receive(tag, resp.Result{Err: errDownForTest})
+		rcv.Receive(tag, netio.Result{Err: errDownForTest})
 		return
 	}
 	rd := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{})
@@ -77,7 +77,7 @@ func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Rec
 		}
 	}
 	m.mu.Unlock()
-	rcv.Receive(tag, resp.Result{V: v, Counts: true})
+	rcv.Receive(tag, netio.Result{V: v, Counts: true})
 }
 
 type testErr string

@@ -9,17 +9,65 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// opKind selects how an op reads votes and decides.
-type opKind uint8
+// rules are one command kind's part of an op: how a backend's reply reads
+// as a vote, when the op is decided and what it answers, what the op may do
+// to its keys. Each kind has one file (kind_*.go). Everything else is the
+// same for every kind and lives here: the fan-out, the tally, the undo
+// lifecycle (undo.go), the settle timer, the extend's second step
+// (secondstep.go) and the re-judgement of validity as the reply leaves
+// (final).
+type rules interface {
+	// effects says what the op may do to its keys.
+	effects(o *op) effect
+	// vote reads one backend's reply (an error result is Unknown before
+	// it gets here).
+	vote(o *op, v resp.Value) quorum.Vote
+	// decide sets o.result and o.outcome once the outcome is known, and
+	// reports whether it is: by decideByMajority for grants, releases and
+	// deletes, by the kind's own reading for reads (then answered).
+	// Called with o.mu held.
+	decide(o *op) bool
+	// reply is the answer of one Redis in the majority's state, for a
+	// success or a failure; final asks it again for a grant whose validity
+	// ran out before the reply left.
+	reply(o *op, success bool) resp.Value
+	// refill is a timed reply (o.timed) again as it leaves at now: a TTL
+	// never reports more than remains.
+	refill(o *op, now time.Time) resp.Value
+	// undoFate says whether a failed op may have taken effect on a
+	// backend, from its vote and result, and must be undone there.
+	undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate
+}
+
+// effect is what an op may do to its keys.
+type effect uint8
 
 const (
-	opAcquire opKind = iota + 1 // SET NX PX: OK granted, nil refused
-	opScript                    // a classified lock script, run as its role (scriptop.go)
-	opGet                       // GET: the majority value
-	opPTTL                      // PTTL/TTL: the majority's remaining validity
-	opDel                       // DEL of one key: 1 granted, 0 refused
-	opVote                      // an unknown script under the vote policy: the reply a majority agree on
+	// effTakes: it can take a free key. Its votes count only once each
+	// backend showed, after running it, that its data went on unbroken
+	// (netio.Checked). Releases, extends and reads cannot hand a lock to
+	// a second holder.
+	effTakes effect = 1 << iota
+	// effVeto: it can hand out or lengthen a lock, so under an upgrade its
+	// success needs the old Redis's grant too (veto.go).
+	effVeto
+	// effValidity: its success needs validity left, at the decision and
+	// again as the reply leaves (it sets a TTL).
+	effValidity
+	// effWrites: it may change its keys; its success invalidates them for
+	// clients tracking them (tracking.go).
+	effWrites
 )
+
+// plain gives a kind the defaults most share: the reply set at the
+// decision, and an undo wherever the command may have run.
+type plain struct{}
+
+func (plain) reply(o *op, _ bool) resp.Value       { return o.result }
+func (plain) refill(o *op, _ time.Time) resp.Value { return o.result }
+func (plain) undoFate(_ *op, v quorum.Vote, r netio.Result) quorum.Fate {
+	return fate(v, r)
+}
 
 // op is one client command fanned out to every backend. It receives one
 // result per backend, decides as early as the outcome is known, answers
@@ -28,17 +76,13 @@ const (
 // acquisition, already covered by the undo.
 type op struct {
 	e       *engine
-	name    string // the client's command, for metrics
-	kind    opKind
-	sc      scriptCall // opScript: the classification and the call (scriptop.go)
-	seconds bool       // TTL rather than PTTL
-	// pastAcquire: a GET that answers a SET NX of a passed deadline, OK
-	// where the majority holds nothing (see startPastAcquire).
-	pastAcquire bool
-	ttl         time.Duration // requested TTL (acquire, extend)
-	undoCmd     []byte        // compare-and-delete of this attempt's keys and token
-	undoSc      *resp.Script  // the script undoCmd runs, when not undoScript
-	laterSc     *resp.Script  // and undoLaterScript
+	name    string        // the client's command, for metrics
+	rules   rules         // its kind's rules, one of the ruleX values (kind_*.go)
+	sc      scriptCall    // a lock script's classification and call (kind_script.go)
+	ttl     time.Duration // requested TTL (acquire, extend)
+	undoCmd []byte        // compare-and-delete of this attempt's keys and token
+	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
+	laterSc *resp.Script  // and undoLaterScript
 	// secondStep is an extend's second step (script.AppendSecondStep),
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
@@ -58,7 +102,7 @@ type op struct {
 	mu          sync.Mutex
 	tally       quorum.Tally // set up in place by Init: the op is never copied
 	replies     []resp.Value
-	via         []any // where each backend made of several servers ran it (resp.Result.Via), for its undo; nil when none is
+	via         []any // where each backend made of several servers ran it (netio.Result.Via), for its undo; nil when none is
 	replyBuf    [8]resp.Value
 	undoBuf     [192]byte // holds undoCmd for short keys and tokens
 	decided     bool
@@ -105,8 +149,8 @@ func (e *engine) nodes() int {
 
 // newOp prepares an op in one allocation: its tally, replies and undo
 // command live inside it for the usual handful of backends.
-func (e *engine) newOp(name string, kind opKind, done chan<- struct{}) *op {
-	o := &op{e: e, name: name, kind: kind, done: done}
+func (e *engine) newOp(name string, r rules, done chan<- struct{}) *op {
+	o := &op{e: e, name: name, rules: r, done: done}
 	o.tally.Init(e.n)
 	o.undo.Init(e.nodes())
 	if e.n <= len(o.replyBuf) {
@@ -129,7 +173,7 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
 	flags := o.flags
-	if o.grants() {
+	if o.rules.effects(o)&effTakes != 0 {
 		flags |= netio.Checked
 	}
 	for i := 0; i < e.nodes(); i++ {
@@ -142,21 +186,6 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 	o.sendUndo(undo)
 }
 
-// grants reports whether the op can take a free key (an acquisition, or
-// an unknown script run under the vote policy): its votes count only once
-// each backend showed, after running it, that its data went on unbroken.
-// Releases, extends and reads cannot hand a lock to a second holder.
-func (o *op) grants() bool {
-	switch o.kind {
-	case opAcquire, opVote:
-		return true
-	case opScript:
-		r := o.sc.class.Role
-		return !o.sc.readOnly && r.Takes()
-	}
-	return false
-}
-
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -165,9 +194,9 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // Receive records one backend's result.
-func (o *op) Receive(node int, r resp.Result) {
+func (o *op) Receive(node int, r netio.Result) {
 	o.mu.Lock()
-	vote := o.classify(r)
+	vote := o.voteOf(r)
 	if r.Via != nil {
 		o.setVia(node, r.Via)
 	}
@@ -177,9 +206,9 @@ func (o *op) Receive(node int, r resp.Result) {
 		o.replies[node] = r.V
 		o.tally.Record(node, vote, r.Counts)
 	}
-	o.undo.Settle(node, o.undoFate(vote, r))
+	o.undo.Settle(node, o.rules.undoFate(o, vote, r))
 	if !o.decided {
-		o.decided = o.decideLocked()
+		o.decided = o.rules.decide(o)
 	}
 	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
@@ -247,63 +276,32 @@ func (o *op) settleNow() {
 	}
 }
 
-func (o *op) classify(r resp.Result) quorum.Vote {
+// voteOf reads one backend's result as a vote: an error (the backend did
+// not answer) is Unknown, a reply is its kind's to read.
+func (o *op) voteOf(r netio.Result) quorum.Vote {
 	if r.Err != nil {
 		return quorum.Unknown
 	}
-	v := r.V
-	switch o.kind {
-	case opAcquire:
-		switch {
-		case v.IsOK():
-			return quorum.Granted
-		case v.Kind == resp.KindNil:
-			return quorum.Refused
-		}
-	case opScript:
-		return o.scriptVote(v)
-	case opDel:
-		if v.Kind == resp.KindInt {
-			if v.Int > 0 {
-				return quorum.Granted
-			}
-			return quorum.Refused
-		}
-	case opGet:
-		if v.Kind == resp.KindBulk || v.Kind == resp.KindNil || tooLong(v) {
-			return quorum.Granted // an answer; the value decides
-		}
-	case opPTTL:
-		if (v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[1].Kind == resp.KindInt) || tooLong(v) {
-			return quorum.Granted
-		}
-	case opVote:
-		return quorum.Granted // an answer; agreement decides
-	}
-	return quorum.Unknown
+	return o.rules.vote(o, r.V)
 }
 
-// decideLocked sets the result once the outcome is known.
-func (o *op) decideLocked() bool {
-	switch {
-	case o.kind == opGet || o.kind == opPTTL:
-		return o.answered(o.decideReadLocked())
-	case o.kind == opVote:
-		return o.answered(o.decideVoteLocked())
-	case o.kind == opScript && o.sc.class.Role.Query():
-		return o.answered(o.decideQueryLocked())
-	}
-	var success bool
+// decideByMajority is the decision of grants, releases and deletes: it
+// succeeds when a majority of counted backends granted (and, under an
+// upgrade, the old Redis did too), with validity left when it sets a TTL;
+// a failure is undone. It reports whether the outcome is known yet.
+func (o *op) decideByMajority() bool {
+	eff := o.rules.effects(o)
 	outcome := o.tally.Outcome()
-	if o.e.veto && o.vetoBinds() {
+	if o.e.veto && eff&effVeto != 0 {
 		outcome = quorum.WithVeto(outcome, o.vetoVote)
 	}
+	var success bool
 	switch outcome {
 	case quorum.Undecided:
 		return false
 	case quorum.Won:
 		success = true
-		if o.validityBound() {
+		if eff&effValidity != 0 {
 			success = o.e.timing.Valid(o.e.timing.Validity(o.ttl, time.Since(o.t1)))
 		}
 	case quorum.Lost:
@@ -311,8 +309,8 @@ func (o *op) decideLocked() bool {
 	if !success {
 		o.undoLocked()
 	}
-	o.result = o.reply(success)
-	o.granted = success && o.validityBound()
+	o.result = o.rules.reply(o, success)
+	o.granted = success && eff&effValidity != 0
 	o.outcome = ResultGranted
 	if !success {
 		o.outcome = ResultNoQuorum
@@ -337,12 +335,12 @@ func (o *op) undoLocked() {
 
 // Late records what became of a command after its timeout: a late grant,
 // or a lost connection, of a failed acquisition is undone too.
-func (o *op) Late(node int, r resp.Result) {
+func (o *op) Late(node int, r netio.Result) {
 	o.mu.Lock()
 	if r.Via != nil {
 		o.setVia(node, r.Via)
 	}
-	o.undo.Settle(node, o.undoFate(o.classify(r), r))
+	o.undo.Settle(node, o.rules.undoFate(o, o.voteOf(r), r))
 	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
@@ -353,7 +351,7 @@ func (o *op) Late(node int, r resp.Result) {
 }
 
 // fate says, from one result, whether the command may have taken effect.
-func fate(v quorum.Vote, r resp.Result) quorum.Fate {
+func fate(v quorum.Vote, r netio.Result) quorum.Fate {
 	switch {
 	case v == quorum.Granted:
 		return quorum.FateHolds
@@ -385,7 +383,7 @@ func (o *op) final(now time.Time) resp.Value {
 			o.granted = false
 			o.settledAt = now // the client learns of the failure now
 			o.outcome = ResultNoQuorum
-			o.result = o.reply(false)
+			o.result = o.rules.reply(o, false)
 			o.undoLocked()
 			if o.e.stats != nil {
 				o.e.stats.late.Add(1)
@@ -393,7 +391,7 @@ func (o *op) final(now time.Time) resp.Value {
 		}
 	}
 	if o.timed {
-		o.result = o.ttlReply(now)
+		o.result = o.rules.refill(o, now)
 	}
 	undo := o.takeUndoLocked()
 	v := o.result
@@ -414,18 +412,6 @@ func (o *op) final(now time.Time) resp.Value {
 	return v
 }
 
-// ttlReply is a TTL read's remaining validity as of now, in the reply's
-// unit, rounded down: never more than remains.
-func (o *op) ttlReply(now time.Time) resp.Value {
-	if o.kind == opScript {
-		return o.scriptReplyAt(o.sc.success, now)
-	}
-	if o.remaining == quorum.NoExpiry {
-		return resp.IntValue(-1)
-	}
-	return resp.IntValue(int64(o.e.timing.RemainingValidity(o.remaining, now.Sub(o.t1)) / o.unitTTL))
-}
-
 // answered sets the result counted for a decided read (or voted script),
 // by the rule every command follows (see ResultNoQuorum): an answer that
 // fewer than a majority of counted backends gave is no_quorum.
@@ -442,149 +428,4 @@ func (o *op) answered(decided bool) bool {
 		o.decidedAt = time.Now()
 	}
 	return decided
-}
-
-// validityBound reports whether success also needs validity left: for
-// everything that sets a TTL.
-func (o *op) validityBound() bool {
-	if o.kind == opAcquire {
-		return true
-	}
-	if o.kind == opScript {
-		return o.scriptValidityBound()
-	}
-	return false
-}
-
-// reply is what one Redis holding the majority state would have said.
-func (o *op) reply(success bool) resp.Value {
-	switch o.kind {
-	case opAcquire:
-		if success {
-			return resp.OK
-		}
-		return resp.Nil
-	case opDel:
-		if success {
-			return resp.IntValue(1)
-		}
-		return resp.IntValue(0)
-	}
-	// A script: what one Redis in the majority's state would have replied.
-	return o.scriptReplyLocked(success)
-}
-
-// tooLong reports the bounded read scripts' refusal of a value longer than
-// max_token.
-func tooLong(v resp.Value) bool {
-	return v.Kind == resp.KindError && len(v.Str) >= 7 && string(v.Str[:7]) == "TOOLONG"
-}
-
-func (o *op) decideReadLocked() bool {
-	hs := make([]quorum.Holding, o.e.n)
-	for i := range hs {
-		v, counted := o.tally.Vote(i)
-		if v != quorum.Granted {
-			continue
-		}
-		r := o.replies[i]
-		if tooLong(r) {
-			// Not a lock: no proxy wrote a value that long.
-			o.result = resp.ErrorValue(msgValueTooLong(o.e.maxToken))
-			return true
-		}
-		h := quorum.Holding{Answered: true, Counts: counted}
-		switch o.kind {
-		case opGet:
-			h.Exists, h.Value = r.Kind == resp.KindBulk, r.Str
-		case opPTTL:
-			h.Exists, h.Value = r.Elems[0].Kind == resp.KindBulk, r.Elems[0].Str
-			h.PTTL = time.Duration(r.Elems[1].Int) * time.Millisecond
-			if r.Elems[1].Int == -1 {
-				h.PTTL = quorum.NoExpiry
-			}
-		}
-		hs[i] = h
-	}
-	switch o.kind {
-	case opGet:
-		if v, _, ok := quorum.MajorityValue(o.e.n, hs); ok {
-			o.result = resp.BulkValue(v)
-			if o.pastAcquire {
-				o.result = resp.Nil // held
-			}
-			return true
-		}
-		if o.tally.Done() && !o.awaitsVeto() {
-			o.result = resp.Nil
-			if v, ok := o.vetoHolds(); ok {
-				o.result = resp.BulkValue(v) // a lock taken on the old Redis directly
-			}
-			if o.pastAcquire && o.result.Kind == resp.KindNil && o.tally.Granted() >= quorum.Majority(o.e.n) {
-				o.result = resp.OK // free on a majority: what one Redis answers, holding nothing
-			} else if o.pastAcquire {
-				o.result = resp.Nil
-			}
-			return true
-		}
-	case opPTTL:
-		if !o.tally.Done() || o.awaitsVeto() {
-			return false
-		}
-		v, rem, ok := quorum.MajorityRemaining(o.e.n, hs)
-		if vv, vp, vok := o.vetoHoldsFor(); vok {
-			switch {
-			case !ok:
-				v, rem, ok = vv, vp, true // a lock taken on the old Redis directly
-			case string(vv) == string(v) && vp != quorum.NoExpiry && (rem == quorum.NoExpiry || vp < rem):
-				rem = vp // the old Redis lets it go sooner
-			}
-		}
-		if !ok {
-			o.result = resp.IntValue(-2)
-			return true
-		}
-		o.remaining, o.timed, o.unitTTL = rem, true, time.Millisecond
-		if o.seconds {
-			o.unitTTL = time.Second
-		}
-		return true
-	}
-	return false
-}
-
-// agreedLocked returns a reply that at least a majority of counted
-// backends gave, with its vote, if there is one.
-func (o *op) agreedLocked() (resp.Value, quorum.Vote, bool) {
-	m := quorum.Majority(o.e.n)
-	for i := range o.replies {
-		v, counted := o.tally.Vote(i)
-		if v == quorum.Pending || v == quorum.Unknown || !counted {
-			continue
-		}
-		agree := 0
-		for j := range o.replies {
-			if w, c := o.tally.Vote(j); c && w != quorum.Pending && w != quorum.Unknown && o.replies[j].Equal(o.replies[i]) {
-				agree++
-			}
-		}
-		if agree >= m {
-			return o.replies[i], v, true
-		}
-	}
-	return resp.Value{}, quorum.Pending, false
-}
-
-// decideVoteLocked answers an unknown script with the reply a majority
-// agree on, once there is one or every backend has answered.
-func (o *op) decideVoteLocked() bool {
-	if v, _, ok := o.agreedLocked(); ok {
-		o.result = v
-		return true
-	}
-	if !o.tally.Done() {
-		return false
-	}
-	o.result = resp.ErrorValue(msgNoAgreedReply)
-	return true
 }
