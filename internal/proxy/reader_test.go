@@ -2,20 +2,19 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"net"
-	"os"
-	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // ---- driving the reader the way client.serve does ----
@@ -430,77 +429,18 @@ func TestSplitArgs(t *testing.T) {
 
 // ---- golden comparison with a real Redis ----
 
-const redisServerBin = "/usr/bin/redis-server"
-
-// startRedis runs a throwaway redis-server on a free loopback port and
-// returns its address. A missing binary fails the test: these comparisons
-// are the evidence that the proxy words things as Redis does.
+// startRedis starts a real redis-server (redisproc.Start) for the
+// comparisons with Redis's own wording, and returns its address. A missing
+// binary fails the test: these comparisons are the evidence that the proxy
+// words things as Redis does.
 func startRedis(t *testing.T, extra ...string) string {
 	t.Helper()
-	if _, err := os.Stat(redisServerBin); err != nil {
-		t.Fatalf("%s is missing (%v): run the README's test command, ./test.sh, which installs redis-server", redisServerBin, err)
+	s, err := redisproc.Start(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("%v: run the README's test command, ./test.sh, which installs redis-server", err)
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		args := append([]string{"--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-			"--bind", "127.0.0.1", "--daemonize", "no", "--logfile", ""}, extra...)
-		cmd := exec.Command(redisServerBin, args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", redisServerBin, err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if lastErr = waitPing(addr, exited); lastErr == nil {
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				<-exited
-			})
-			return addr
-		}
-		cmd.Process.Kill()
-		<-exited
-		lastErr = fmt.Errorf("%v; output:\n%s", lastErr, out.String())
-	}
-	t.Fatalf("redis-server did not start: %v", lastErr)
-	return ""
-}
-
-func waitPing(addr string, exited chan struct{}) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return errors.New("redis-server exited")
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.SetDeadline(time.Now().Add(2 * time.Second))
-			_, err = c.Write([]byte(bulks("PING")))
-			if err == nil {
-				var v any
-				v, err = readReply(bufio.NewReader(c))
-				c.Close()
-				// PONG, or NOAUTH from an instance with a password.
-				if err == nil && (v == "PONG" || isRedisErr(v, "NOAUTH")) {
-					return nil
-				}
-			} else {
-				c.Close()
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("no PING reply")
+	t.Cleanup(s.Stop)
+	return s.Addr
 }
 
 // redisErr is an error reply, without its '-'.
