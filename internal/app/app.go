@@ -27,10 +27,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/demo"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/metrics"
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // ScriptConfig declares by hand what a lock script is, for a script the

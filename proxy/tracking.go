@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // Client-side caching (CLIENT TRACKING), as one Redis offers it. A client

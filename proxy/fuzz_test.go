@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // fakeBackends answers at once, as healthy Redis masters would, so the

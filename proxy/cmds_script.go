@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // scriptCommands run and manage lock scripts: a script runs only as a lock

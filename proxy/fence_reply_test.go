@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // chosenFenceBackends answers like healthy masters on which a grant's

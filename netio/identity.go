@@ -743,3 +743,22 @@ func (l *Link) sendRetainedLocked() (expired []entry) {
 	l.retained = nil
 	return expired
 }
+
+// countsLocked is the one place that decides whether a reply of this
+// master counts toward a quorum at now. All four must hold:
+//   - the connection is ready: the master's identity (run_id, replication
+//     id, the marker) was read on it (identity.go, the marker script);
+//   - the master is out of quarantine: the watch's rule for a master that
+//     is new, restarted, promoted or otherwise lost its data
+//     (quorum.Watch, quorum/restart.go);
+//   - the continuity check on this connection has not found the data
+//     broken since (continuity.go), which also holds a grant's reply
+//     until the check after it passes;
+//   - for a Sentinel-managed group, the Sentinels' majority names this
+//     master (sentinel.go).
+//
+// A reply that does not count is still delivered (for undos and reads)
+// with Counts false.
+func (l *Link) countsLocked(now time.Time) bool {
+	return l.ready && l.watch.Counts(now) && !l.cont.broken && l.confirmedLocked(now)
+}

@@ -21,7 +21,7 @@ import (
 // needs a goroutine per backend per command and a context deadline per
 // command, since rueidis has no callback API).
 //
-//	go test -run NONE -bench Fanout -benchtime 3s ./internal/netio
+//	go test -run NONE -bench Fanout -benchtime 3s ./netio
 //
 // ns/op is wall time per lock command across all goroutines; CPU per
 // command is what decides the proxy's throughput on a loaded machine, so

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 var setCmd = []byte("*6\r\n$3\r\nSET\r\n$14\r\nlock:orders:42\r\n$36\r\n3f2504e0-4f89-11d3-9a0c-0305e82c3301\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n")

@@ -549,7 +549,7 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			l.batchEnds = l.batchEnds[:n]
 			wc, wbuf = l.takeWriteLocked()
 		}
-		counts := l.ready && l.watch.Counts(now) && !l.cont.broken && l.confirmedLocked(now)
+		counts := l.countsLocked(now)
 		isErr := v.Kind == resp.KindError
 		demoted := false
 		var release []held

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )

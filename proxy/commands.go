@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // command is one entry of the command table. Arity follows Redis: n > 0

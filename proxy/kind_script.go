@@ -3,10 +3,10 @@ package proxy
 import (
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

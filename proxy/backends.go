@@ -3,8 +3,8 @@ package proxy
 import (
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // Backends is what the proxy needs from its backend connections: N

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

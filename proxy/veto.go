@@ -3,8 +3,8 @@ package proxy
 import (
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // Wire replies: errors worded as Redis words them where Redis has a reply

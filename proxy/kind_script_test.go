@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // modelBackends are in-process backends that run every script they are

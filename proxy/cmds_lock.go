@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // lockCommands are the lock commands, fanned out to every backend: the

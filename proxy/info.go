@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
