@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,43 +130,36 @@ func (c *Cluster) waitGroupCounting(ctx context.Context, i int, d time.Duration)
 	return false
 }
 
-// groupReady waits up to d until group i can fail over again (see
-// redisproc.Group.Ready). A master the Sentinels switched to by themselves
-// meanwhile is recorded and logged.
-func (e *Env) groupReady(ctx context.Context, i int, d time.Duration) error {
-	g := e.C.Groups[i]
+// readyGroups returns k groups that can fail over again at once (see
+// redisproc.Group.Ready), chosen at random among those ready, waiting up
+// to d for enough of them; fewer when the wait ran out. A master the
+// Sentinels switched to by themselves is recorded and logged.
+func (e *Env) readyGroups(ctx context.Context, k int, d time.Duration) []int {
 	deadline := time.Now().Add(d)
+	var why []string
 	for {
-		err := g.Ready()
-		if err == nil {
-			if m, cerr := g.Current(); cerr == nil && m != e.C.Server(i) {
+		var ready []int
+		why = why[:0]
+		for _, i := range e.pick(e.C.NumBackends()) {
+			g := e.C.Groups[i]
+			if err := g.Ready(); err != nil {
+				why = append(why, fmt.Sprintf("group %d: %v", i, err))
+				continue
+			}
+			if m, err := g.Current(); err == nil && m != e.C.Server(i) {
 				e.Logf("group %d: its Sentinels switched to %s by themselves", i, m.Addr)
 				e.C.setGroupMaster(i, m)
 			}
-			return nil
+			ready = append(ready, i)
 		}
-		if !time.Now().Before(deadline) || !sleepCtx(ctx, 100*time.Millisecond) {
-			return fmt.Errorf("group %d not ready to fail over in %v: %w", i, d, err)
+		if len(ready) >= k {
+			return ready[:k]
+		}
+		if !time.Now().Before(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
+			e.Logf("fewer than %d groups ready to fail over after %v: %s", k, d, strings.Join(why, "; "))
+			return ready
 		}
 	}
-}
-
-// readyGroups returns k groups (not in busy) that can fail over, waiting
-// up to d for them; fewer when the wait ran out.
-func (e *Env) readyGroups(ctx context.Context, k int, d time.Duration) []int {
-	deadline := time.Now().Add(d)
-	var out []int
-	for _, i := range e.pick(e.C.NumBackends()) {
-		if len(out) == k {
-			break
-		}
-		if err := e.groupReady(ctx, i, time.Until(deadline)); err != nil {
-			e.Logf("%v", err)
-			continue
-		}
-		out = append(out, i)
-	}
-	return out
 }
 
 // cutReplication cuts group i's replication: its replica is given a wrong
@@ -355,16 +349,19 @@ func scheduleGroups(ctx context.Context, e *Env) {
 		if e.Left() < e.C.Hold()+4*time.Second {
 			return
 		}
+		// Groups not ready yet are waited for while the run leaves time
+		// for a failover and its quarantine.
+		wait := max(e.Left()-e.C.Hold()-3*time.Second, 0)
 		var err error
 		switch kind := e.Intn(6); {
 		case cycle == 0 || kind == 0:
-			_, err = groupsRound(ctx, e, p, cycle+1)
+			_, err = groupsRound(ctx, e, p, cycle+1, wait)
 		case kind == 1:
-			err = groupsKilled(ctx, e)
+			err = groupsKilled(ctx, e, wait)
 		default:
 			// The second cycle kills a master: a short run sees an
 			// automatic failover too.
-			err = groupSingle(ctx, e, cycle == 1 || kind < 4)
+			err = groupSingle(ctx, e, cycle == 1 || kind < 4, wait)
 		}
 		if err != nil {
 			e.Problemf("%v", err)
@@ -377,10 +374,9 @@ func scheduleGroups(ctx context.Context, e *Env) {
 // kill, else SENTINEL FAILOVER), after cutting its replication half of the
 // time, and checks that locks are granted while it is out (its own vote
 // only is lost).
-func groupSingle(ctx context.Context, e *Env, kill bool) error {
-	ms := e.readyGroups(ctx, 1, 30*time.Second)
+func groupSingle(ctx context.Context, e *Env, kill bool, wait time.Duration) error {
+	ms := e.readyGroups(ctx, 1, wait)
 	if len(ms) == 0 {
-		e.Logf("no group ready to fail over")
 		return nil
 	}
 	i := ms[0]
@@ -415,11 +411,10 @@ func groupSingle(ctx context.Context, e *Env, kill bool) error {
 // Sentinels fail both over. No majority counts from the second kill until
 // the first promoted master's quarantine ends; then locks are granted
 // again.
-func groupsKilled(ctx context.Context, e *Env) error {
+func groupsKilled(ctx context.Context, e *Env, wait time.Duration) error {
 	k := e.C.Majority()
-	ms := e.readyGroups(ctx, k, 30*time.Second)
+	ms := e.readyGroups(ctx, k, wait)
 	if len(ms) < k {
-		e.Logf("fewer than %d groups ready to fail over", k)
 		return nil
 	}
 	cut := e.Intn(2) == 0
@@ -504,12 +499,11 @@ func (p *groupProbes) close() {
 // promoted masters do not count for max_ttl + drift + the lease: C must be
 // refused. It reports whether the round ran as planned (the new masters
 // lack A's lock and every proxy followed them before A's validity ended).
-func groupsRound(ctx context.Context, e *Env, p *groupProbes, round int) (bool, error) {
+func groupsRound(ctx context.Context, e *Env, p *groupProbes, round int, wait time.Duration) (bool, error) {
 	const key = "ctl:groups"
 	k := e.C.Majority()
-	ms := e.readyGroups(ctx, k, 30*time.Second)
+	ms := e.readyGroups(ctx, k, wait)
 	if len(ms) < k {
-		e.Logf("round %d: fewer than %d groups ready to fail over", round, k)
 		return false, nil
 	}
 	for _, i := range ms {
@@ -582,7 +576,7 @@ func driveGroups(ctx context.Context, e *Env) error {
 	defer p.close()
 	need := e.C.Hold() + 4*time.Second
 	return repeatRounds(ctx, e, need, func(round int) (bool, error) {
-		return groupsRound(ctx, e, p, round)
+		return groupsRound(ctx, e, p, round, 30*time.Second)
 	})
 }
 

@@ -95,11 +95,19 @@ func (e *Env) vetoOut(from, to time.Time, why string) {
 	}
 }
 
+// partitionMax bounds a black hole on the proxies' link to the old Redis:
+// shorter than the proxies' dead-after (a reply a second late closes the
+// connection), so that a proxy still waits on the connection that carried
+// a SET when the partition heals and undoes it after its late reply. The
+// contract leaves a late SET that arrives while no connection of the
+// proxy waits on it (a longer partition) to expire by its TTL.
+const partitionMax = 900 * time.Millisecond
+
 // scheduleUpgrade faults the old Redis while the masters take the faults
 // of mixed: every 0.3-0.8s it hangs (SIGSTOP) for 0.3-1.2s, the proxies'
-// link to it is black-holed as long (its direct clients still reach it),
-// or it is killed (-9) and started again 0.3-1.2s later or at once (it
-// reloads its append-only file). While it hangs or is cut off, a probe
+// link to it is black-holed for 0.3-0.9s (its direct clients still reach
+// it; see partitionMax), or it is killed (-9) and started again 0.3-1.2s
+// later or at once (it reloads its append-only file). While it hangs or is cut off, a probe
 // acquires a fresh key with the longest TTL through a proxy: answered nil
 // (no veto), and its SET reaches the old Redis once the fault heals; the
 // undo time after that, the masters and the old Redis are read directly:
@@ -134,6 +142,7 @@ func scheduleUpgrade(ctx context.Context, e *Env) {
 			e.vetoOut(from, to, "hung")
 			what = "hung"
 		case kind == 1 && e.C.OldRelay != nil:
+			d = min(d, partitionMax)
 			e.C.OldRelay.BlackHole(true)
 			from := time.Now()
 			e.Logf("black hole on the proxies' link to the old Redis (its direct clients still reach it)")
