@@ -332,14 +332,44 @@ func (f *groupFault) complete(ctx context.Context, e *Env, healCut bool) error {
 	return nil
 }
 
+// completing completes the faults (see groupFault.complete), each on a
+// goroutine of its own; the function it returns waits for them.
+func completing(ctx context.Context, e *Env, faults []*groupFault, healCut bool) (wait func() error) {
+	errs := make([]error, len(faults))
+	var wg sync.WaitGroup
+	for j, f := range faults {
+		wg.Add(1)
+		go func() { // waited for by wait
+			defer wg.Done()
+			errs[j] = f.complete(ctx, e, healCut)
+		}()
+	}
+	return func() error {
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+}
+
+// waitCounted waits until every running proxy counts the groups in ms
+// again (a wait that the run's end interrupts is no error).
+func (e *Env) waitCounted(ctx context.Context, ms []int) error {
+	for _, i := range ms {
+		if !e.C.waitGroupCounting(ctx, i, e.C.Hold()+10*time.Second) && ctx.Err() == nil {
+			return fmt.Errorf("group %d never counted again after its failover", i)
+		}
+	}
+	return nil
+}
+
 // scheduleGroups fails Sentinel-managed groups over, one after another
 // and sometimes two at once, until the faults' deadline. The first cycle,
-// and one in three after it, is a probe round (see groupsRound): two
-// groups fail over at once to replicas that lack a held lock, and a
-// second client tries the lock. The others fail one group over, by
-// SENTINEL FAILOVER or by a kill -9 the Sentinels answer, after cutting
-// its replication half of the time; while it is out, the other groups
-// must keep granting. Each cycle waits until the groups it failed over
+// and one in six after it, is a probe round (see groupsRound): two groups
+// fail over at once to replicas that lack a held lock, and a second
+// client tries the lock. One in six kills two groups' masters at once
+// (groupsKilled). The others fail one group over (groupSingle), by a kill
+// -9 the Sentinels answer (the second cycle, and half of the others) or
+// SENTINEL FAILOVER, after cutting its replication half of the time;
+// while it is out, the other groups must keep granting. Each cycle waits until the groups it failed over
 // count again; the next fails over groups that are ready (a failed-over
 // group's old master, once a replica, is promoted back in its turn).
 func scheduleGroups(ctx context.Context, e *Env) {
@@ -400,8 +430,8 @@ func groupSingle(ctx context.Context, e *Env, kill bool, wait time.Duration) err
 	if err := f.complete(ctx, e, cut); err != nil {
 		return err
 	}
-	if !e.C.waitGroupCounting(ctx, i, e.C.Hold()+10*time.Second) && ctx.Err() == nil {
-		return fmt.Errorf("group %d never counted again after its failover", i)
+	if err := e.waitCounted(ctx, ms); err != nil {
+		return err
 	}
 	granted := e.H.LiveHolds.Load() - before
 	e.Logf("group %d counts again %v after the fault; %d locks granted meanwhile by the other groups", i, time.Since(f.at).Round(time.Millisecond), granted)
@@ -414,8 +444,8 @@ func groupSingle(ctx context.Context, e *Env, kill bool, wait time.Duration) err
 // groupsKilled kills the masters of two ready groups (a majority of
 // three) at once, after cutting their replication half of the time; the
 // Sentinels fail both over. No majority counts from the second kill until
-// the first promoted master's quarantine ends; then locks are granted
-// again.
+// the hold after the first has passed (a promoted master counts the hold
+// after its promotion); once both count again, locks are granted again.
 func groupsKilled(ctx context.Context, e *Env, wait time.Duration) error {
 	k := e.C.Majority()
 	ms := e.readyGroups(ctx, k, wait)
@@ -440,24 +470,12 @@ func groupsKilled(ctx context.Context, e *Env, wait time.Duration) error {
 		faults = append(faults, f)
 		e.hold(ctx, e.Between(0, 500*time.Millisecond))
 	}
-	errs := make([]error, len(faults))
-	var wg sync.WaitGroup
-	for j, f := range faults {
-		wg.Add(1)
-		go func() { // waited for below
-			defer wg.Done()
-			errs[j] = f.complete(ctx, e, cut)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := completing(ctx, e, faults, cut)(); err != nil {
 		return err
 	}
 	noMajority(e, ms, faults, "masters killed (-9)")
-	for _, i := range ms {
-		if !e.C.waitGroupCounting(ctx, i, e.C.Hold()+10*time.Second) && ctx.Err() == nil {
-			return fmt.Errorf("group %d never counted again after its failover", i)
-		}
+	if err := e.waitCounted(ctx, ms); err != nil {
+		return err
 	}
 	before := e.H.LiveHolds.Load()
 	e.hold(ctx, time.Second)
@@ -537,15 +555,7 @@ func groupsRound(ctx context.Context, e *Env, p *groupProbes, round int, wait ti
 		}
 		faults = append(faults, f)
 	}
-	errs := make([]error, len(faults))
-	var wg sync.WaitGroup
-	for j, f := range faults {
-		wg.Add(1)
-		go func() { // waited for below
-			defer wg.Done()
-			errs[j] = f.complete(ctx, e, true)
-		}()
-	}
+	completed := completing(ctx, e, faults, true)
 	// C tries as soon as every proxy follows the promoted replicas (a
 	// majority of each group's Sentinels names them), before every
 	// Sentinel does.
@@ -554,15 +564,12 @@ func groupsRound(ctx context.Context, e *Env, p *groupProbes, round int, wait ti
 	e.Logf("round %d: every proxy follows the new masters of groups %v: %v; A's lock missing on them: %v", round, ms, followed, lost)
 	inside := tryInside(ctx, e, p.c, key, la, round)
 	holderFinishes(ctx, e, p.a, la, va, inside)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := completed(); err != nil {
 		return false, fmt.Errorf("round %d: %w", round, err)
 	}
 	noMajority(e, ms, faults, "SENTINEL FAILOVER, their replication cut")
-	for _, i := range ms {
-		if !e.C.waitGroupCounting(ctx, i, e.C.Hold()+10*time.Second) && ctx.Err() == nil {
-			return false, fmt.Errorf("round %d: group %d never counted again after its failover", round, i)
-		}
+	if err := e.waitCounted(ctx, ms); err != nil {
+		return false, fmt.Errorf("round %d: %w", round, err)
 	}
 	planned := inside || (lost && followed)
 	if !planned {
