@@ -57,7 +57,7 @@ var shortRuns = map[string]time.Duration{
 	"control-sentinel-groups-off": time.Second,
 	// Issue 25's upgrade from a single Redis.
 	"upgrade":                 7 * time.Second,
-	"control-upgrade-unnamed": 3 * time.Second,
+	"control-upgrade-unnamed": 2 * time.Second,
 }
 
 // requireRedis fails (never skips) when redis-server or redis-sentinel is

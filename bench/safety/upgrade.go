@@ -107,12 +107,13 @@ const partitionMax = 900 * time.Millisecond
 // of mixed: every 0.3-0.8s it hangs (SIGSTOP) for 0.3-1.2s, the proxies'
 // link to it is black-holed for 0.3-0.9s (its direct clients still reach
 // it; see partitionMax), or it is killed (-9) and started again 0.3-1.2s
-// later or at once (it reloads its append-only file). While it hangs or is cut off, a probe
-// acquires a fresh key with the longest TTL through a proxy: answered nil
-// (no veto), and its SET reaches the old Redis once the fault heals; the
-// undo time after that, the masters and the old Redis are read directly:
-// no token of an acquire a proxy answered nil may stay on a majority or
-// on the old Redis.
+// later or at once (it reloads its append-only file); the first fault is a
+// kill, the second a hang. While it hangs or is cut off, a probe acquires
+// a fresh key with the longest TTL through a proxy: answered nil (no
+// veto), and its SET reaches the old Redis once the fault heals; the undo
+// time after that, the masters and the old Redis are read directly: no
+// token of an acquire a proxy answered nil may stay on a majority or on
+// the old Redis.
 func scheduleUpgrade(ctx context.Context, e *Env) {
 	e.Go(func() { scheduleMixed(ctx, e) })
 	old := e.C.Old
@@ -123,8 +124,13 @@ func scheduleUpgrade(ctx context.Context, e *Env) {
 		if e.Left() < d+undoWithin {
 			return
 		}
+		// A short run sees a kill, then a hang with its probe.
+		kind := e.Intn(4)
+		if n < 2 {
+			kind = 2 - 2*n
+		}
 		var what string
-		switch kind := e.Intn(4); {
+		switch {
 		case kind == 0:
 			if err := old.Pause(); err != nil {
 				e.Logf("SIGSTOP the old Redis FAILED: %v", err)
