@@ -20,6 +20,7 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 		Origin: h.Start, Duration: end.Sub(h.Start), Seed: opt.Seed,
 		Backends: env.C.NumBackends(), Proxies: env.C.NumProxies(), Clients: opt.Clients, Keys: opt.Keys,
 		Extenders: sc.Extenders, Pipeliners: sc.Pipeliners, FreeLockers: sc.FreeLockers, Replicas: sc.Replicas,
+		Groups: sc.Groups, OldClients: sc.OldClients, UpgradeFrom: sc.UpgradeFrom,
 	}
 	tally(rep, h, stalls)
 	diagnose(rep, h, env)
@@ -43,6 +44,9 @@ func tally(rep *Report, h *History, stalls []Interval) {
 			rep.ExtendUnknowns++
 		case op.Kind == Acquire && op.Outcome == OK:
 			rep.Holds++
+			if op.Direct {
+				rep.DirectHolds++
+			}
 			sec := int(op.Return.Sub(h.Start) / time.Second)
 			for len(rep.GrantsPerSecond) <= sec {
 				rep.GrantsPerSecond = append(rep.GrantsPerSecond, 0)
@@ -277,7 +281,7 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 		} else {
 			resumed := 0
 			for _, op := range h.Ops() {
-				if op.Kind == Acquire && op.Outcome == OK && op.Call.After(last) {
+				if op.Kind == Acquire && op.Outcome == OK && !op.Direct && op.Call.After(last) {
 					resumed++
 				}
 			}

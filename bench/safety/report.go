@@ -21,6 +21,12 @@ type Report struct {
 	Backends, Proxies, Clients, Keys   int
 	Extenders, Pipeliners, FreeLockers int
 	Replicas                           bool
+	Groups                             bool // every backend a Sentinel-managed group
+	// OldClients lock on the old Redis directly (an upgrade), which the
+	// proxies know as upgrade_from when UpgradeFrom; DirectHolds are the
+	// old Redis's grants to them (counted in Holds too).
+	OldClients, DirectHolds int
+	UpgradeFrom             bool
 
 	Holds           int // acquires granted
 	Refusals        int // acquires refused (nil)
@@ -106,10 +112,20 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 	if r.Replicas {
 		replicas = " (each with a replica)"
 	}
+	if r.Groups {
+		replicas = " (each a Sentinel group: a master, a replica, 3 Sentinels)"
+	}
 	fmt.Fprintf(w, "  quarantine %s, %d masters%s, %d proxy slots, %d clients on %d keys, %v from %s, seed %d\n", r.Quarantine,
 		r.Backends, replicas, r.Proxies, r.Clients, r.Keys, r.Duration.Round(time.Millisecond), r.Origin.Format("15:04:05.000"), r.Seed)
 	if r.Extenders+r.Pipeliners+r.FreeLockers > 0 {
 		fmt.Fprintf(w, "  and %d extending holders, %d pipelining clients, %d clients on keys nobody else uses\n", r.Extenders, r.Pipeliners, r.FreeLockers)
+	}
+	if r.OldClients > 0 {
+		named := "named to the proxies as upgrade_from"
+		if !r.UpgradeFrom {
+			named = "not named to the proxies"
+		}
+		fmt.Fprintf(w, "  and %d clients locking on the old Redis directly (%s): %d of the holds were its grants to them\n", r.OldClients, named, r.DirectHolds)
 	}
 	fmt.Fprintf(w, "  holds %d, refusals %d, unknowns %d; extends %d ok, %d refused, %d unknown; releases %d ok, %d not held, %d unknown; increments %d\n",
 		r.Holds, r.Refusals, r.Unknowns, r.Extends, r.ExtendsRefused, r.ExtendUnknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)
