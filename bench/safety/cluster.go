@@ -15,9 +15,9 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // ClusterConfig describes the masters and proxies of a run.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // Sentinel-managed groups as backends. Every backend is a group of its
