@@ -177,6 +177,65 @@ func TestNoGhostLockAfterHungMastersResume(t *testing.T) {
 	}
 }
 
+// The same after the masters were down a while: their links' redial
+// backoff grew while every dial was refused, and the connections since were
+// short. A link that gives up on a hung master's connection must still
+// have a new one waiting at once, so that when the master resumes the undo
+// runs right after the late SET; after a backoff's wait it would come too
+// late to tell the late SET from a retry, and the failed attempt's token
+// would stay for its TTL.
+func TestNoGhostLockAfterHungMastersResumeWhileTheRedialBackoffIsLong(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	for _, i := range []int{1, 2} {
+		c.servers[i].Kill()
+	}
+	time.Sleep(1500 * time.Millisecond) // refused dials: the backoff reaches its second
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for up := 0; up < 3; {
+		up = 0
+		for _, h := range c.app.Pool().Health() {
+			if h.Up {
+				up++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the masters never came back: %+v", c.app.Pool().Health())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	key := uniqueKey("ghost-backoff")
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.servers[1].Resume()
+			c.servers[2].Resume()
+		}
+	}()
+	if ok, err := c.client(2).SetNX(ctx, key, "A", 30*time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with two of three masters hung = %v, %v; want nil", ok, err)
+	}
+	// The proxy gives up on the hung connections after its dead-backend
+	// delay (1 s); the masters resume well inside the backoff's second.
+	time.Sleep(1300 * time.Millisecond)
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	resumed = true
+	if h := c.eventuallyHolders(key, "A", 0); len(h) != 0 {
+		t.Fatalf("masters %v still hold the failed attempt's token: a ghost lock for its 30 s", h)
+	}
+}
+
 // Under the default rule a proxy that starts after a master restarted does
 // not count it: every proxy decides from what the master reports. With
 // the opt-in run-id rule (the control) the new proxy trusts the masters it

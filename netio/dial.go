@@ -20,6 +20,15 @@ import (
 // and a connection that failed its identity check or died young (something
 // that accepts and closes, such as a load balancer in front of a dead
 // Redis), waits a backoff that doubles up to a second.
+//
+// Except when the lost connection leaves fates open: commands it carried
+// that a hung master may still run when it resumes (suspects), or undos
+// kept for the next connection. Then the next connection is dialled at
+// once, whatever the backoff, so that it waits at the master (its
+// handshake is patient, see handshakeLocked) and its undos run right after
+// any late command of the connection they undo. A backoff's wait there
+// would let the late command run alone, and the undo that came later could
+// no longer tell it from a retry.
 func (l *Link) run() {
 	defer l.wg.Done()
 	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
@@ -29,9 +38,18 @@ func (l *Link) run() {
 		if err == nil {
 			start := time.Now()
 			verified := l.serve(c, addr)
-			if verified && time.Since(start) > 5*time.Second {
+			lived := time.Since(start)
+			if verified && lived > 5*time.Second {
 				backoff = minBackoff
 				continue
+			}
+			if l.fatesOpen() {
+				backoff = minBackoff
+				if verified || lived >= minBackoff {
+					continue
+				}
+				// Refused at once (a wrong password, say): wait the least
+				// backoff, never more, rather than spin.
 			}
 		} else {
 			l.mu.Lock()
@@ -56,6 +74,14 @@ func (l *Link) run() {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// fatesOpen reports whether a lost connection left commands whose fate is
+// open: suspects to kill, or undos kept for the next connection.
+func (l *Link) fatesOpen() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.suspects) > 0 || len(l.retained) > 0
 }
 
 // dial connects to the backend: its address, or the master its Sentinels
