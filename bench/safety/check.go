@@ -60,7 +60,7 @@ func holds(ops []Op) []hold {
 	return out
 }
 
-// CheckWindows is checker 1: per key, no two holders' validity windows
+// CheckWindows is the windows checker: per key, no two holders' validity windows
 // overlap. It returns the number of holds whose window began inside an
 // earlier holder's, with examples.
 func CheckWindows(h *History) (violations int, examples []string) {
@@ -93,7 +93,7 @@ func CheckWindows(h *History) (violations int, examples []string) {
 	return violations, examples
 }
 
-// CheckRegisters is checker 2: per key, the register's final value equals
+// CheckRegisters is the register checker: per key, the register's final value equals
 // the increments holders counted. It returns the number of lost updates
 // (summed over keys), with examples of writers that read the same value.
 // paused is the part of lost on keys where some write ended after its
@@ -378,7 +378,7 @@ type lockState struct {
 }
 
 // LockModel is the sequential specification of a lock with expiry that
-// checker 3 holds the proxy to. It is nondeterministic because a release
+// the linearizability checker holds the proxy to. It is nondeterministic because a release
 // that did not report success (not held, or an error) may or may not have
 // deleted the holder's key.
 var LockModel = porcupine.NondeterministicModel{
@@ -467,7 +467,7 @@ func linOps(h *History, ops []Op) []porcupine.Operation {
 	return out
 }
 
-// LinResult is what checker 3 found.
+// LinResult is what the linearizability checker found.
 type LinResult struct {
 	Illegal      int // keys whose history is not linearizable
 	Inconclusive int // keys the search did not finish in time
@@ -475,7 +475,7 @@ type LinResult struct {
 	Visualized   []string // HTML files written
 }
 
-// CheckLinearizable is checker 3: per key, porcupine checks the lock
+// CheckLinearizable is the linearizability checker: per key, porcupine checks the lock
 // history against LockModel. timeout bounds each key's search (0: none);
 // when vizDir is set, an HTML visualization of every illegal key is
 // written there.

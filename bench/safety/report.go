@@ -46,11 +46,11 @@ type Report struct {
 	StarvedSeconds      int   // whole seconds without a grant during a stall of the whole process
 	GrantsAfterRecovery int   // majority-down: grants after the majority came back
 
-	WindowViolations  int   // checker 1: holds whose window overlaps another holder's
-	LostUpdates       int64 // checker 2: increments lost, over all keys
+	WindowViolations  int   // the windows checker: holds whose window overlaps another holder's
+	LostUpdates       int64 // the register checker: increments lost, over all keys
 	LostUpdatesPaused int64 // the part on keys where a writer was paused past its validity
-	NonLinearizable   int   // checker 3: keys whose history is not linearizable
-	Inconclusive      int   // checker 3: keys whose search timed out
+	NonLinearizable   int   // the linearizability checker: keys whose history is not linearizable
+	Inconclusive      int   // the linearizability checker: keys whose search timed out
 	NoMajorityGrants  int   // grants inside an interval without a majority
 	LateGrants        int   // grants that arrived after their own validity ended
 	LateGrantsStalled int   // the same, while the whole harness process stalled (not counted)
@@ -64,12 +64,12 @@ type Report struct {
 	Snapshots      int // snapshots of the masters the ghost-lock check read
 	FreeRefusals   int // acquires of keys nobody else uses that were not granted (liveness)
 
-	// Fencing numbers (checker 7).
+	// Fencing numbers (the fencing checker).
 	Fenced             int   // FENCE answers that were a number
 	FenceNil           int   // FENCE answers that were nil
 	FenceErrors        int   // FENCE calls that failed
 	FencedGrants       int   // grants with at least one number
-	FenceViolations    int   // checker 7: grants whose numbers break FENCE's contract
+	FenceViolations    int   // the fencing checker: grants whose numbers break FENCE's contract
 	StaleWritesRefused int   // writes a fenced register refused
 	FencedRefusals     int64 // reads and writes fenced registers refused
 

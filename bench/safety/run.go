@@ -31,19 +31,19 @@ type Scenario struct {
 	MajorityUp bool
 	// Recovers: after the last interval without a majority, grants resume.
 	Recovers bool
-	// DetectLock: a control that breaks mutual exclusion; checkers 1 and 3
+	// DetectLock: a control that breaks mutual exclusion; the windows and linearizability checkers
 	// must both report it.
 	DetectLock bool
 	// DetectLost: a control that loses an update while the lock itself
-	// holds; checker 2 must report it, checkers 1 and 3 must not.
+	// holds; the register checker must report it, the windows and linearizability checkers must not.
 	DetectLost bool
 	// DetectFence: a control whose fencing numbers break their contract
-	// while the lock itself holds; checker 7 must report it, the others
+	// while the lock itself holds; the fencing checker must report it, the others
 	// must not.
 	DetectFence bool
 	// DetectGhost: a control that leaves a ghost lock (a token of an
 	// acquire answered nil, on a majority) while the lock itself holds;
-	// checker 5 must report it, the others must not.
+	// the ghost-lock checker must report it, the others must not.
 	DetectGhost bool
 	// ReportedGhosts: a ghost lock on a key that a proxy stopped while
 	// masters hung reported, at its shutdown, as an undo left pending is
