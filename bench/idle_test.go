@@ -12,13 +12,13 @@ import (
 // A text heap profile as /debug/pprof/heap?debug=1 writes it.
 const heapText = `heap profile: 5: 49680 [11: 90480] @ heap/1048576
 2: 32768 [2: 32768] @ 0x1 0x2
-#	0x4b1234	github.com/redlock-proxy/redlock-proxy/internal/proxy.newReader+0x44	/src/internal/proxy/reader.go:98
-#	0x4b2234	github.com/redlock-proxy/redlock-proxy/internal/proxy.newClient+0x120	/src/internal/proxy/conn.go:69
+#	0x4b1234	github.com/redlock-proxy/redlock-proxy/proxy.newReader+0x44	/src/proxy/reader.go:98
+#	0x4b2234	github.com/redlock-proxy/redlock-proxy/proxy.newClient+0x120	/src/proxy/conn.go:69
 
 1: 432 [7: 57232] @ 0x3
 #	0x4c0234	runtime.newobject+0x60	/go/src/runtime/malloc.go:1000
-#	0x4c1234	github.com/redlock-proxy/redlock-proxy/internal/proxy.newClient+0x60	/src/internal/proxy/conn.go:65
-#	0x4c2234	github.com/redlock-proxy/redlock-proxy/internal/proxy.(*Server).accept+0x60	/src/internal/proxy/server.go:184
+#	0x4c1234	github.com/redlock-proxy/redlock-proxy/proxy.newClient+0x60	/src/proxy/conn.go:65
+#	0x4c2234	github.com/redlock-proxy/redlock-proxy/proxy.(*Server).accept+0x60	/src/proxy/server.go:184
 
 1: 416 [1: 416] @ 0x4
 #	0x4c0234	runtime.mallocgc+0xa4	/go/src/runtime/malloc.go:1150
@@ -50,10 +50,10 @@ func TestParseHeap(t *testing.T) {
 	// The rate is half the header's: 512 KiB. A 16 KiB object is sampled
 	// with probability 1-exp(-1/32).
 	want := int64(32768 / (1 - math.Exp(-16384.0/524288)))
-	if got := h.Sites["github.com/redlock-proxy/redlock-proxy/internal/proxy.newReader"]; got != want {
+	if got := h.Sites["github.com/redlock-proxy/redlock-proxy/proxy.newReader"]; got != want {
 		t.Errorf("newReader: %d bytes, want %d", got, want)
 	}
-	if got := h.Sites["github.com/redlock-proxy/redlock-proxy/internal/proxy.newClient"]; got < 432*1000 || got > 432*1300 {
+	if got := h.Sites["github.com/redlock-proxy/redlock-proxy/proxy.newClient"]; got < 432*1000 || got > 432*1300 {
 		t.Errorf("newClient: %d bytes, want about 432/(1-exp(-432/524288))", got)
 	}
 	if got := h.Sites["runtime.malg"]; got < 416*1000 {
@@ -132,7 +132,7 @@ func TestOpenIdle(t *testing.T) {
 func TestIdleReport(t *testing.T) {
 	r := sampleReport(false)
 	r.Idle = &idleResult{Conns: 10000, N: 5, ProxyKiB: 10.6, RedisKiB: 9.5, ProxyHeapKiB: 17.6, ProxyStackKiB: 4,
-		ProxySites: []heapSite{{Func: "github.com/redlock-proxy/redlock-proxy/internal/proxy.newReader", KiB: 16}}}
+		ProxySites: []heapSite{{Func: "github.com/redlock-proxy/redlock-proxy/proxy.newReader", KiB: 16}}}
 	md := r.markdown()
 	for _, want := range []string{"| redlock-proxy (N=5) | 10.6 KiB |", "| lone Redis | 9.5 KiB |",
 		"heap in use grows by 17.6 KiB", "stacks by 4.0 KiB", "proxy.newReader 16.0 KiB (the client's read buffer"} {

@@ -530,9 +530,9 @@ func (r *report) idleLines() []string {
 		fn := s.Func[strings.LastIndex(s.Func, "/")+1:]
 		what := ""
 		switch {
-		case strings.HasSuffix(s.Func, "internal/proxy.newReader"):
+		case strings.HasSuffix(s.Func, "redlock-proxy/proxy.newReader"):
 			what = " (the client's read buffer, allocated whole; only the pages written to are resident)"
-		case strings.HasSuffix(s.Func, "internal/proxy.newClient"):
+		case strings.HasSuffix(s.Func, "redlock-proxy/proxy.newClient"):
 			what = " (the client's state)"
 		case s.Func == "runtime.malg":
 			what = " (the goroutine's descriptor)"

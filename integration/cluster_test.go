@@ -153,7 +153,6 @@ func keysOverAllSlots(prefix string, n int) []string {
 	return out
 }
 
-
 // Locks over three clusters of three shards: keys over all slots, each
 // grant held on a majority of clusters (here all three), FENCE numbers
 // agreed and rising, releases leave nothing; multi-key scripts within one

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // The Go lock libraries, unchanged, pointed at the proxy instead of one

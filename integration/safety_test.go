@@ -137,29 +137,8 @@ func TestNoGhostLockAfterHungMastersResume(t *testing.T) {
 	c := newCluster(t, 3, backendTimeout(50*time.Millisecond))
 	ctx := context.Background()
 	key := uniqueKey("ghost")
-	for _, i := range []int{1, 2} {
-		if err := c.servers[i].Pause(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			c.servers[1].Resume()
-			c.servers[2].Resume()
-		}
-	}()
-	if ok, err := c.client(2).SetNX(ctx, key, "A", 30*time.Second).Result(); ok || err != nil {
-		t.Fatalf("SET NX with two of three masters hung = %v, %v; want nil", ok, err)
-	}
 	// Long enough for the proxy to give up on the hung connections.
-	time.Sleep(1500 * time.Millisecond)
-	c.servers[1].Resume()
-	c.servers[2].Resume()
-	resumed = true
-	if h := c.eventuallyHolders(key, "A", 0); len(h) != 0 {
-		t.Fatalf("masters %v still hold the failed attempt's token: a ghost lock for its 30 s", h)
-	}
+	failWhileHung(t, c, key, 1500*time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ok, err := c.client(2).SetNX(ctx, key, "B", 10*time.Second).Result()
@@ -174,6 +153,72 @@ func TestNoGhostLockAfterHungMastersResume(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if h := c.holders(key, "A"); len(h) != 0 {
 		t.Fatalf("the failed attempt's token reappeared on masters %v", h)
+	}
+}
+
+// The same after the masters were down a while: their links' redial
+// backoff grew while every dial was refused, and the connections since were
+// short. A link that gives up on a hung master's connection must still
+// have a new one waiting at once, so that when the master resumes the undo
+// runs right after the late SET; after a backoff's wait it would come too
+// late to tell the late SET from a retry, and the failed attempt's token
+// would stay for its TTL.
+func TestNoGhostLockAfterHungMastersResumeWhileTheRedialBackoffIsLong(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(50*time.Millisecond))
+	for _, i := range []int{1, 2} {
+		c.servers[i].Kill()
+	}
+	time.Sleep(1500 * time.Millisecond) // refused dials: the backoff reaches its second
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for up := 0; up < 3; {
+		up = 0
+		for _, h := range c.app.Pool().Health() {
+			if h.Up {
+				up++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the masters never came back: %+v", c.app.Pool().Health())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	key := uniqueKey("ghost-backoff")
+	// The proxy gives up on the hung connections after its dead-backend
+	// delay (1 s); the masters resume well inside the backoff's second.
+	failWhileHung(t, c, key, 1300*time.Millisecond)
+}
+
+// failWhileHung hangs masters 1 and 2, has an acquire of key answered nil,
+// resumes them after hang, and fails the test if the attempt's token is
+// left on any master: the undo must have followed the late SET.
+func failWhileHung(t *testing.T, c *cluster, key string, hang time.Duration) {
+	t.Helper()
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.servers[1].Resume()
+			c.servers[2].Resume()
+		}
+	}()
+	if ok, err := c.client(2).SetNX(context.Background(), key, "A", 30*time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX with two of three masters hung = %v, %v; want nil", ok, err)
+	}
+	time.Sleep(hang)
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	resumed = true
+	if h := c.eventuallyHolders(key, "A", 0); len(h) != 0 {
+		t.Fatalf("masters %v still hold the failed attempt's token: a ghost lock for its 30 s", h)
 	}
 }
 

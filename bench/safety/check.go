@@ -60,7 +60,7 @@ func holds(ops []Op) []hold {
 	return out
 }
 
-// CheckWindows is checker 1: per key, no two holders' validity windows
+// CheckWindows is the windows checker: per key, no two holders' validity windows
 // overlap. It returns the number of holds whose window began inside an
 // earlier holder's, with examples.
 func CheckWindows(h *History) (violations int, examples []string) {
@@ -93,7 +93,7 @@ func CheckWindows(h *History) (violations int, examples []string) {
 	return violations, examples
 }
 
-// CheckRegisters is checker 2: per key, the register's final value equals
+// CheckRegisters is the register checker: per key, the register's final value equals
 // the increments holders counted. It returns the number of lost updates
 // (summed over keys), with examples of writers that read the same value.
 // paused is the part of lost on keys where some write ended after its
@@ -165,10 +165,14 @@ func CheckRegisters(h *History) (lost, paused int64, examples []string) {
 // be the client's own. So is one late by less than PathAllowance: the proxy
 // judges validity when the reply leaves it, keeping drift_floor in hand for
 // the way to the client, and counts it from when the command reached it.
+//
+// A grant of the old Redis to a client locking there directly is not the
+// proxy's answer (a plain Redis grants whenever it gets to the command)
+// and is not counted.
 func CheckLateGrants(h *History, hiccups []Interval) (late, stalled int, examples []string) {
 	ops := h.Ops()
 	for _, op := range ops {
-		if op.Kind == Release || op.Outcome != OK || op.Return.Before(op.ValidUntil) {
+		if op.Kind == Release || op.Outcome != OK || op.Direct || op.Return.Before(op.ValidUntil) {
 			continue
 		}
 		if op.Return.Sub(op.ValidUntil) < PathAllowance {
@@ -247,16 +251,22 @@ func CheckGhostLocks(h *History, majority int, undoWithin time.Duration) (n int,
 }
 
 // GhostLock is a token of an acquire answered nil that a majority of
-// masters held in a snapshot taken more than the undo time after the
-// answer (the first such snapshot).
+// masters, or the old Redis named as upgrade_from, held in a snapshot
+// taken more than the undo time after the answer (the first such
+// snapshot).
 type GhostLock struct {
 	Op       Op // the acquire
 	Snapshot Snapshot
-	Held     int // masters that held the token
+	Held     int  // masters that held the token
+	OnOld    bool // the old Redis held it (where no majority did)
 }
 
 // String describes the ghost lock, with a note.
 func (g GhostLock) String(h *History, note string) string {
+	if g.OnOld {
+		return fmt.Sprintf("ghost lock: key %s: %s (client %d, proxy %d, ttl %v) was answered nil at %s, yet the old Redis (upgrade_from) held it at %s (%s): its direct clients are refused it%s",
+			g.Op.Key, g.Op.Token, g.Op.Client, g.Op.Proxy, g.Op.TTL, h.rel(g.Op.Return), h.rel(g.Snapshot.At), g.Snapshot.Why, note)
+	}
 	return fmt.Sprintf("ghost lock: key %s: %s (client %d, proxy %d, ttl %v) was answered nil at %s, yet %d of %d masters held it at %s (%s)%s",
 		g.Op.Key, g.Op.Token, g.Op.Client, g.Op.Proxy, g.Op.TTL, h.rel(g.Op.Return), g.Held, len(g.Snapshot.Values[g.Op.Key]), h.rel(g.Snapshot.At), g.Snapshot.Why, note)
 }
@@ -288,6 +298,18 @@ func ghostLocks(h *History, majority int, undoWithin time.Duration) []GhostLock 
 				out = append(out, GhostLock{Op: op, Snapshot: s, Held: count[tok]})
 			}
 		}
+		// An acquire a proxy refused is undone on the old Redis too: a
+		// token left there refuses its direct clients (and, through the
+		// veto, everyone) until its TTL ends.
+		for _, key := range sortedKeys(s.Old) {
+			tok := s.Old[key]
+			op, ok := refused[tok]
+			if !ok || op.Direct || seen[tok] || s.At.Sub(op.Return) <= undoWithin {
+				continue
+			}
+			seen[tok] = true
+			out = append(out, GhostLock{Op: op, Snapshot: s, OnOld: true})
+		}
 	}
 	return out
 }
@@ -310,12 +332,14 @@ func CheckFreeRefusals(h *History, stalls []Interval) (n int, examples []string)
 	return n, examples
 }
 
-// CheckNoMajorityGrants counts grants that began and ended inside an
-// interval when no majority of masters could count (see Env.NoMajority):
-// such a grant cannot come from a majority vote.
+// CheckNoMajorityGrants counts grants through a proxy that began and ended
+// inside an interval when no majority of masters could count, or the old
+// Redis named as upgrade_from could not answer (see Env.NoMajority): such
+// a grant cannot come from a majority vote with the veto's consent. The
+// old Redis's grants to its direct clients need neither.
 func CheckNoMajorityGrants(h *History, ivs []Interval) (n int, examples []string) {
 	for _, op := range h.Ops() {
-		if op.Kind == Release || op.Outcome != OK {
+		if op.Kind == Release || op.Outcome != OK || op.Direct {
 			continue
 		}
 		for _, iv := range ivs {
@@ -354,7 +378,7 @@ type lockState struct {
 }
 
 // LockModel is the sequential specification of a lock with expiry that
-// checker 3 holds the proxy to. It is nondeterministic because a release
+// the linearizability checker holds the proxy to. It is nondeterministic because a release
 // that did not report success (not held, or an error) may or may not have
 // deleted the holder's key.
 var LockModel = porcupine.NondeterministicModel{
@@ -443,7 +467,7 @@ func linOps(h *History, ops []Op) []porcupine.Operation {
 	return out
 }
 
-// LinResult is what checker 3 found.
+// LinResult is what the linearizability checker found.
 type LinResult struct {
 	Illegal      int // keys whose history is not linearizable
 	Inconclusive int // keys the search did not finish in time
@@ -451,7 +475,7 @@ type LinResult struct {
 	Visualized   []string // HTML files written
 }
 
-// CheckLinearizable is checker 3: per key, porcupine checks the lock
+// CheckLinearizable is the linearizability checker: per key, porcupine checks the lock
 // history against LockModel. timeout bounds each key's search (0: none);
 // when vizDir is set, an HTML visualization of every illegal key is
 // written there.

@@ -42,6 +42,9 @@ type Client struct {
 	secondRS   *redsync.Redsync
 	secondSlot int
 	cluster    *Cluster
+	// direct: the client locks on the old Redis directly, not through a
+	// proxy (see NewOldClient).
+	direct bool
 	// connected is when rdb last opened a connection (Unix ns): a command
 	// that waited for it was sent no earlier.
 	connected atomic.Int64
@@ -151,7 +154,7 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 	l.Granted = time.Now()
 	l.T0 = c.sentAfter(l.T0)
 	l.ValidUntil = l.T0.Add(ttl - Drift(ttl))
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: l.Token, Kind: Acquire, TTL: ttl, Free: free,
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: key, Token: l.Token, Kind: Acquire, TTL: ttl, Free: free, Direct: c.direct,
 		Call: l.T0, Return: l.Granted, ValidUntil: l.ValidUntil}
 	switch {
 	case err == nil && v == "OK":
@@ -163,7 +166,7 @@ func (c *Client) acquire(key string, ttl time.Duration, free bool) (Lease, Outco
 	default:
 		op.Outcome, op.Err = Unknown, err.Error()
 	}
-	if op.Outcome == OK {
+	if op.Outcome == OK && !c.direct {
 		op.Fence = c.fence(key, l.Token, c.rdb, c.Proxy)
 		if op.Fence.Numbered() {
 			l.Fence = op.Fence.N
@@ -278,7 +281,7 @@ func (c *Client) Release(l Lease) Outcome {
 	defer cancel()
 	call := time.Now()
 	v, err := c.rdb.Do(ctx, "EVAL", ReleaseScript, 1, l.Key, l.Token).Result()
-	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Call: c.sentAfter(call), Return: time.Now()}
+	op := Op{Client: c.ID, Proxy: c.Proxy, Key: l.Key, Token: l.Token, Kind: Release, Direct: c.direct, Call: c.sentAfter(call), Return: time.Now()}
 	switch {
 	case err == nil && v == int64(1):
 		op.Outcome = OK

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // ClusterConfig describes the masters and proxies of a run.
@@ -60,7 +61,17 @@ type ClusterConfig struct {
 	// kept with the proxy they ask, instead of FENCE: a fencing source
 	// that reads no majority (the fencing control; see localFences).
 	LocalFences bool
-	Log         io.Writer // proxies' warnings and errors (nil: discarded)
+	// Groups makes every backend a Sentinel-managed group of its own (a
+	// master, a replica and three redis-sentinel processes: see
+	// groups.go), named to the proxies as sentinel://HOST:PORT,.../NAME:
+	// the proxies follow the master its Sentinels name, past no relay.
+	Groups bool
+	// OldRedis starts the single Redis the clients locked on before the
+	// proxy (durable: appendonly yes, appendfsync always; see upgrade.go),
+	// and UpgradeFrom names it to the proxies as upgrade_from, through a
+	// relay of its own (OldRelay).
+	OldRedis, UpgradeFrom bool
+	Log                   io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
@@ -113,6 +124,13 @@ type Cluster struct {
 	SlowRelays []*faultnet.Relay
 	// Sentinels watch every master's group (with Sentinels).
 	Sentinels []*redisproc.Sentinel
+	// Groups are the backends, with Groups: Server(i) and Replica(i) are
+	// group i's master and replica now (see setGroupMaster).
+	Groups []*redisproc.Group
+	// Old is the Redis the clients locked on before the proxy (with
+	// OldRedis); OldRelay is the proxies' way to it (with UpgradeFrom).
+	Old      *redisproc.Server
+	OldRelay *faultnet.Relay
 	// rc are the Redis Clusters that are the backends (with Shards).
 	rc *redisClusters
 
@@ -164,15 +182,28 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
+	if cfg.OldRedis {
+		if err := c.startOld(); err != nil {
+			return nil, err
+		}
+	}
 	args := masterArgs
 	if cfg.Durable {
 		args = append(append([]string(nil), masterArgs...), durableArgs...)
 	}
-	c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, args...)
-	if err != nil {
-		return nil, fmt.Errorf("safety: starting %d redis-server: %w", cfg.Backends, err)
+	if cfg.Groups {
+		err = c.startGroups()
+	} else {
+		c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, args...)
 	}
-	for _, s := range c.servers {
+	if err != nil {
+		return nil, fmt.Errorf("safety: starting %d masters: %w", cfg.Backends, err)
+	}
+	relayed := c.servers
+	if cfg.Groups {
+		relayed = nil // the proxies reach the masters the Sentinels name
+	}
+	for _, s := range relayed {
 		r, err := faultnet.Listen(s.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("safety: relay to %s: %w", s.Addr, err)
@@ -224,6 +255,11 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			return nil, fmt.Errorf("safety: proxy %d does not see its %d masters: %w", i, cfg.Backends, err)
 		}
 	}
+	if cfg.UpgradeFrom {
+		if err := c.waitOldUp(wctx); err != nil {
+			return nil, err
+		}
+	}
 	// A rule that quarantines fresh masters keeps them out for the hold
 	// (plus a second of uptime rounding) after they started.
 	if !c.waitCounting(context.Background(), 2*c.Hold()+5*time.Second) {
@@ -233,11 +269,24 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 }
 
 // Hold is how long a restarted master stays out of the proxies' quorums:
-// max_ttl plus its drift.
-func (c *Cluster) Hold() time.Duration { return c.Config.MaxTTL + Drift(c.Config.MaxTTL) }
+// max_ttl plus its drift (and, for a Sentinel-managed group, the
+// Sentinels' lease).
+func (c *Cluster) Hold() time.Duration {
+	hold := c.Config.MaxTTL + Drift(c.Config.MaxTTL)
+	if c.Config.Groups && c.Config.EffectiveQuarantine() != "off" {
+		hold += netio.DefaultSentinelLease
+	}
+	return hold
+}
 
-// NumBackends is the number of masters.
-func (c *Cluster) NumBackends() int { return len(c.Relays) + c.rc.count() }
+// NumBackends is the number of masters (of groups, with Groups; of
+// Redis Clusters, with Shards).
+func (c *Cluster) NumBackends() int {
+	if c.Config.Groups {
+		return len(c.Groups)
+	}
+	return len(c.Relays) + c.rc.count()
+}
 
 // Majority is how many masters a lock needs.
 func (c *Cluster) Majority() int { return c.NumBackends()/2 + 1 }
@@ -308,6 +357,9 @@ func (c *Cluster) StartProxy(p int) error {
 	for _, r := range relays {
 		addrs = append(addrs, r.Addr())
 	}
+	for _, g := range c.Groups {
+		addrs = append(addrs, g.Entry())
+	}
 	addrs = append(addrs, c.rc.entries()...)
 	pc := config.Default()
 	pc.Listen = "127.0.0.1:0"
@@ -320,6 +372,9 @@ func (c *Cluster) StartProxy(p int) error {
 	}
 	if c.Config.ShutdownGrace > 0 {
 		pc.ShutdownGrace = c.Config.ShutdownGrace
+	}
+	if c.Config.UpgradeFrom {
+		pc.UpgradeFrom = c.OldRelay.Addr()
 	}
 	pc.LogLevel = "warn"
 	if _, err := pc.Validate(); err != nil {
@@ -499,6 +554,14 @@ func (c *Cluster) Close() error {
 	for _, s := range c.Sentinels {
 		s.Stop() // first: no failover while the rest stops
 	}
+	for _, g := range c.Groups {
+		if g == nil {
+			continue
+		}
+		for _, s := range g.Sentinels {
+			s.Stop()
+		}
+	}
 	var wg sync.WaitGroup
 	for p := range c.slots {
 		wg.Add(1)
@@ -517,6 +580,17 @@ func (c *Cluster) Close() error {
 	}
 	for _, r := range c.SlowRelays {
 		r.Close()
+	}
+	if c.OldRelay != nil {
+		c.OldRelay.Close()
+	}
+	if c.Old != nil {
+		c.Old.Stop()
+	}
+	for _, g := range c.Groups {
+		if g != nil {
+			g.Stop()
+		}
 	}
 	c.mu.Lock()
 	procs := append(append([]*redisproc.Server(nil), c.servers...), c.replicas...)

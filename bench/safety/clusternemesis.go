@@ -93,12 +93,12 @@ type shardCut struct {
 	how                         string
 }
 
-// cutReplication stops the replica of the master of slot s in cluster i
+// cutShardReplication stops the replica of the master of slot s in cluster i
 // (SIGSTOP) and has the master drop its replication connection: what the
 // master writes from then on does not reach the replica. The cut is
 // returned whenever the replica was stopped (heal continues it), with
 // ok false when the master had no replica connected to drop.
-func (e *Env) cutReplication(i, s int) (ct *shardCut, ok bool, err error) {
+func (e *Env) cutShardReplication(i, s int) (ct *shardCut, ok bool, err error) {
 	cl := e.C.RedisCluster(i)
 	m := cl.MasterOfSlot(s)
 	if m == nil {
@@ -315,7 +315,7 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 		}
 	}()
 	for _, i := range failing {
-		ct, ok, err := e.cutReplication(i, s)
+		ct, ok, err := e.cutShardReplication(i, s)
 		if ct != nil {
 			cuts = append(cuts, ct)
 		}

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // Redis Clusters as the proxies' backends (ClusterConfig.Shards): each
@@ -67,8 +67,8 @@ func (rc *redisClusters) stop() {
 // of the quarantine of a fresh marker). On error everything started is
 // stopped.
 func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
-	if cfg.Replicas || cfg.Sentinels > 0 || cfg.Durable || cfg.SlowPath {
-		return nil, errors.New("safety: Redis Cluster backends have replicas of their own and no relays: no Replicas, Sentinels, Durable or SlowPath")
+	if cfg.Replicas || cfg.Sentinels > 0 || cfg.Durable || cfg.SlowPath || cfg.Groups || cfg.OldRedis || cfg.UpgradeFrom {
+		return nil, errors.New("safety: Redis Cluster backends have replicas of their own and no relays: no Replicas, Sentinels, Durable, SlowPath, Groups, OldRedis or UpgradeFrom")
 	}
 	c = &Cluster{Config: cfg, log: cfg.Log, started: time.Now(), rc: &redisClusters{cls: make([]*redisproc.Cluster, cfg.Backends)}}
 	if c.log == nil {

@@ -5,20 +5,31 @@
 // nothing; a slot's proxy can be restarted with no memory of the masters,
 // proxies can join empty slots, and one slot may reach the masters through
 // relays of its own, further away), and many clients contending on a few
-// hot keys with short TTLs, while a fault schedule kills (-9), restarts,
-// stops (SIGSTOP), black-holes, delays and cuts the masters' links,
-// restarts and adds proxies, fails masters over to lagging replicas, has
-// Sentinel fail masters over and back, restarts durable masters from a
-// stale append-only file, switches an evicting memory policy on and off,
-// flushes the masters' script caches, stops a proxy while masters hang, or
-// runs a greedy client. Besides the contenders a scenario may run holders
+// hot keys with short TTLs. The backends may instead be Sentinel-managed
+// groups (a master, a replica and three redis-sentinel processes each,
+// named to the proxies as sentinel://...), which the proxies follow past no
+// relay; and an old single Redis may stand beside the masters, with clients
+// still locking on it directly (SET NX PX and the release script) on the
+// proxy clients' keys, named to the proxies as upgrade_from or not.
+// Meanwhile a fault schedule kills (-9), restarts, stops (SIGSTOP),
+// black-holes, delays and cuts the masters' links, restarts and adds
+// proxies, fails masters over to lagging replicas, has Sentinel fail
+// masters over and back, restarts durable masters from a stale append-only
+// file, switches an evicting memory policy on and off, flushes the masters'
+// script caches, stops a proxy while masters hang, runs a greedy client,
+// fails Sentinel groups over (SENTINEL FAILOVER, or a kill -9 the Sentinels
+// answer by themselves; one after another or two at once, often to a
+// replica whose replication was cut), or hangs, kills and cuts off the old
+// Redis of an upgrade. Besides the contenders a scenario may run holders
 // that extend with redsync's extend-or-acquire script (through one proxy,
 // or through two at unequal distances from the masters), auto-pipelining
 // clients that write a lock acquire and a slow command in one write, and
-// clients that lock keys nobody else uses. Every lock operation is
-// recorded with its call and return times and outcome; right after every
-// grant the client asks FENCE key token for the grant's fencing number and
-// records it with the grant. The checkers judge the history:
+// clients that lock keys nobody else uses. Every lock operation is recorded
+// with its call and return times and outcome; right after every grant the
+// client asks FENCE key token for the grant's fencing number and records it
+// with the grant (a client on the old Redis asks for none). The checkers
+// judge the history, the old Redis's grants to its direct clients and the
+// proxies' grants together:
 //
 //  1. windows: per key, no two holders' validity windows overlap. A
 //     holder's window runs from the instant its OK arrived to the earliest
@@ -46,18 +57,21 @@
 //     success may or may not have acted);
 //  4. late grants: an OK that arrived at or after its own validity end is a
 //     violation (unless the whole harness process was not run for at least
-//     that long meanwhile);
+//     that long meanwhile); the old Redis's grants to its direct clients
+//     are not the proxy's answers and are not judged;
 //  5. ghost locks: a token of an acquire answered nil that a majority of
-//     masters (read directly, past relays and proxies, at the end of
-//     faults and of the run) still holds beyond the undo time is a
-//     violation, unless a proxy stopped while masters hung reported that
+//     masters, or the old Redis named as upgrade_from (read directly, past
+//     relays and proxies, at the end of faults and of the run), still holds
+//     beyond the undo time is a violation, unless a proxy stopped while masters hung reported that
 //     key, at its shutdown, as an undo left pending (its Run returned
 //     ErrUndosPending and its WARN named the key): that one is expected,
 //     and every key so reported must be found;
-//  6. no-majority: a grant that began and ended while no majority of
-//     masters could vote (down, hung, replicas, or within max_ttl + drift
-//     of a restart, a fresh start, a promotion, a failback or an eviction)
-//     is a violation;
+//  6. no-majority: a grant through a proxy that began and ended while no
+//     majority of masters could vote (down, hung, replicas, or within
+//     max_ttl + drift of a restart, a fresh start, a promotion, a failback
+//     or an eviction; for a Sentinel group, + the Sentinels' lease), or
+//     while the old Redis named as upgrade_from could not answer (hung,
+//     down, cut off), is a violation;
 //  7. fencing: per key, the numbers keep FENCE's contract: every number
 //     given for one grant (an acquire and the extends that kept it, through
 //     any proxy) is the same; a grant made after another's validity ended
@@ -78,11 +92,13 @@
 // scenarios are built to break the assumptions the proxy rests on (restart
 // quarantine off, which also turns off the replication marker and the
 // continuity check, while a majority of masters restart at once, restart
-// from a stale append-only file, evict, or fail back under Sentinel; the
+// from a stale append-only file, evict, fail back under Sentinel, or when
+// two Sentinel groups fail over to replicas that lack a held lock; the
 // run-id rule, which trusts a master it sees for the first time, on a
 // proxy that joins after masters restarted; a client pausing past its
 // validity; fencing numbers taken from a counter in each proxy, with no
-// majority read) or to emulate, on the harness's side, a fault the proxy
+// majority read; the old Redis of an upgrade not named to the proxies) or
+// to emulate, on the harness's side, a fault the proxy
 // once had (the unconditional late second step of an extend through a
 // slower proxy; an undo that gives up at NOSCRIPT; a shutdown that names
 // no key it left) and are expected to report violations: they prove the

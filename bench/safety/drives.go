@@ -41,7 +41,7 @@ type restartPlan struct {
 // B (on another proxy) tries to take the same lock until A's validity is
 // over. With the restart quarantine working, B is refused; with it off (or
 // ending too early), B gets the lock while A still holds it, which
-// checkers 1 and 3 (and usually 2) must report. The quarantine each proxy
+// the windows and linearizability checkers (and usually the register checker) must report. The quarantine each proxy
 // applied is noted. A round whose timing did not come out as planned (a
 // very slow machine) proves nothing and is repeated, at most three times.
 func driveRestart(plan restartPlan) func(ctx context.Context, e *Env) error {
@@ -179,8 +179,8 @@ func waitRestartsSeen(ctx context.Context, e *Env, ms []int, before [][]uint64, 
 // pauses (as in a GC pause) past its validity; client B takes the lock once
 // it has expired, increments the register and releases; then A wakes up
 // and writes its stale value without checking its validity again. The
-// lock itself behaved (B got it only after A's validity), so checkers 1 and
-// 3 see nothing. On a plain register checker 2 must see the lost update; on
+// lock itself behaved (B got it only after A's validity), so the windows and
+// linearizability checkers see nothing. On a plain register the register checker must see the lost update; on
 // a fenced register A's write carries A's fencing number, lower than B's,
 // and is refused: no update is lost.
 func drivePause(ctx context.Context, e *Env) error {
@@ -232,7 +232,7 @@ func drivePause(ctx context.Context, e *Env) error {
 // joins in the last slot; client C tries the lock through it until A's
 // validity is over. Only master 0 still holds A's lock, so a proxy that
 // counts the two fresh masters at once grants C the lock inside A's
-// validity (checkers 1 and 3 report it); one that keeps a master out for
+// validity (the windows and linearizability checkers report it); one that keeps a master out for
 // max_ttl + drift after it started refuses C.
 func driveProxyJoin(key string) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
@@ -295,7 +295,7 @@ func driveProxyJoin(key string) func(ctx context.Context, e *Env) error {
 // tries the lock through another proxy until A's validity is over. A
 // majority of the masters the proxies now reach never saw A's lock, so a
 // proxy that counts a promoted replica at once grants C the lock inside
-// A's validity (checkers 1 and 3 report it).
+// A's validity (the windows and linearizability checkers report it).
 func drivePromote(key string) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		if e.C.Replica(0) == nil {

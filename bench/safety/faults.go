@@ -300,10 +300,41 @@ func (e *Env) Snapshot(why string) {
 			}
 		}
 	}
+	if e.C.Old != nil {
+		octx, ocancel := context.WithTimeout(context.Background(), time.Second)
+		s.Old = readAll(octx, e.C.Old.Addr)
+		ocancel()
+	}
 	e.H.AddSnapshot(s)
 	if len(s.Unread) > 0 {
 		e.Logf("snapshot (%s): masters %v could not be read", why, s.Unread)
 	}
+}
+
+// readAll reads every key (but the greedy client's large values) of the
+// redis-server at addr directly; nil when it cannot be read.
+func readAll(ctx context.Context, addr string) map[string]string {
+	rdb := direct(addr)
+	defer rdb.Close()
+	var keys []string
+	if err := rdb.Keys(ctx, "*").ScanSlice(&keys); err != nil {
+		return nil
+	}
+	keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, greedyPrefix) })
+	out := make(map[string]string, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
+	vals, err := rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil
+	}
+	for j, k := range keys {
+		if v, ok := vals[j].(string); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // hold sleeps for d or until ctx is done (the fault is then healed early).

@@ -10,7 +10,7 @@ import (
 
 // Fencing numbers. Every client of the harness asks for a grant's number
 // right after the grant (FENCE key token), and records it with the grant;
-// checker 7 holds the numbers to the contract of FENCE:
+// the fencing checker holds the numbers to the contract of FENCE:
 //
 //   - one grant, one number: every number given for the same grant (an
 //     acquire and the extends that kept it, through any proxy) is the same;
@@ -147,7 +147,7 @@ type FenceStats struct {
 	Grants   int // grants that got at least one number
 }
 
-// CheckFences is checker 7: per key, the fencing numbers given for the
+// CheckFences is the fencing checker: per key, the fencing numbers given for the
 // grants keep FENCE's contract (see the top of this file). It returns the
 // number of grants whose numbers break it (each grant counted once, as the
 // later of a pair), with examples.

@@ -64,6 +64,10 @@ type Op struct {
 	// Free marks an acquire of a key no other client uses: nothing but a
 	// failure of the proxy can refuse it.
 	Free bool
+	// Direct marks an operation sent to the old Redis directly, not
+	// through a proxy (Proxy is then -1): an upgrade's client not yet
+	// moved. Its grants need no majority of the masters.
+	Direct bool
 	// With names the commands written in the same write, for a pipelined
 	// acquire ("SET, PTTL" or "PTTL, SET").
 	With string
@@ -208,6 +212,9 @@ type Snapshot struct {
 	Values map[string][]string
 	// Unread lists the masters that could not be read.
 	Unread []int
+	// Old is what the old Redis of an upgrade held (nil: none, or it could
+	// not be read).
+	Old map[string]string
 }
 
 // AddSnapshot records a snapshot of the masters.

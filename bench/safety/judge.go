@@ -20,6 +20,7 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 		Origin: h.Start, Duration: end.Sub(h.Start), Seed: opt.Seed,
 		Backends: env.C.NumBackends(), Proxies: env.C.NumProxies(), Clients: opt.Clients, Keys: opt.Keys,
 		Extenders: sc.Extenders, Pipeliners: sc.Pipeliners, FreeLockers: sc.FreeLockers, Replicas: sc.Replicas,
+		Groups: sc.Groups, OldClients: sc.OldClients, UpgradeFrom: sc.UpgradeFrom,
 	}
 	tally(rep, h, stalls)
 	diagnose(rep, h, env)
@@ -43,6 +44,9 @@ func tally(rep *Report, h *History, stalls []Interval) {
 			rep.ExtendUnknowns++
 		case op.Kind == Acquire && op.Outcome == OK:
 			rep.Holds++
+			if op.Direct {
+				rep.DirectHolds++
+			}
 			sec := int(op.Return.Sub(h.Start) / time.Second)
 			for len(rep.GrantsPerSecond) <= sec {
 				rep.GrantsPerSecond = append(rep.GrantsPerSecond, 0)
@@ -189,14 +193,14 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 	switch {
 	case sc.DetectLock:
 		if rep.WindowViolations == 0 {
-			p("control not detected by checker 1 (windows): 0 overlapping holds")
+			p("control not detected by the windows checker: 0 overlapping holds")
 		}
 		if rep.NonLinearizable == 0 {
-			p("control not detected by checker 3 (linearizability): every key linearizable")
+			p("control not detected by the linearizability checker: every key linearizable")
 		}
 	case sc.DetectLost:
 		if rep.LostUpdates == 0 {
-			p("control not detected by checker 2 (register): no lost update")
+			p("control not detected by the register checker: no lost update")
 		}
 		if lockBroken > 0 {
 			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d ghost-lock, %d fencing violations and %d lost updates without a paused writer were reported",
@@ -204,7 +208,7 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 		}
 	case sc.DetectFence:
 		if rep.FenceViolations == 0 {
-			p("control not detected by checker 7 (fencing): every grant's number in order (%d numbers on %d grants)", rep.Fenced, rep.FencedGrants)
+			p("control not detected by the fencing checker: every grant's number in order (%d numbers on %d grants)", rep.Fenced, rep.FencedGrants)
 		}
 		if other := lockBroken - int64(rep.FenceViolations); other > 0 {
 			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d ghost-lock violations and %d lost updates without a paused writer were reported",
@@ -212,7 +216,7 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 		}
 	case sc.DetectGhost:
 		if rep.GhostLocks == 0 {
-			p("control not detected by checker 5 (ghost locks): no token of an acquire answered nil found on a majority (%d snapshots)", rep.Snapshots)
+			p("control not detected by the ghost-lock checker: no token of an acquire answered nil found on a majority (%d snapshots)", rep.Snapshots)
 		}
 		if other := lockBroken - int64(rep.GhostLocks); other > 0 {
 			p("the lock itself must hold in this control, but %d window, %d linearizability, %d no-majority, %d late-grant, %d fencing violations and %d lost updates without a paused writer were reported",
@@ -224,7 +228,7 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 				rep.WindowViolations, rep.LostUpdates, rep.LostUpdatesPaused, rep.NonLinearizable, rep.NoMajorityGrants, rep.LateGrants, rep.GhostLocks, rep.FenceViolations)
 		}
 		if rep.Holds > 0 && rep.Fenced == 0 {
-			p("no grant got a fencing number (%d nil, %d errors): checker 7 saw nothing", rep.FenceNil, rep.FenceErrors)
+			p("no grant got a fencing number (%d nil, %d errors): the fencing checker saw nothing", rep.FenceNil, rep.FenceErrors)
 		}
 		if sc.ReportedGhosts {
 			if rep.ReportedGhosts == 0 {
@@ -277,7 +281,7 @@ func judge(rep *Report, sc Scenario, env *Env, h *History) {
 		} else {
 			resumed := 0
 			for _, op := range h.Ops() {
-				if op.Kind == Acquire && op.Outcome == OK && op.Call.After(last) {
+				if op.Kind == Acquire && op.Outcome == OK && !op.Direct && op.Call.After(last) {
 					resumed++
 				}
 			}

@@ -21,6 +21,12 @@ type Report struct {
 	Backends, Proxies, Clients, Keys   int
 	Extenders, Pipeliners, FreeLockers int
 	Replicas                           bool
+	Groups                             bool // every backend a Sentinel-managed group
+	// OldClients lock on the old Redis directly (an upgrade), which the
+	// proxies know as upgrade_from when UpgradeFrom; DirectHolds are the
+	// old Redis's grants to them (counted in Holds too).
+	OldClients, DirectHolds int
+	UpgradeFrom             bool
 
 	Holds           int // acquires granted
 	Refusals        int // acquires refused (nil)
@@ -40,11 +46,11 @@ type Report struct {
 	StarvedSeconds      int   // whole seconds without a grant during a stall of the whole process
 	GrantsAfterRecovery int   // majority-down: grants after the majority came back
 
-	WindowViolations  int   // checker 1: holds whose window overlaps another holder's
-	LostUpdates       int64 // checker 2: increments lost, over all keys
+	WindowViolations  int   // the windows checker: holds whose window overlaps another holder's
+	LostUpdates       int64 // the register checker: increments lost, over all keys
 	LostUpdatesPaused int64 // the part on keys where a writer was paused past its validity
-	NonLinearizable   int   // checker 3: keys whose history is not linearizable
-	Inconclusive      int   // checker 3: keys whose search timed out
+	NonLinearizable   int   // the linearizability checker: keys whose history is not linearizable
+	Inconclusive      int   // the linearizability checker: keys whose search timed out
 	NoMajorityGrants  int   // grants inside an interval without a majority
 	LateGrants        int   // grants that arrived after their own validity ended
 	LateGrantsStalled int   // the same, while the whole harness process stalled (not counted)
@@ -58,12 +64,12 @@ type Report struct {
 	Snapshots      int // snapshots of the masters the ghost-lock check read
 	FreeRefusals   int // acquires of keys nobody else uses that were not granted (liveness)
 
-	// Fencing numbers (checker 7).
+	// Fencing numbers (the fencing checker).
 	Fenced             int   // FENCE answers that were a number
 	FenceNil           int   // FENCE answers that were nil
 	FenceErrors        int   // FENCE calls that failed
 	FencedGrants       int   // grants with at least one number
-	FenceViolations    int   // checker 7: grants whose numbers break FENCE's contract
+	FenceViolations    int   // the fencing checker: grants whose numbers break FENCE's contract
 	StaleWritesRefused int   // writes a fenced register refused
 	FencedRefusals     int64 // reads and writes fenced registers refused
 
@@ -106,10 +112,20 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 	if r.Replicas {
 		replicas = " (each with a replica)"
 	}
+	if r.Groups {
+		replicas = " (each a Sentinel group: a master, a replica, 3 Sentinels)"
+	}
 	fmt.Fprintf(w, "  quarantine %s, %d masters%s, %d proxy slots, %d clients on %d keys, %v from %s, seed %d\n", r.Quarantine,
 		r.Backends, replicas, r.Proxies, r.Clients, r.Keys, r.Duration.Round(time.Millisecond), r.Origin.Format("15:04:05.000"), r.Seed)
 	if r.Extenders+r.Pipeliners+r.FreeLockers > 0 {
 		fmt.Fprintf(w, "  and %d extending holders, %d pipelining clients, %d clients on keys nobody else uses\n", r.Extenders, r.Pipeliners, r.FreeLockers)
+	}
+	if r.OldClients > 0 {
+		named := "named to the proxies as upgrade_from"
+		if !r.UpgradeFrom {
+			named = "not named to the proxies"
+		}
+		fmt.Fprintf(w, "  and %d clients locking on the old Redis directly (%s): %d of the holds were its grants to them\n", r.OldClients, named, r.DirectHolds)
 	}
 	fmt.Fprintf(w, "  holds %d, refusals %d, unknowns %d; extends %d ok, %d refused, %d unknown; releases %d ok, %d not held, %d unknown; increments %d\n",
 		r.Holds, r.Refusals, r.Unknowns, r.Extends, r.ExtendsRefused, r.ExtendUnknowns, r.Releases, r.ReleasesNotHeld, r.ReleaseUnknowns, r.Increments)

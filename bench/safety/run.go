@@ -31,19 +31,19 @@ type Scenario struct {
 	MajorityUp bool
 	// Recovers: after the last interval without a majority, grants resume.
 	Recovers bool
-	// DetectLock: a control that breaks mutual exclusion; checkers 1 and 3
+	// DetectLock: a control that breaks mutual exclusion; the windows and linearizability checkers
 	// must both report it.
 	DetectLock bool
 	// DetectLost: a control that loses an update while the lock itself
-	// holds; checker 2 must report it, checkers 1 and 3 must not.
+	// holds; the register checker must report it, the windows and linearizability checkers must not.
 	DetectLost bool
 	// DetectFence: a control whose fencing numbers break their contract
-	// while the lock itself holds; checker 7 must report it, the others
+	// while the lock itself holds; the fencing checker must report it, the others
 	// must not.
 	DetectFence bool
 	// DetectGhost: a control that leaves a ghost lock (a token of an
 	// acquire answered nil, on a majority) while the lock itself holds;
-	// checker 5 must report it, the others must not.
+	// the ghost-lock checker must report it, the others must not.
 	DetectGhost bool
 	// ReportedGhosts: a ghost lock on a key that a proxy stopped while
 	// masters hung reported, at its shutdown, as an undo left pending is
@@ -77,6 +77,14 @@ type Scenario struct {
 	// Shards makes every backend a Redis Cluster of that many shards, each
 	// master with a replica (Backends is then the number of clusters).
 	Shards int
+	// Groups makes every backend a Sentinel-managed group (a master, a
+	// replica and three Sentinels of its own), which the proxies follow.
+	Groups bool
+	// OldRedis runs the single Redis the clients locked on before the
+	// proxy, with OldClients clients still locking on it directly;
+	// UpgradeFrom names it to the proxies as upgrade_from.
+	OldRedis, UpgradeFrom bool
+	OldClients            int
 	// SlowPath gives the last proxy slot relays of its own to the masters,
 	// which the scenario delays.
 	SlowPath bool
@@ -150,6 +158,10 @@ func Scenarios() []Scenario {
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(false), MajorityUp: true},
 		{Name: "shutdown-hang", About: "a majority hangs (SIGSTOP), a probe acquires, its proxy is stopped with shutdown_grace 300ms before the masters continue: the ghost lock left must be the one the proxy reported",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(false), ReportedGhosts: true, Recovers: true},
+		{Name: "sentinel-groups", About: "3 Sentinel-managed groups (a master, a replica and 3 redis-sentinel each) as backends: groups fail over one after another (SENTINEL FAILOVER, kill -9 with automatic failover), sometimes two at once, often to a replica whose replication was cut, and back in their turn; in probe rounds A holds a lock while two groups fail over to replicas that never saw it: C must be refused",
+			Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleGroups},
+		{Name: "upgrade", About: "an old single Redis named as upgrade_from: 8 clients lock on it directly (SET NX PX, the release script) on the proxy clients' keys; it hangs, is killed and started again (durable), or is cut off from the proxies, while the masters take mixed faults: no two holders across both groups",
+			OldClients: 8, UpgradeFrom: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, Recovers: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
@@ -167,6 +179,10 @@ func Scenarios() []Scenario {
 			SlowPath: true, Faults: scheduleTwoProxies(twoProxyHolders, true), DetectLock: true},
 		{Name: "control-undo-gives-up", About: "CONTROL: script-flush, the probe's acquire made by a client acting as a proxy whose undo gives up at NOSCRIPT: a ghost lock must be seen",
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(true), DetectGhost: true},
+		{Name: "control-sentinel-groups-off", About: "CONTROL: sentinel-groups' probe round with restart_quarantine off: the promoted masters count at once and hand out A's lock: a second holder must be seen",
+			Quarantine: "off", Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleNone, Drive: driveGroups, DetectLock: true},
+		{Name: "control-upgrade-unnamed", About: "CONTROL: upgrade without upgrade_from: the old clients and the proxy clients hold one key at once: a second holder must be seen",
+			OldClients: 8, OldRedis: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, DetectLock: true},
 		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: the replica of a held lock's shard is cut off and takes over (its master killed or stopped; the cluster's failover or CLUSTER FAILOVER FORCE) on two clusters, or on one of the two that hold the lock when the third refused it, while the lock's slot and hot keys' slots move between shards on the others; graceful failovers, kills and reshardings between rounds: the lock must hold",
@@ -356,7 +372,8 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
-		Durable: sc.Durable, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences, Log: opt.ProxyLog,
+		Durable: sc.Durable, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
+		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
@@ -455,6 +472,17 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	for i := 0; i < sc.FreeLockers; i++ {
 		spawn(freeLockerIDs+i, func(cl *Client) { cl.FreeLoop(wctx, free) })
 	}
+	// The clients not yet moved to the proxy lock on the old Redis
+	// directly, on the same keys.
+	for i := 0; i < sc.OldClients; i++ {
+		cl := NewOldClient(oldClientIDs+i, c, h, opt.Seed)
+		clients = append(clients, cl)
+		cwg.Add(1)
+		go func() { // ends when the workload is stopped
+			defer cwg.Done()
+			cl.Loop(wctx, wl)
+		}()
+	}
 
 	// Progress, once a second.
 	pctx, stopProgress := context.WithCancel(ctx)
@@ -549,6 +577,11 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 	}
 	return rep, nil
 }
+
+// groupsMaxTTL is the proxies' max_ttl over Sentinel groups: the probe
+// round's lock (held that long) outlasts two failovers and the proxies
+// following them.
+const groupsMaxTTL = 2 * time.Second
 
 // twoProxyHolders is how many holders extend through two proxies in the
 // two-proxy scenarios.

@@ -51,6 +51,13 @@ var shortRuns = map[string]time.Duration{
 	"control-undo-gives-up":       5 * time.Second,
 	"shutdown-hang":               5 * time.Second,
 	"control-shutdown-unreported": 5 * time.Second,
+	// Issue 21's Sentinel groups: the first cycle is a probe round, the
+	// second fails one group over; the control runs one probe round.
+	"sentinel-groups":             15 * time.Second,
+	"control-sentinel-groups-off": time.Second,
+	// Issue 25's upgrade from a single Redis.
+	"upgrade":                 7 * time.Second,
+	"control-upgrade-unnamed": 2 * time.Second,
 	// Redis Cluster backends: one orchestrated round each.
 	"cluster-shards":             time.Second,
 	"control-cluster-shards-off": time.Second,

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // The undo nemeses: a master's script cache emptied under load (an undo

@@ -27,10 +27,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/demo"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/metrics"
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -334,12 +334,15 @@ func (a *App) close() {
 	}
 }
 
-// backendsOf adapts the netio pool to what the proxy needs.
+// backendsOf adapts the netio pool to what the proxy needs (checked at
+// compile time).
 type backendsOf struct{ *netio.Pool }
+
+var _ proxy.Backends = backendsOf{}
 
 func (b backendsOf) Veto() (netio.Health, bool) { return b.Pool.VetoHealth() }
 
-func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv resp.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
+func (b backendsOf) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	b.Pool.SendWith(node, cmd, sc, rcv, tag, deadline, flags)
 }
 

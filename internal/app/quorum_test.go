@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // records keeps what a logger wrote, one line per record:

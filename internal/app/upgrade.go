@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/netio"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // The upgrade from one Redis (upgrade_from). The Redis the clients used

@@ -116,6 +116,12 @@ func TestAppendAllocationFree(t *testing.T) {
 		"AppendBulkString":        func() { AppendBulkString(buf, "value") },
 		"AppendBulkInt":           func() { AppendBulkInt(buf, math.MinInt64) },
 		"AppendCommand":           func() { AppendCommand(buf, args...) },
+		"AppendInt":               func() { AppendInt(buf, -42) },
+		"AppendBulkHeader":        func() { AppendBulkHeader(buf, 17) },
+		"AppendMapHeader":         func() { AppendMapHeader(buf, 7, true) },
+		"AppendPushHeader":        func() { AppendPushHeader(buf, 3, true) },
+		"AppendNull":              func() { AppendNull(buf, true) },
+		"AppendError":             func() { AppendError(buf, "ERR x") },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s allocated %v times per call with capacity to spare, want 0", name, n)
@@ -173,5 +179,29 @@ func TestAppendRoundTrip(t *testing.T) {
 	}
 	if r.Buffered() != 0 {
 		t.Errorf("%d bytes left after the last command", r.Buffered())
+	}
+}
+
+// The RESP3 headers, and the RESP2 forms Redis sends instead.
+func TestAppendRESP3Forms(t *testing.T) {
+	for _, c := range []struct {
+		name, got, want string
+	}{
+		{"map", string(AppendMapHeader(nil, 7, true)), "%7\r\n"},
+		{"map as RESP2", string(AppendMapHeader(nil, 7, false)), "*14\r\n"},
+		{"push", string(AppendPushHeader(nil, 12, true)), ">12\r\n"},
+		{"push as RESP2", string(AppendPushHeader(nil, 3, false)), "*3\r\n"},
+		{"null", string(AppendNull(nil, true)), "_\r\n"},
+		{"null as RESP2", string(AppendNull(nil, false)), "$-1\r\n"},
+		{"null array", string(AppendNullArray(nil, true)), "_\r\n"},
+		{"null array as RESP2", string(AppendNullArray(nil, false)), "*-1\r\n"},
+		{"bulk in parts", string(append(append(AppendBulkHeader([]byte("x"), 12), "hello, world"...), "\r\n"...)), "x$12\r\nhello, world\r\n"},
+		{"error", string(AppendError(nil, "ERR two\nlines")), "-ERR two lines\r\n"},
+		{"simple", string(AppendSimple(nil, []byte("OK"))), "+OK\r\n"},
+		{"int", string(AppendInt(nil, -42)), ":-42\r\n"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
 	}
 }

@@ -22,8 +22,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy"
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

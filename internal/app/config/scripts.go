@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/proxy/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // ScriptConfig declares by hand what a lock script is, for a script the
@@ -121,12 +121,12 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		}
 	}
 	writes := role.Writes()
-	c := &script.Class{Role: role, Source: "configured", Layout: script.Layout{
+	c := &script.Class{Role: role, Origin: "configured", Layout: script.Layout{
 		Keys: 1, Args: -1, Tokens: []int{0}, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond,
 		NoTTLActs: true,
 	}}
 	if sc.Name != "" {
-		c.Source = "configured: " + sc.Name
+		c.Origin = "configured: " + sc.Name
 	}
 	if sc.Keys != nil {
 		if *sc.Keys < 0 {

@@ -161,13 +161,15 @@ func (s *Server) Follow(masterAddr string) error {
 	return nil
 }
 
-// doOK runs a command that must answer +OK.
+// doOK runs a command that must answer +OK (REPLICAOF of the master a
+// server already follows answers "OK Already connected to specified
+// master").
 func (s *Server) doOK(args ...string) error {
 	r, err := s.Do(args...)
 	if err != nil {
 		return fmt.Errorf("redisproc: %s on %s: %w", strings.Join(args, " "), s.Addr, err)
 	}
-	if r != "OK" {
+	if r != "OK" && !strings.HasPrefix(r, "OK ") {
 		return fmt.Errorf("redisproc: %s on %s answered %q", strings.Join(args, " "), s.Addr, r)
 	}
 	return nil

@@ -391,6 +391,55 @@ func WaitFollowing(s, m *Server, within time.Duration) error {
 	return nil
 }
 
+// Ready reports, with why not, whether the group can fail over again at
+// once: every running Sentinel names the same master, which says it is a
+// master; every other running server follows it with its link up; and
+// every Sentinel counts them as replicas in good standing and is in no
+// failover of the group.
+func (g *Group) Ready() error {
+	m, err := g.Current()
+	if err != nil {
+		return err
+	}
+	if !hasRole(m, "master") {
+		return fmt.Errorf("redisproc: %s, named by the Sentinels of %s, is not a master", m.Addr, g.Name)
+	}
+	for _, s := range g.Servers {
+		if s != m && s.Running() && !following(s, m) {
+			return fmt.Errorf("redisproc: %s does not follow %s's master %s with its link up", s.Addr, g.Name, m.Addr)
+		}
+	}
+	for _, s := range g.Sentinels {
+		if !s.running() {
+			continue
+		}
+		r, err := s.Do("SENTINEL", "master", g.Name)
+		if err != nil {
+			return err
+		}
+		if f := fields(r)["flags"]; f != "master" {
+			return fmt.Errorf("redisproc: Sentinel %s flags %s's master %q", s.Addr, g.Name, f)
+		}
+		r, err = s.Do("SENTINEL", "replicas", g.Name)
+		if err != nil {
+			return err
+		}
+		good := map[string]bool{}
+		if a, ok := r.([]any); ok {
+			for _, rep := range a {
+				f := fields(rep)
+				good[net.JoinHostPort(f["ip"], f["port"])] = f["flags"] == "slave"
+			}
+		}
+		for _, srv := range g.Servers {
+			if srv != m && srv.Running() && !good[srv.Addr] {
+				return fmt.Errorf("redisproc: Sentinel %s does not count %s as a replica of %s in good standing", s.Addr, srv.Addr, g.Name)
+			}
+		}
+	}
+	return nil
+}
+
 // hasRole reports whether INFO replication says role:role.
 func hasRole(s *Server, role string) bool {
 	info, err := s.Info("replication")

@@ -1,0 +1,265 @@
+package script
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Candidate classes: from what a run on free keys did (what it wrote, with
+// which TTL, which arguments it compared), the classes a script may be,
+// each then confirmed against every probe state (classify.go) and refined
+// (refine.go).
+
+// argsEqual lists the ARGV indexes holding v.
+func argsEqual(argv []string, v string) []int {
+	var out []int
+	for i, a := range argv {
+		if a == v {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ttlArg is an argument that gives a TTL: its index, its unit, and
+// whether it is a deadline (a Unix time, as PXAT and PEXPIREAT take)
+// rather than a duration.
+type ttlArg struct {
+	idx      int
+	unit     time.Duration
+	deadline bool
+}
+
+// ttlArgs lists the arguments whose integer value is d milliseconds from
+// now: as a duration in ms or s, or as a deadline at now + d in ms or s.
+func ttlArgs(argv []string, d, now int64) []ttlArg {
+	var out []ttlArg
+	for i, a := range argv {
+		n, ok := parseInt(a)
+		if !ok || n <= 0 {
+			continue
+		}
+		if n == d {
+			out = append(out, ttlArg{i, time.Millisecond, false})
+		}
+		if n <= math.MaxInt64/1000 && n*1000 == d {
+			out = append(out, ttlArg{i, time.Second, false})
+		}
+		if n == now+d {
+			out = append(out, ttlArg{i, time.Millisecond, true})
+		}
+		if n <= math.MaxInt64/1000 && n*1000 == now+d {
+			out = append(out, ttlArg{i, time.Second, true})
+		}
+	}
+	return out
+}
+
+// candidates watches the script on a few states and proposes the
+// classes that could explain it, most likely first.
+func (c *classifier) candidates() ([]*Class, *refusal) {
+	n := len(c.keys)
+	var out []*Class
+	base := func(role Role) *Class {
+		return &Class{Role: role, Layout: Layout{Keys: n, Args: len(c.argv), TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond}}
+	}
+	var seenEffects []string
+
+	// Every key missing: an acquire creates them.
+	st := c.state(c.keys, uniform(n, keySpec{}))
+	res, ref := c.run(c.keys, c.argv, st)
+	if ref != nil {
+		return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
+	}
+	seenEffects = append(seenEffects, "with every key missing it "+c.names.effect(c.keys, c.argv, st, res.state))
+	created := 0
+	for _, k := range c.keys {
+		if _, ok := res.state.lookup(k); ok {
+			created++
+		}
+	}
+	if created == n {
+		tokens := make([][]int, n)
+		var d int64 = -1
+		ok := true
+		for k, key := range c.keys {
+			it, _ := res.state.lookup(key)
+			tokens[k] = argsEqual(c.argv, it.Value)
+			if len(tokens[k]) == 0 || it.At == 0 || (d >= 0 && it.At-c.now != d) {
+				ok = false
+			}
+			d = it.At - c.now
+		}
+		if ok {
+			ttls := ttlArgs(c.argv, d, c.now)
+			for _, tok := range tokenChoices(tokens) {
+				for _, role := range []Role{RoleAcquire, RoleExtendOrAcquire} {
+					if role == RoleExtendOrAcquire && n > 1 {
+						continue
+					}
+					for _, t := range ttls {
+						cl := base(role)
+						cl.Tokens, cl.TTLArg, cl.TTLUnit, cl.Deadline = tok, t.idx, t.unit, t.deadline
+						out = append(out, cl)
+					}
+					cl := base(role)
+					cl.Tokens, cl.TTLConst = tok, time.Duration(d)*time.Millisecond
+					out = append(out, cl)
+				}
+			}
+		}
+	}
+
+	// Every key held by another owner: no lock operation takes it. A
+	// script that does is a forced takeover, refused with why.
+	otherSpecs := uniform(n, keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1})
+	st = c.state(c.keys, otherSpecs)
+	if res, ref := c.run(c.keys, c.argv, st); ref == nil {
+		for k, key := range c.keys {
+			if it, ok := res.state.lookup(key); ok && it.Type == TypeString && len(argsEqual(c.argv, it.Value)) > 0 {
+				return nil, refuse(refuseOther, "%s it %s: it takes a lock another client holds (a forced takeover). "+
+					"No majority makes that safe: the holder is not told and goes on as if it held the lock until it next "+
+					"checks, and the proxy's own lock scripts never take a key from its holder", c.names.describe(c.keys, c.argv, c.argv, otherSpecs, nil),
+					c.names.effect(c.keys[k:k+1], c.argv, st, res.state))
+			}
+		}
+	}
+
+	// Every key holding one of the arguments: a release deletes them, an
+	// extend re-arms them.
+	holds := map[string]bool{}
+	var held [][]int
+	for i, a := range c.argv {
+		if holds[a] {
+			continue
+		}
+		holds[a] = true
+		held = append(held, uniformInts(n, i))
+	}
+	if n > 1 && len(c.argv) >= n {
+		diag := make([]int, n)
+		for k := range diag {
+			diag[k] = k
+		}
+		held = append(held, diag)
+	}
+	for _, tok := range held {
+		specs := make([]keySpec, n)
+		for k := range specs {
+			specs[k] = keySpec{held: true, value: c.argv[tok[k]], ttl: ttlLong1}
+		}
+		st := c.state(c.keys, specs)
+		res, ref := c.run(c.keys, c.argv, st)
+		if ref != nil && wrongType(ref) && (c.hashSeen || c.zsetSeen) {
+			continue // a script of hashes or sorted sets, given a string
+		}
+		if ref != nil {
+			return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, specs, nil))
+		}
+		seenEffects = append(seenEffects, c.names.describe(c.keys, c.argv, c.argv, specs, nil)+" it "+c.names.effect(c.keys, c.argv, st, res.state))
+		deleted, rearmed := 0, map[int64]int{}
+		for _, key := range c.keys {
+			b, _ := st.lookup(key)
+			a, ok := res.state.lookup(key)
+			switch {
+			case !ok:
+				deleted++
+			case a.Value == b.Value && a.At != b.At && a.At != 0:
+				rearmed[a.At-c.now]++
+			}
+		}
+		if deleted == n {
+			cl := base(RoleRelease)
+			cl.Tokens = tok
+			out = append(out, cl)
+		}
+		for d, cnt := range rearmed {
+			if cnt != n {
+				continue
+			}
+			for _, additive := range []bool{false, true} {
+				want := d
+				if additive {
+					want = d - ttlLong1
+				}
+				for _, t := range ttlArgs(c.argv, want, c.now) {
+					if additive && t.deadline {
+						continue
+					}
+					cl := base(RoleExtend)
+					cl.Tokens, cl.TTLArg, cl.TTLUnit, cl.Additive, cl.Deadline = tok, t.idx, t.unit, additive, t.deadline
+					out = append(out, cl)
+				}
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	if n == 1 && c.zsetSeen {
+		// A lock kept as a sorted set of owners.
+		if oc, ref := c.ownerCandidates(base, res.state); ref != nil || len(oc) > 0 {
+			return oc, ref
+		}
+	}
+	if c.hashSeen {
+		// A lock kept as a hash whose one field is its owner.
+		if hc := c.hashCandidates(base, res.state); len(hc) > 0 {
+			return hc, nil
+		}
+	}
+	if del := c.deleteCandidate(base, res.state); del != nil {
+		return []*Class{del}, nil
+	}
+	if created > 0 {
+		return nil, refuse(refuseOther, "fits no role: %s", strings.Join(seenEffects, "; "))
+	}
+
+	// Nothing written: a query, with no token or with one of the string
+	// arguments as the token.
+	for _, tok := range append([][]int{nil}, held...) {
+		if n > 1 {
+			break // queries read one key
+		}
+		cl := base(RoleInspect)
+		cl.Tokens = tok
+		out = append(out, cl)
+	}
+	if len(out) == 0 {
+		return nil, refuse(refuseOther, "fits no role: %s", strings.Join(seenEffects, "; "))
+	}
+	return out, nil
+}
+
+func uniformInts(n, v int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// tokenChoices picks the lowest candidate index per key, and the uniform
+// choice when every key can take the same one.
+func tokenChoices(cands [][]int) [][]int {
+	var out [][]int
+	for _, v := range cands[0] {
+		all := true
+		for _, cs := range cands[1:] {
+			all = all && slices.Contains(cs, v)
+		}
+		if all {
+			out = append(out, uniformInts(len(cands), v))
+		}
+	}
+	per := make([]int, len(cands))
+	for k, cs := range cands {
+		per[k] = cs[0]
+	}
+	if !slices.ContainsFunc(out, func(t []int) bool { return slices.Equal(t, per) }) {
+		out = append(out, per)
+	}
+	return out
+}

@@ -1,0 +1,340 @@
+package script
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Classification runs a script in the sandbox against probe states of its
+// keys and sees what it does; see doc.go for why the probes suffice.
+
+// Limits of one classification.
+const (
+	// classifyBudget bounds the Lua instructions of all runs together.
+	classifyBudget = 3_000_000
+	// MaxKeys is the most keys a classified script may take.
+	MaxKeys = 64
+)
+
+// TTLs of probe states, odd enough not to equal an argument by chance.
+const (
+	ttlLong1 = 41_734
+	ttlLong2 = 52_345
+	ttlShort = 3
+)
+
+type classifier struct {
+	p     *Program
+	keys  []string // the lock keys
+	argv  []string // the arguments: KEYS after the lock keys, then ARGV
+	extra int      // how many arguments come from KEYS
+	names namer
+	left  int
+	r     *runner
+	// now is the sandbox's clock for every run of this classification:
+	// the real time (ms since the Unix epoch) when it started, so that a
+	// deadline in the call's arguments (PXAT, PEXPIREAT) and TIME mean
+	// what they mean on Redis.
+	now int64
+	// zsetSeen, hashSeen: a run called a sorted-set, a hash command.
+	zsetSeen, hashSeen bool
+	// cur is the candidate being checked: its shape decides how a probe
+	// state's held keys are kept.
+	cur *Class
+}
+
+// Classify says what a script does for a call with these keys and
+// arguments, or why it is refused.
+func Classify(p *Program, keys, argv []string) (*Class, *Refusal) {
+	return classifyAt(p, keys, argv, time.Now().UnixMilli())
+}
+
+// classifyAt is Classify with the sandbox's clock at now.
+func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
+	c := &classifier{p: p, keys: keys, argv: aheadOf(argv, now), left: classifyBudget, now: now}
+	defer func() {
+		if c.r != nil {
+			c.r.close()
+		}
+	}()
+	cl, ref := c.lockKeys()
+	if ref == nil {
+		cl, ref = c.classify()
+	}
+	if ref != nil {
+		return nil, &Refusal{Sha: p.Sha, Reason: ref.reason, NoTTL: ref.kind == refuseNoTTL}
+	}
+	cl.KeyArgs = c.extra
+	cl.Origin = "classified"
+	return cl.Finish(), nil
+}
+
+// pastSpan is how far back an argument may be a deadline that has passed;
+// aheadMs is how far ahead aheadOf puts it (unlike any probe's TTL).
+const (
+	pastSpan = 10 * 365 * 24 * 3600 * 1000
+	aheadMs  = 37_911
+)
+
+// aheadOf returns the arguments with every one that reads as a deadline
+// already passed (an integer Unix time in ms or s, at most ten years ago)
+// moved ahead of now. A script is classified by what it does with a
+// deadline ahead: with one passed, an extend (PEXPIREAT) deletes the lock
+// and would read as a release, which a late call must never be. The call
+// itself is then judged with its own deadline (Class.TTL: nothing left).
+func aheadOf(argv []string, now int64) []string {
+	var out []string
+	for i, a := range argv {
+		n, ok := parseInt(a)
+		if !ok {
+			continue
+		}
+		var ahead int64
+		switch {
+		case n >= now-pastSpan && n <= now:
+			ahead = now + aheadMs
+		case n >= (now-pastSpan)/1000 && n <= now/1000:
+			ahead = now/1000 + aheadMs/1000
+		default:
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(argv)
+		}
+		out[i] = strconv.FormatInt(ahead, 10)
+	}
+	if out == nil {
+		return argv
+	}
+	return out
+}
+
+// lockKeys finds which KEYS the script uses as keys: some libraries pass
+// arguments (a TTL, a token) in KEYS after the lock key. When only the
+// first m entries are ever given to a command, the rest are arguments.
+func (c *classifier) lockKeys() (*Class, *refusal) {
+	if len(c.keys) < 2 {
+		return nil, nil
+	}
+	used := map[string]bool{}
+	values := append(append([]string{}, c.keys...), c.argv...)
+	for i := -1; i < len(values); i++ {
+		st := &State{Now: c.now, Keys: map[string]Item{}}
+		if i >= 0 {
+			for _, k := range c.keys {
+				st.Keys[k] = Item{Value: values[i], At: c.now + ttlLong1}
+			}
+		}
+		if c.r == nil {
+			c.r = newRunner()
+		}
+		res := c.p.runOn(c.r, c.keys, c.argv, st, min(maxSteps, c.left))
+		c.left -= res.steps
+		if res.ref != nil || c.r.broken {
+			return nil, nil // the classification proper will say why
+		}
+		for k := range res.touched {
+			used[k] = true
+		}
+	}
+	m := 0
+	for i, k := range c.keys {
+		if used[k] {
+			m = i + 1
+		}
+	}
+	if m == 0 || m == len(c.keys) {
+		return nil, nil
+	}
+	c.extra = len(c.keys) - m
+	c.argv = append(append([]string{}, c.keys[m:]...), c.argv...)
+	c.keys = c.keys[:m]
+	c.names = namer{lock: m, extra: c.extra}
+	return nil, nil
+}
+
+func (c *classifier) classify() (*Class, *refusal) {
+	n := len(c.keys)
+	switch {
+	case n == 0:
+		return nil, refuse(refuseOther, "takes no keys: a lock script names its lock in KEYS")
+	case n > MaxKeys:
+		return nil, refuse(refuseOther, "takes %d keys; the classifier reads scripts of at most %d", n, MaxKeys)
+	}
+	seen := map[string]bool{}
+	for _, k := range c.keys {
+		if seen[k] {
+			return nil, refuse(refuseOther, "is given the key %s twice", strconv.Quote(short(k)))
+		}
+		seen[k] = true
+	}
+	if c.extra > 0 && len(c.keys) > 1 {
+		return nil, refuse(refuseOther, "takes arguments in KEYS after several lock keys, which the proxy does not read")
+	}
+	cands, ref := c.candidates()
+	if ref != nil {
+		return nil, ref
+	}
+	var first *refusal
+	var constant *Class
+	for _, cl := range cands {
+		c.cur = cl
+		ref := c.refine(cl)
+		if ref == nil {
+			ref = c.verify(cl)
+		}
+		if ref == nil {
+			ref = c.controls(cl)
+		}
+		if ref == nil && cl.Role.Query() && cl.Tokens != nil && sameReplies(cl) {
+			// A query whose reply is the same in every case says nothing
+			// of its token: another argument may be the token.
+			if constant == nil {
+				constant = cl
+			}
+			continue
+		}
+		if ref == nil {
+			return cl, nil
+		}
+		if ref.kind != refuseOther || c.left <= 0 {
+			return nil, ref // the script itself is refused, not a guess
+		}
+		if first == nil {
+			first = ref
+		}
+	}
+	if constant != nil {
+		return constant, nil
+	}
+	return nil, first
+}
+
+// sameReplies reports whether a class replies the same in every case.
+func sameReplies(cl *Class) bool {
+	var first string
+	for i, cs := range cl.Cases() {
+		t := cl.Replies[cs]
+		if t == nil {
+			return false
+		}
+		if i == 0 {
+			first = t.String()
+		} else if t.String() != first {
+			return false
+		}
+	}
+	return true
+}
+
+// keySpec is the probe state of one key.
+type keySpec struct {
+	held  bool
+	value string
+	ttl   int64 // ms; 0: no TTL; < 0: expired
+	// zset: the key is a sorted set of owners (ShapeOwners), each member
+	// scored with its deadline: the caller (value) if mine, with ttl left;
+	// others more owners, with more time left; marker, when not "", marks
+	// the lock exclusive, scored like its owner.
+	zset   bool
+	mine   bool
+	others int
+	marker string
+	// str: a string held by another value, whatever the candidate's shape.
+	str bool
+}
+
+// otherOwners name the other owners of a probe's sorted set.
+var otherOwners = [...]string{"other-holder-7f3a", "reader-b-51c2"}
+
+func (c *classifier) state(keys []string, specs []keySpec) *State {
+	st := &State{Now: c.now, Keys: map[string]Item{}}
+	for k, s := range specs {
+		if !s.held {
+			continue
+		}
+		if s.zset {
+			st.Keys[keys[k]] = c.ownersItem(s)
+			continue
+		}
+		it := Item{Value: s.value}
+		if c.cur != nil && c.cur.Shape == ShapeHash && !s.str {
+			it = Item{Type: TypeHash, Hash: map[string]string{s.value: string(c.cur.fieldValue(strArgs(c.argv)))}}
+		}
+		if s.ttl != 0 {
+			it.At = c.now + s.ttl
+		}
+		st.Keys[keys[k]] = it
+	}
+	return st
+}
+
+func uniform(n int, s keySpec) []keySpec {
+	out := make([]keySpec, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// ownersItem is the sorted set of a probe state.
+func (c *classifier) ownersItem(s keySpec) Item {
+	z := map[string]float64{}
+	excl := float64(c.now + s.ttl)
+	if s.mine {
+		z[s.value] = float64(c.now + s.ttl)
+	}
+	for i := 0; i < s.others && i < len(otherOwners); i++ {
+		d := ttlLong2 + int64(i)*1_000
+		if s.ttl < 0 {
+			d = s.ttl
+		}
+		z[otherOwners[i]] = float64(c.now + d)
+		if i == 0 && !s.mine {
+			excl = z[otherOwners[i]]
+		}
+	}
+	if s.marker != "" {
+		z[s.marker] = excl
+	}
+	top := math.Inf(-1)
+	for _, v := range z {
+		top = math.Max(top, v)
+	}
+	return Item{Type: TypeZset, Zset: z, At: int64(top)}
+}
+
+// run executes the script once, charging the classification's budget.
+func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
+	if c.left <= 0 {
+		return result{}, refuse(refuseBudget, "takes more than %d Lua instructions to classify", classifyBudget)
+	}
+	if c.r == nil || c.r.broken {
+		if c.r != nil {
+			c.r.close()
+		}
+		c.r = newRunner()
+	}
+	res := c.p.runKeyed(c.r, append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left))
+	c.left -= res.steps
+	c.zsetSeen = c.zsetSeen || res.zset
+	c.hashSeen = c.hashSeen || res.hash
+	if res.ref != nil {
+		return res, res.ref
+	}
+	return res, nil
+}
+
+// sameKeys reports whether two states agree on the given keys.
+func sameKeys(keys []string, a, b *State) bool {
+	for _, k := range keys {
+		x, xok := a.lookup(k)
+		y, yok := b.lookup(k)
+		if xok != yok || !x.equal(y) {
+			return false
+		}
+	}
+	return true
+}

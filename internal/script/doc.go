@@ -1,0 +1,77 @@
+// Package script understands the Lua lock scripts that client libraries
+// send by what they do, and gives the proxy what it needs to run them as
+// quorum operations: a role, where the role's arguments are, and the reply
+// the script gives on one Redis in each case.
+//
+// A script is run in a sandbox (sandbox.go: gopher-lua with a redis table
+// of this package's own over an in-memory model of its keys, model.go and
+// commands.go, on a clock that stands still at the real time; walker.go
+// checks its syntax first, meter.go bounds its instructions, bounded.go
+// its library calls, luaresp.go converts its values) against probe states
+// of its keys, with the call's real number of keys and arguments and with
+// variants of them (classify.go, candidates.go, shapecands.go, refine.go,
+// verify.go). What it
+// does to the keys in every probe must be what one role does
+// (semantics.go, and shapes.go for a lock kept as a sorted set of owners);
+// its replies in each case must follow one template. Otherwise it is
+// refused, with the probe that showed it. The classification holds for
+// the number of keys and arguments and the values of the control
+// arguments it was made with (Registry caches it by them); library facts
+// (facts.go) and the configuration give classifications for SHA1s whose
+// text the proxy has not seen.
+//
+// It promises: Classify never panics and stays within fixed bounds of
+// instructions and memory whatever the script; a script is classified
+// only if, on every probe, it did what its role does and replied what its
+// templates say; the backends never run a classified script's text, only
+// the role's reference script (reference.go); time is real time: TIME
+// answers the clock and a deadline argument (PXAT, PEXPIREAT) is a
+// deadline, never a duration read against a fixed clock (Class.TTL gives
+// what is left of it); the commands a script may use are one list
+// (commands.go), the same for the sandbox and for Guard, which is the only
+// form in which a refused script's text reaches a backend (the vote
+// policy): checked, written back, and run with every command checked.
+//
+// Why the probes suffice. Mutual exclusion does not rest on the
+// classification at all. Whatever a script is classified as, the backends
+// run one of the fixed reference scripts, which can only: set keys that
+// are free, each to its caller's token, with a TTL the proxy checked
+// against max_ttl (acquire, extend-or-acquire); re-arm or lengthen, within
+// max_ttl, or delete keys that hold the caller's token (extend, release);
+// add the caller to a lock of several owners that no other holds
+// exclusively, re-score or remove the caller's own member (the same roles,
+// and share, for ShapeOwners; ShapeHash keeps a string lock's roles in a
+// hash whose one field is the owner); delete whatever holds the keys, as the DEL
+// command already does (delete); or read. None can take a key from another
+// holder or leave a key without expiry, and the proxy votes on them and
+// checks validity as for SET NX.
+// So a classification that is wrong can only give a client the role's
+// effect and reply where its own script would have done something else;
+// in the worst case a script that would have misbehaved on one Redis
+// behaves, through the proxy, as the lock operation it resembles.
+//
+// What can still surprise the classifier, within that bound: a script
+// that treats some value, TTL or argument specially where no probe looks
+// (a value equal to a constant in its text, a TTL threshold that is a
+// constant between the probed TTLs, a token or TTL argument outside the
+// probed variants, a key name it tests), a combination of several keys'
+// states other than "all alike" and "one differs", and differences
+// between gopher-lua and Redis's Lua 5.1 or between the model and Redis
+// for the allowed commands (the tests run classified scripts and their
+// reference scripts on a real redis-server, and the model command by
+// command against it, to keep those small); a lock of several owners
+// whose marker the script builds at run time, or whose owners' deadlines
+// passed while the set lives on. Each of
+// these changes the reply a client sees, never which client holds a lock,
+// with one exception: a script that reads the TTL argument in another unit
+// for values between the probed ones would have its caller count on a
+// lock that the masters keep for a different time. The TTL variants
+// therefore include a very small TTL (7 ms, or 1 s) beside 1234 ms and
+// 59999 ms, the ranges where such a switch is plausible.
+//
+// One latitude is the libraries' own: a script that treats a value as the
+// caller's when its first P bytes equal the token's (bsm/redislock) is
+// classified with that prefix, and the proxy then lets a caller re-take or
+// extend a lock whose value starts with the same P bytes, as one Redis
+// with that library would.
+package script

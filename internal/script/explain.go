@@ -1,0 +1,263 @@
+package script
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (c *Class) names() namer { return namer{lock: c.Keys, extra: c.KeyArgs} }
+
+// Explain renders the classification for SCRIPT EXPLAIN and logs.
+func (c *Class) Explain() []string {
+	lines := []string{"role: " + c.roleText()}
+	if c.Origin != "" {
+		lines = append(lines, "source: "+c.Origin)
+	}
+	holds := fmt.Sprintf("holds for: %d key(s), %d argument(s)", c.Keys, c.Args)
+	if c.KeyArgs > 0 {
+		holds = fmt.Sprintf("holds for: %d key(s), then %d argument(s) in KEYS and %d in ARGV", c.Keys, c.KeyArgs, c.Args-c.KeyArgs)
+	}
+	lines = append(lines, holds+c.controlsText())
+	lines = append(lines, "layout: "+c.layoutText())
+	for _, cs := range c.Cases() {
+		t := c.Replies[cs]
+		if t == nil {
+			continue
+		}
+		effect := "refused"
+		switch {
+		case c.Role.Query():
+			effect = "answered"
+		case c.Acts(cs):
+			effect = "granted"
+		}
+		lines = append(lines, fmt.Sprintf("when %s: %s, replies %s", caseText[cs], effect, t))
+	}
+	return lines
+}
+
+func (c *Class) roleText() string {
+	s := c.Role.String()
+	switch c.Role {
+	case RoleAcquire:
+		if c.Keys > 1 {
+			s += " (all keys or none)"
+		}
+	case RoleRelease:
+		s += " (compare-and-delete)"
+	case RoleShare:
+		s += " (a shared lock, beside other readers)"
+	case RoleDelete:
+		s += " (whatever holds the keys)"
+	case RoleExtend:
+		if c.Additive {
+			s += " (compare-and-extend, adding to the TTL left)"
+		} else {
+			s += " (compare-and-extend, replacing the TTL)"
+		}
+	}
+	return s
+}
+
+func (c *Class) controlsText() string {
+	if len(c.Controls) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, ct := range c.Controls {
+		parts = append(parts, fmt.Sprintf("%s = %s", c.names().arg(ct.Arg), strconv.Quote(ct.Value)))
+	}
+	return " with " + strings.Join(parts, ", ")
+}
+
+func (c *Class) layoutText() string {
+	var parts []string
+	switch {
+	case c.Tokens == nil:
+		parts = append(parts, "no token")
+	case c.uniformToken():
+		parts = append(parts, "token "+c.names().arg(c.Tokens[0]))
+	default:
+		var ts []string
+		for k, t := range c.Tokens {
+			ts = append(ts, fmt.Sprintf("KEYS[%d]:%s", k+1, c.names().arg(t)))
+		}
+		parts = append(parts, "tokens "+strings.Join(ts, " "))
+	}
+	if c.Prefix > 0 {
+		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
+	}
+	if c.Shape == ShapeHash {
+		v := strconv.Quote(c.FieldValue)
+		if c.FieldArg >= 0 {
+			v = c.names().arg(c.FieldArg)
+		}
+		parts = append(parts, "a hash whose one field is the owner's token, holding "+v)
+	}
+	if c.Shape == ShapeOwners {
+		t := "a sorted set of owners scored with their deadlines"
+		if c.Marker != "" {
+			t += fmt.Sprintf(", exclusive when it holds %s", strconv.Quote(c.Marker))
+		}
+		if c.Promotes {
+			t += ", promoting the caller's lone shared lock"
+		}
+		if c.Demotes {
+			t += ", turning the caller's exclusive lock shared"
+		}
+		parts = append(parts, t)
+	}
+	if c.writes() {
+		switch {
+		case c.TTLArg >= 0 && c.Deadline:
+			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
+		case c.TTLArg >= 0:
+			parts = append(parts, fmt.Sprintf("TTL %s in %s", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))
+		default:
+			parts = append(parts, fmt.Sprintf("constant TTL %d ms", c.TTLConst.Milliseconds()))
+		}
+	}
+	if c.MinArg >= 0 {
+		op := "<"
+		if c.MinOffset == 1 {
+			op = "<="
+		}
+		parts = append(parts, fmt.Sprintf("too late when PTTL %s %s (%s)", op, c.names().arg(c.MinArg), unitName(c.MinUnit)))
+	}
+	if c.Role.Extends() {
+		if c.NoTTLActs {
+			parts = append(parts, "acts on a key without TTL")
+		} else {
+			parts = append(parts, "leaves a key without TTL alone")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func unitName(d time.Duration) string {
+	if d == time.Second {
+		return "seconds"
+	}
+	return "ms"
+}
+
+// namer names a call's arguments: the first extra ones are KEYS after the
+// lock keys (a script that takes arguments in KEYS), the rest ARGV.
+type namer struct{ lock, extra int }
+
+func (n namer) arg(i int) string {
+	if i < n.extra {
+		return fmt.Sprintf("KEYS[%d]", n.lock+i+1)
+	}
+	return fmt.Sprintf("ARGV[%d]", i-n.extra+1)
+}
+
+// describe renders a probe: the keys' states and any changed argument.
+func describe(keys, argv, orig []string, specs []keySpec, base []string) string {
+	return namer{}.describe(keys, argv, orig, specs, base)
+}
+
+func (nm namer) describe(keys, argv, orig []string, specs []keySpec, base []string) string {
+	var parts []string
+	allSame := len(specs) > 1
+	for _, s := range specs[1:] {
+		allSame = allSame && s == specs[0]
+	}
+	for k, s := range specs {
+		if allSame && k > 0 {
+			break
+		}
+		who := fmt.Sprintf("KEYS[%d]", k+1)
+		if allSame {
+			who = "every key"
+		}
+		switch {
+		case !s.held && allSame:
+			parts = append(parts, "every key missing")
+		case !s.held:
+			parts = append(parts, who+" missing")
+		case s.ttl < 0:
+			parts = append(parts, who+" expired")
+		case s.zset:
+			parts = append(parts, who+" "+nm.ownersText(s, argv))
+		default:
+			t := "no TTL"
+			if s.ttl > 0 {
+				t = fmt.Sprintf("PTTL %d ms", s.ttl)
+			}
+			parts = append(parts, fmt.Sprintf("%s holding %s (%s)", who, nm.valueText(s.value, argv), t))
+		}
+	}
+	out := "with " + strings.Join(parts, ", ")
+	for i := range argv {
+		if i < len(orig) && argv[i] != orig[i] {
+			out += fmt.Sprintf(" and %s = %s", nm.arg(i), strconv.Quote(short(argv[i])))
+		}
+	}
+	if base != nil && !slices.Equal(keys, base) {
+		out += " and other key names"
+	}
+	return out
+}
+
+// ownersText describes a probe's sorted set of owners.
+func (nm namer) ownersText(s keySpec, argv []string) string {
+	var who []string
+	if s.mine {
+		who = append(who, fmt.Sprintf("%s (deadline in %d ms)", nm.valueText(s.value, argv), s.ttl))
+	}
+	if s.others == 1 {
+		who = append(who, "another owner")
+	} else if s.others > 1 {
+		who = append(who, fmt.Sprintf("%d other owners", s.others))
+	}
+	mode := "shared"
+	if s.marker != "" {
+		mode = "exclusive, marked " + strconv.Quote(short(s.marker))
+	}
+	return "a sorted set of owners holding " + strings.Join(who, " and ") + ", " + mode
+}
+
+func (nm namer) valueText(v string, argv []string) string {
+	for i, a := range argv {
+		if a == v {
+			return nm.arg(i)
+		}
+	}
+	return "another value " + strconv.Quote(short(v))
+}
+
+// effect describes what a run did to the keys.
+func (nm namer) effect(keys, argv []string, before, after *State) string {
+	var parts []string
+	for k, key := range keys {
+		b, bok := before.lookup(key)
+		a, aok := after.lookup(key)
+		name := fmt.Sprintf("KEYS[%d]", k+1)
+		switch {
+		case bok && !aok:
+			parts = append(parts, "deleted "+name)
+		case aok && a.Type != TypeString && (!bok || !a.equal(b)):
+			parts = append(parts, fmt.Sprintf("made %s %s with %s", name, a, pttlText(after, key)))
+		case aok && (!bok || a.Value != b.Value):
+			parts = append(parts, fmt.Sprintf("set %s to %s with %s", name, nm.valueText(a.Value, argv), pttlText(after, key)))
+		case aok && a.At != b.At:
+			parts = append(parts, fmt.Sprintf("set %s's %s", name, pttlText(after, key)))
+		}
+	}
+	if len(parts) == 0 {
+		return "changed nothing"
+	}
+	return strings.Join(parts, " and ")
+}
+
+func pttlText(st *State, key string) string {
+	p := st.pttl(key)
+	if p == -1 {
+		return "no TTL"
+	}
+	return fmt.Sprintf("PTTL %d ms", p)
+}

@@ -1,0 +1,133 @@
+package netio
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+)
+
+// The continuity check. A vote counts only when the master's data went on
+// without a break between a check that ran before the vote and one that
+// ran after it, on the same connection. Redis runs one connection's
+// commands in order, so whatever happened to the master between two checks
+// (a flush, a failback, an eviction, a resync) shows in the second: the
+// votes in between do not count, and the marker check that follows at once
+// records the loss for every proxy.
+//
+// The link appends a check to every write that carries commands sent with
+// SendChecked (the grants: acquisitions), after them, and holds their
+// replies until the check's reply arrives. The check compares what the
+// connection's last marker check saw: the master's role and replication
+// id, the marker's epoch (a new one with every recorded loss), the
+// evicted_keys count, and that the commands processed did not go back (a
+// statistics reset hides evictions). Its cost is one script per write, not
+// per command.
+
+// contScript answers 1 when the master's data went on unbroken since the
+// marker check whose findings are ARGV: [1] master_replid, [2] the
+// marker's epoch, [3] evicted_keys, [4] the least total_commands_processed.
+var contScript = resp.NewScript([]byte(`local repl = redis.call('INFO', 'replication')
+if string.match(repl, 'role:([^\r\n]*)') ~= 'master' or string.match(repl, 'master_replid:([^\r\n]*)') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then return 0 end
+local stats = redis.call('INFO', 'stats')
+if (string.match(stats, 'evicted_keys:([^\r\n]*)') or '0') ~= ARGV[3] then return 0 end
+if (tonumber(string.match(stats, 'total_commands_processed:([^\r\n]*)')) or 0) < tonumber(ARGV[4]) then return 0 end
+return 1`))
+
+// contState is what the continuity checks of a link compare, from its
+// last marker check, and the replies they hold. The link's mu protects it.
+type contState struct {
+	// From the last marker check. run and cmds outlive a connection: the
+	// next connection's marker check compares them (a replaced server, a
+	// statistics reset).
+	run, replid, epoch, evicted string
+	cmds                        int64
+
+	cmd     []byte    // the encoded check; nil until a marker check was read on this connection
+	broken  bool      // a check failed: nothing counts until the next marker check
+	pending int       // commands queued since the last check that wait for one
+	until   time.Time // the latest deadline among them: the check's own
+	held    []held    // replies waiting for the check queued after them
+	breaks  uint64    // checks that failed, for Health
+}
+
+// held is a reply that waits for its continuity check.
+type held struct {
+	e entry
+	v resp.Value
+}
+
+// expect takes the findings of a marker check as what the checks that
+// follow compare, and ends a broken state.
+func (c *contState) expect(f contState, key string) {
+	c.run, c.replid, c.epoch, c.evicted, c.cmds = f.run, f.replid, f.epoch, f.evicted, f.cmds
+	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted,
+		strconv.FormatInt(c.cmds, 10))
+	c.broken = false
+}
+
+// newConnection forgets what belonged to the last connection.
+func (c *contState) newConnection() {
+	c.cmd, c.broken, c.pending, c.until, c.held = nil, false, 0, time.Time{}, nil
+}
+
+// appendCheckLocked queues a continuity check behind the commands that
+// wait for one, when there are any: called as a write is taken.
+func (l *Link) appendCheckLocked() {
+	if l.cont.pending == 0 {
+		return
+	}
+	until := l.cont.until
+	l.cont.pending, l.cont.until = 0, time.Time{}
+	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen}, deadline: until, script: contScript, cont: true}, l.cont.cmd)
+}
+
+// contReceiver is the receiver of a continuity check's reply when it
+// times out or its connection is lost: the replies it held go out, not
+// counted.
+type contReceiver struct {
+	l   *Link
+	gen uint64
+}
+
+func (r contReceiver) Receive(int, Result) {
+	l := r.l
+	l.mu.Lock()
+	var hs []held
+	if r.gen == l.gen {
+		hs, l.cont.held = l.cont.held, nil
+	}
+	l.mu.Unlock()
+	l.deliverHeld(hs, false)
+}
+
+// checkedReply handles the reply to a continuity check, called by the
+// reader with the lock held: it returns the replies the check releases and
+// whether they count, and whether a marker check must run at once.
+func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool) (hs []held, ok, recheck bool) {
+	hs, l.cont.held = l.cont.held, nil
+	if e.expired {
+		return hs, false, false // its receiver already released what it held
+	}
+	ok = v.Kind == resp.KindInt && v.Int == 1
+	if v.Kind == resp.KindError && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
+		// The check did not run (its script was flushed; it is loaded again
+		// with the next): the grants before it do not count, and nothing
+		// is known to have happened to the master.
+		return hs, false, false
+	}
+	if !ok && !l.cont.broken {
+		l.cont.broken, recheck = true, true
+		l.cont.breaks++
+	}
+	return hs, ok && counts && !l.cont.broken, recheck
+}
+
+// deliverHeld hands held replies to their receivers.
+func (l *Link) deliverHeld(hs []held, counts bool) {
+	for _, h := range hs {
+		h.e.rcv.Receive(h.e.tag, Result{V: h.v, Counts: counts})
+	}
+}

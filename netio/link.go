@@ -1,0 +1,689 @@
+package netio
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Options configure one backend link. Zero values mean the default written
+// on the field.
+type Options struct {
+	Addr  string // host:port
+	Index int    // the backend's position in the pool, passed back in errors
+
+	Username string      // AUTH user for the backend (default: none)
+	Password string      // AUTH password for the backend (default: none)
+	TLS      *tls.Config // dial with TLS when set
+
+	DialTimeout    time.Duration // default 1s; also bounds the identity check
+	Timeout        time.Duration // per-command timeout for the link's own commands (default 50ms)
+	DeadAfter      time.Duration // disconnect when a reply is this late (default max(1s, 20*Timeout))
+	HealthInterval time.Duration // period of the health check: PING, or the marker check under the strict rule (default 1s)
+	MaxPending     int           // commands waiting for replies before sends fail (default 1<<16)
+	MaxRetained    int           // undos kept for the next connection while the backend is unreachable (default 1<<14)
+	MaxReply       int           // largest reply accepted from the backend, in bytes (default 4 MiB)
+	// BatchesInFlight is how many written batches may await their replies
+	// before the writer holds new commands back: commands that arrive
+	// meanwhile share the next write, so a loaded link makes few large
+	// writes while an idle one writes at once (default 1; negative: no
+	// limit, one write per wake-up).
+	BatchesInFlight int
+
+	Restart quorum.RestartRule // when a backend that may have lost writes counts again
+	// InProcess marks a backend that lives in the proxy's own process (the
+	// embedded demo): it cannot restart on its own, so it is never
+	// quarantined and needs no marker.
+	InProcess bool
+	Logger    *slog.Logger // default slog.Default()
+	Events    Events       // optional hooks for metrics
+	// Claim, when set, is asked before a connection's votes may count, with
+	// the server's run_id: it refuses (naming the other backend) a server
+	// another backend of the pool already reaches; an empty run_id gives
+	// the claim up when the connection is lost. The pool sets it.
+	Claim func(node int, runID string) (other int, ok bool)
+	// Veto marks the upgrade's old Redis (see quorum.WithVeto): a master, but
+	// not a vote, so a memory policy that may evict keys does not keep it
+	// out (its clients had that risk before the proxy).
+	Veto bool
+	// WatchClients looks at the backend's clients every HealthInterval:
+	// Health reports how many are not the proxies' and since when there has
+	// been none (the veto of an upgrade, see direct.go).
+	WatchClients bool
+	// Sentinel names a master that a group of Sentinels manages (see
+	// sentinel.go): the link dials the master a majority of them names, and
+	// Addr is only the backend's name in errors and logs (the configured
+	// entry). Nil: Addr is the master.
+	Sentinel *SentinelOptions
+	// Invalidated receives the keys that changed on the backend after a
+	// Tracked command read them (nil: any key may have). Called from link
+	// goroutines; it must not block. Nil: no tracking.
+	Invalidated func(node int, key []byte)
+
+	// MarkerKey is where the replication marker is kept (default
+	// MarkerKey). A shard of a Redis Cluster keeps it in a slot it owns
+	// (see cluster.go), and ClusterNode makes the marker record the node's
+	// cluster id: a record another node wrote (its slot moved here, or a
+	// replica took over) is a loss.
+	MarkerKey   string
+	ClusterNode bool
+	// MarkerMoved is told, when the marker's key is answered MOVED or ASK
+	// (its slot left this server), that key. It must not block.
+	MarkerMoved func(key string)
+	// Cluster makes the backend a Redis Cluster (see cluster.go): Addr is
+	// then its name in logs and errors, and the other options are each
+	// shard link's.
+	Cluster *ClusterOptions
+}
+
+// Events receives what a link observes, for metrics. Methods are called from
+// link goroutines and must not block. Nil means no hooks.
+type Events interface {
+	Reply(node int, latency time.Duration, isError bool)
+	Timeout(node int)
+	StateChange(node int, up bool)
+	Restarted(node int, quarantinedUntil time.Time)
+	Reconnect(node int)
+}
+
+func (o *Options) defaults() {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = quorum.DefaultNodeTimeout
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = max(time.Second, 20*o.Timeout)
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = time.Second
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 1 << 16
+	}
+	if o.MaxRetained <= 0 {
+		o.MaxRetained = 1 << 14
+	}
+	if o.MaxReply <= 0 {
+		o.MaxReply = 4 << 20
+	}
+	if o.BatchesInFlight == 0 {
+		o.BatchesInFlight = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MarkerKey == "" {
+		o.MarkerKey = MarkerKey
+	}
+	if o.InProcess {
+		o.Restart = quorum.RestartRule{}
+	}
+}
+
+// Link is one backend: a shared, pipelined connection that redials itself.
+// Writes happen in the goroutine that queued the bytes, or in the reader
+// when an answered batch releases what queued behind it: no goroutine
+// hand-off per command.
+type Link struct {
+	opt Options
+	log *slog.Logger
+
+	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned, errExpired *BackendError
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sent   *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
+	redial chan struct{} // cuts the redial backoff short (a new master to dial)
+
+	// mu protects every field below: the connection and its write buffers,
+	// the queue of commands awaiting replies (in the order they were
+	// written: the reader pops the oldest for each reply), the deadlines,
+	// the quarantine (watch) and the continuity, tracking and undo state.
+	// It is never held while writing to the socket or calling a receiver.
+	mu        sync.Mutex
+	conn      *linkConn // nil while down
+	connAddr  string    // the address the current (or last) connection was dialled to
+	gen       uint64    // counts connections: replies to an older one's identity check are ignored
+	ready     bool      // the current connection passed its identity check: commands may be sent
+	writing   bool      // a goroutine is writing to the current connection
+	spare     []byte    // the other write buffer
+	wbuf      []byte
+	q         ring[entry]
+	loaded    map[string]bool // scripts loaded on the current connection
+	timer     *time.Timer
+	armedAt   time.Time // when timer fires; zero when not armed
+	deadlines deadlines
+	watch     quorum.Watch
+	cont      contState   // the continuity check (continuity.go)
+	mkey      string      // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
+	distrust  bool        // the marker's key moved or was replaced: the next marker check records a loss
+	track     trackState  // client-side caching at the backend (tracking.go)
+	direct    directState // the backend's direct clients, under WatchClients (direct.go)
+	health    Health
+	counting  bool // the votes counted at the last look, for the log
+
+	// Undos that must reach the backend: ids of earlier connections that may
+	// still run commands sent on them, and undos waiting for a connection.
+	clientID    int64         // the current connection's CLIENT ID; 0 when unknown
+	clientAddr  string        // its address as the backend sees it
+	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
+	clockKnown  bool
+	suspects    []suspect
+	retained    []entry
+	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
+	retryTimer  *time.Timer // fires when the earliest retry is due
+	leftUndos   []string    // keys of the undos that had not run when the link closed
+	closed      bool        // Close has taken what waited: an undo now is left at once
+	killWarn    string      // the last CLIENT KILL refusal logged
+
+	// Why the backend is unusable, as last logged, and how often it was
+	// seen since: a reason that keeps coming back is summarised.
+	lastLogged   string
+	lastLoggedAt time.Time
+	repeats      int
+
+	// Write batching on the current connection: commands queued, replies
+	// read, and the queued count at the end of each written batch whose
+	// replies are not all in.
+	queued    uint64
+	replied   uint64
+	batchEnds []batch
+	sentMark  uint64 // queued count at the last write, for Health.Sent
+
+	// Every queued command has a sequence number: pushed counts them,
+	// popped counts those answered or dropped.
+	pushed, popped uint64
+}
+
+// batch is a write awaiting its replies: the queued count at its end, and
+// when it was written (reply latency is measured from there).
+type batch struct {
+	end uint64
+	at  time.Time
+}
+
+// Health is a snapshot of a backend's state.
+type Health struct {
+	Node             int
+	Addr             string
+	Up               bool          // connected and identity verified
+	Latency          time.Duration // smoothed reply latency
+	LastError        string        // why it is down or not verified, in the backend's own words where it gave any
+	RunID            string
+	QuarantinedUntil time.Time // votes do not count before this instant
+	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
+	Connects         uint64    // connections established
+	Restarts         uint64    // restarts (or other losses of writes) detected
+	Breaks           uint64    // continuity checks that failed: grants before them did not count
+	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
+	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
+	// Shards is set for a Redis Cluster backend: each shard's state, by
+	// its first slot (see Cluster.Health).
+	Shards []ShardHealth
+	// Under WatchClients: the clients at the last look that are not the
+	// proxies', since when there has been none (zero while some are seen,
+	// or before the first look), and when one was last seen (zero: not
+	// since the proxy started).
+	DirectClients      int
+	NoDirectSince      time.Time
+	DirectLastSeen     time.Time
+	DirectClientsKnown bool
+	Timeouts           uint64    // commands that got no reply in time
+	Errors             uint64    // error replies and failed sends
+	Writes             uint64    // write calls to the backend
+	Sent               uint64    // commands written (Sent/Writes is the mean batch)
+	UndoRetained       int       // undos waiting for the next connection
+	UndoAbandoned      uint64    // undos given up (too many waiting, or the link closed)
+	UndoExpired        uint64    // undos dropped because their lock expired before they could run
+	Since              time.Time // when Up last changed
+	// Sentinel is set for a Sentinel-managed backend: its Sentinels' view,
+	// and until when their answer lets the master count. Addr is then the
+	// master connected to (or last named).
+	Sentinel *SentinelHealth
+}
+
+// Counts reports whether the backend's votes count at now.
+func (h Health) Counts(now time.Time) bool {
+	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil) && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed))
+}
+
+// NewLink prepares a link; Start connects it.
+func NewLink(opt Options) *Link {
+	opt.defaults()
+	l := &Link{opt: opt, log: opt.Logger.With("backend", opt.Index, "addr", opt.Addr)}
+	mk := func(err error) *BackendError { return &BackendError{Node: opt.Index, Addr: opt.Addr, Err: err} }
+	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned, l.errExpired =
+		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned), mk(ErrExpired)
+	l.watch.Rule = opt.Restart
+	l.redial = make(chan struct{}, 1)
+	if opt.Sentinel != nil {
+		l.sent = newFollower(*opt.Sentinel)
+	}
+	l.mkey = opt.MarkerKey
+	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.timer = time.AfterFunc(time.Hour, l.sweep)
+	l.timer.Stop()
+	l.retryTimer = time.AfterFunc(time.Hour, l.retryDue)
+	l.retryTimer.Stop()
+	return l
+}
+
+// Start launches the goroutines that connect, redial and health-check the
+// backend. Close stops them.
+func (l *Link) Start() {
+	l.wg.Add(2)
+	go l.run()
+	go l.pinger()
+	if l.opt.Invalidated != nil && !l.opt.InProcess {
+		l.wg.Add(1)
+		go l.invalidations()
+	}
+	if l.sent != nil {
+		l.wg.Add(1 + len(l.sent.opt.Addrs))
+		go l.follow()
+		for i := range l.sent.opt.Addrs {
+			go l.subscribe(i)
+		}
+	}
+}
+
+// Addr is the backend's address.
+func (l *Link) Addr() string { return l.opt.Addr }
+
+// Health returns a snapshot of the backend's state.
+func (l *Link) Health() Health {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.health
+	h.Up = l.conn != nil && l.ready
+	h.RunID = l.watch.RunID()
+	h.QuarantinedUntil = l.watch.QuarantinedUntil()
+	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
+	h.Invalidations = l.track.redir != 0
+	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
+	if l.sent != nil {
+		h.Sentinel = l.sentinelHealthLocked(time.Now())
+		if h.Addr = l.sent.connAddr; h.Addr == "" || (l.conn == nil && l.sent.master != "") {
+			h.Addr = l.sent.master
+		}
+	}
+	h.UndoRetained = len(l.retained) + len(l.retry)
+	for i := 0; i < l.q.len(); i++ {
+		if l.q.at(i).durable {
+			h.UndoRetained++
+		}
+	}
+	return h
+}
+
+// Send queues cmd (the bytes of exactly one command) for the backend. When
+// script is set, cmd is an EVALSHA of it and the script is loaded first on
+// a connection that has not seen it. rcv.Receive(tag, ...) is called
+// exactly once: with the reply, or with an error at deadline, on
+// connection loss, or at once when the backend is down or not yet verified.
+func (l *Link) Send(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time) {
+	l.send(cmd, script, rcv, tag, deadline, 0)
+}
+
+// SendFlags ask more of a command than its reply.
+type SendFlags uint8
+
+const (
+	// Checked marks a grant: under a restart rule its reply counts only if
+	// the continuity check that follows it on the connection shows that the
+	// master's data went on unbroken since the check before it (see
+	// continuity.go). Its reply comes with that check's.
+	Checked SendFlags = 1 << iota
+	// Tracked asks the backend to track the keys the command reads, for
+	// clients' caches: their later changes reach Options.Invalidated (see
+	// tracking.go).
+	Tracked
+	// Asking sends ASKING right before the command: a Redis Cluster node
+	// importing the command's slot serves it (the ASK redirection).
+	Asking
+)
+
+// SendWith is Send with flags.
+func (l *Link) SendWith(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
+	l.send(cmd, script, rcv, tag, deadline, flags)
+}
+
+func (l *Link) send(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
+	l.mu.Lock()
+	if l.conn == nil || !l.ready {
+		l.health.Errors++
+		l.mu.Unlock()
+		rcv.Receive(tag, Result{Err: l.errDown, Unsent: true})
+		return
+	}
+	if l.q.len() >= l.opt.MaxPending {
+		l.health.Errors++
+		l.mu.Unlock()
+		rcv.Receive(tag, Result{Err: l.errOverloaded, Unsent: true})
+		return
+	}
+	e := entry{rcv: rcv, tag: tag, deadline: deadline, script: script, asking: flags&Asking != 0}
+	// CLIENT CACHING YES applies to the command right after it, and ASKING
+	// too: Redis clears each flag when another command runs between, so a
+	// command sent under ASK is not tracked (a limit named in tracking.go).
+	e.track = flags&Tracked != 0 && !e.asking && l.opt.Invalidated != nil && !l.opt.InProcess
+	if flags&Checked != 0 && l.markerRule() && l.cont.cmd != nil {
+		e.hold = true
+		l.cont.pending++
+		if deadline.After(l.cont.until) {
+			l.cont.until = deadline
+		}
+	}
+	l.queueLocked(e, cmd)
+	l.armLocked(deadline)
+	c, buf := l.takeWriteLocked()
+	l.mu.Unlock()
+	l.write(c, buf)
+}
+
+// queueLocked appends cmd to the write buffer and queues e for its reply,
+// loading e's script first on a connection that has not seen it.
+func (l *Link) queueLocked(e entry, cmd []byte) {
+	if e.script != nil && !l.loaded[e.script.Sha] {
+		l.loaded[e.script.Sha] = true
+		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
+		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
+		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
+		l.wbuf = resp.AppendBulk(l.wbuf, e.script.Body)
+		dl := e.deadline
+		if e.durable {
+			dl = time.Time{} // loading an undo's script is as patient as the undo
+		}
+		l.pushLocked(entry{rcv: discard{}, deadline: dl})
+	}
+	if e.track {
+		l.trackLocked()
+	}
+	if e.asking {
+		dl := e.deadline
+		if e.durable {
+			dl = time.Time{}
+		}
+		l.wbuf = append(l.wbuf, askingCmd...)
+		l.pushLocked(entry{rcv: discard{}, deadline: dl})
+	}
+	l.wbuf = append(l.wbuf, cmd...)
+	l.pushLocked(e)
+}
+
+var askingCmd = resp.AppendCommand(nil, "ASKING")
+
+// pushLocked queues e, whose bytes are already in wbuf. Commands with a
+// deadline enter the deadline heap; durable ones and the link's own
+// patient commands (a zero deadline) do not.
+func (l *Link) pushLocked(e entry) {
+	if !e.durable && !e.deadline.IsZero() {
+		l.deadlines.push(deadline{at: e.deadline, seq: l.pushed})
+	}
+	if e.deadline.IsZero() {
+		e.deadline = time.Now() // for the dead-backend check: how late its reply is
+	}
+	l.q.push(e)
+	l.pushed++
+	l.queued++
+}
+
+// popLocked removes the oldest queued command.
+func (l *Link) popLocked() entry {
+	l.popped++
+	l.deadlines.answered(l.popped)
+	return l.q.pop()
+}
+
+// takeWriteLocked hands the queued bytes to the caller to write, when no
+// one else is writing and fewer than BatchesInFlight written batches await
+// their replies; otherwise the bytes wait and join a later, larger write
+// (made by whoever finishes the current write, or by the reader when a
+// batch is answered). It returns a nil buffer when there is nothing to do.
+func (l *Link) takeWriteLocked() (*linkConn, []byte) {
+	if l.writing || l.conn == nil || len(l.wbuf) == 0 {
+		return nil, nil
+	}
+	if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
+		return nil, nil
+	}
+	l.appendCheckLocked()
+	buf := l.wbuf
+	l.wbuf = l.spare[:0]
+	l.spare = nil
+	l.writing = true
+	l.batchEnds = append(l.batchEnds, batch{end: l.queued, at: time.Now()})
+	l.health.Writes++
+	l.health.Sent += l.queued - l.sentMark
+	l.sentMark = l.queued
+	return l.conn, buf
+}
+
+// write writes what takeWriteLocked handed over, in the caller's
+// goroutine (no hand-off to a writer goroutine), then anything that may be
+// written next. Writes to one connection never overlap, so commands reach
+// the backend in the order they were queued.
+func (l *Link) write(c *linkConn, buf []byte) {
+	for buf != nil {
+		// A write is cut when the backend has not taken its bytes for
+		// DeadAfter/2 to DeadAfter (the deadline moves forward only when
+		// less than half of it is left, not on every write).
+		if now := time.Now(); c.until.Sub(now) < l.opt.DeadAfter/2 {
+			c.until = now.Add(l.opt.DeadAfter)
+			c.SetWriteDeadline(c.until)
+		}
+		_, err := c.Write(buf)
+		if err != nil {
+			c.Close() // the reader sees it and cleans up
+		}
+		written := buf
+		l.mu.Lock()
+		buf = nil
+		if l.conn == c {
+			// Only the current connection's writer may clear the flag: after a
+			// reconnect it belongs to the new connection.
+			l.writing = false
+			if cap(written) <= 1<<20 && l.spare == nil { // keep no burst-sized buffer
+				l.spare = written[:0]
+			}
+			if err == nil {
+				c, buf = l.takeWriteLocked()
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// linkConn is a link's connection with the write deadline in force on it,
+// which only the connection's writer of the moment touches (writes to one
+// connection never overlap).
+type linkConn struct {
+	net.Conn
+	until time.Time
+}
+
+// readLoop matches replies to queued commands, in order.
+func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
+	var now time.Time
+	for {
+		// One clock reading per read from the socket: replies that arrived
+		// together share it.
+		fresh := rd.Buffered() == 0
+		v, err := rd.Read()
+		if err != nil {
+			return err
+		}
+		if fresh || now.IsZero() {
+			now = time.Now()
+		}
+		l.mu.Lock()
+		if l.q.len() == 0 {
+			l.mu.Unlock()
+			return errors.New("reply with no command waiting for it")
+		}
+		e := l.popLocked()
+		l.replied++
+		var lat time.Duration
+		if len(l.batchEnds) > 0 {
+			lat = now.Sub(l.batchEnds[0].at)
+		}
+		var wc *linkConn
+		var wbuf []byte
+		if len(l.batchEnds) > 0 && l.batchEnds[0].end <= l.replied {
+			// A batch is answered: what queued meanwhile goes out now, from
+			// this goroutine.
+			n := copy(l.batchEnds, l.batchEnds[1:])
+			l.batchEnds = l.batchEnds[:n]
+			wc, wbuf = l.takeWriteLocked()
+		}
+		counts := l.countsLocked(now)
+		isErr := v.Kind == resp.KindError
+		demoted := false
+		var release []held
+		recheck, hold := false, e.hold && !e.expired
+		switch {
+		case e.cont:
+			release, counts, recheck = l.checkedReplyLocked(e, v, counts)
+		case hold:
+			l.cont.held = append(l.cont.held, held{e: e, v: v})
+		}
+		retried := false
+		if isErr {
+			l.health.Errors++
+			if bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
+				// The cache was emptied behind our back (SCRIPT FLUSH): every
+				// script is loaded again before its next use.
+				clear(l.loaded)
+			}
+			if e.durable && !e.expired {
+				retried = l.undoFailedLocked(e, v.Str, now)
+			}
+			if bytes.HasPrefix(v.Str, []byte("READONLY")) && l.ready {
+				// The master became a replica under this connection: nothing
+				// it says counts until a new connection's identity check.
+				l.ready, counts, demoted = false, false, true
+			}
+		}
+		if l.health.Latency == 0 {
+			l.health.Latency = lat
+		} else {
+			l.health.Latency += (lat - l.health.Latency) / 8
+		}
+		l.mu.Unlock()
+		l.write(wc, wbuf)
+		if l.opt.Events != nil {
+			l.opt.Events.Reply(l.opt.Index, lat, isErr)
+		}
+		if demoted {
+			l.log.Warn("backend answered READONLY: it is a replica now; its votes stop counting until it is a master again", "reply", string(v.Str))
+			c.Close()
+		}
+		if e.cont {
+			l.deliverHeld(release, counts)
+			if recheck {
+				l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
+				l.check()
+			}
+			continue
+		}
+		if hold || retried {
+			continue // its reply goes out with the continuity check's, or it is sent again
+		}
+		if e.durable && isErr && !e.expired && !Redirect(v.Str) {
+			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
+		}
+		if e.expired {
+			if lr, ok := e.rcv.(LateReceiver); ok {
+				lr.Late(e.tag, Result{V: v, Counts: counts})
+			}
+			continue
+		}
+		e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
+	}
+}
+
+// discard is the receiver of replies nobody waits for (a script load).
+
+func (l *Link) dropConn() {
+	l.mu.Lock()
+	c := l.conn
+	l.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// Pending is the number of commands waiting for a reply, undos included
+// (those waiting for a connection or a retry too).
+func (l *Link) Pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Every queued command counts, timed out or not: the fate of a timed-out
+	// grant (a late reply, or the loss of the connection) decides an undo.
+	return len(l.retained) + len(l.retry) + l.q.len()
+}
+
+// Close disconnects and stops every goroutine of the link. Commands still
+// waiting get ErrConnLost; undos still waiting get ErrClosed, and LeftUndos
+// names them.
+func (l *Link) Close() error {
+	l.cancel()
+	l.dropConn()
+	l.mu.Lock()
+	if l.track.conn != nil {
+		l.track.conn.Close()
+	}
+	l.mu.Unlock()
+	if l.sent != nil {
+		l.closeSubscriptions()
+	}
+	l.wg.Wait()
+	if l.sent != nil {
+		l.closeQueries()
+	}
+	l.timer.Stop()
+	l.retryTimer.Stop()
+	l.mu.Lock()
+	l.closed = true
+	retained := append(l.retained, l.retry...)
+	l.retained, l.retry = nil, nil
+	l.health.UndoAbandoned += uint64(len(retained))
+	for _, e := range retained {
+		if e.undo != nil {
+			l.leftUndos = append(l.leftUndos, e.undo.keys)
+		}
+	}
+	l.mu.Unlock()
+	for _, e := range retained {
+		e.rcv.Receive(e.tag, Result{Err: l.errClosed})
+	}
+	return nil
+}
+
+// isClosed reports whether Close has run.
+func (l *Link) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// LeftUndos names the keys of the undos that had not run when the link
+// closed.
+func (l *Link) LeftUndos() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.leftUndos...)
+}

@@ -1,0 +1,335 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+)
+
+// scriptCommands run and manage lock scripts: a script runs only as a lock
+// operation the classifier recognized (kind_script.go), or, under the vote
+// policy, guarded (kind_vote.go).
+var scriptCommands = []*command{
+	{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEval},
+	{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEvalSha},
+	{name: "script", arity: -2, flags: []string{"noscript"}, fn: cmdScript},
+}
+
+func cmdEval(c *client, args [][]byte) {
+	if len(args[1]) > c.s.cfg.Limits.MaxBulk {
+		c.replyErr(msgScriptTooLong)
+		return
+	}
+	runScript(c, c.s.cfg.Scripts.Load(args[1], true), args)
+}
+
+func cmdEvalSha(c *client, args [][]byte) {
+	e := c.s.cfg.Scripts.BySha(args[1])
+	if e == nil {
+		c.replyErr(msgNoScript)
+		return
+	}
+	runScript(c, e, args)
+}
+
+// runScript runs a script's call: args is EVAL or EVALSHA with its
+// numkeys, keys and arguments.
+func runScript(c *client, e *script.Entry, args [][]byte) {
+	numkeys, ok := resp.ParseInt(args[2])
+	switch {
+	case !ok:
+		c.replyErr(msgNotInteger)
+		return
+	case numkeys < 0:
+		c.replyErr(msgNumkeysNegative)
+		return
+	case numkeys > int64(len(args)-3):
+		c.replyErr(msgNumkeysTooBig)
+		return
+	}
+	if reservedKey(args, 3, 2+int(numkeys), 1) {
+		c.replyErr(msgReservedKey)
+		return
+	}
+	keys := args[3 : 3+numkeys]
+	argv := args[3+numkeys:]
+	if c.s.cfg.Cluster && !keyslot.Same(keys) {
+		c.replyErr(msgCrossSlot)
+		return
+	}
+	cl := e.Lookup(keys, argv)
+	if cl == nil {
+		if e.Body == nil {
+			// Known by a library fact for other arguments: the client
+			// sends the text on NOSCRIPT, and it is classified then.
+			c.replyErr(msgNoScript)
+			return
+		}
+		var ref *script.Refusal
+		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
+		if ref != nil {
+			if e.FirstRefusal() {
+				c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
+			}
+			if c.s.cfg.VoteUnknownScripts && !ref.NoTTL {
+				startVote(c, e, args)
+				return
+			}
+			c.replyErr(msgRefused(ref))
+			return
+		}
+	}
+	keys, argv = cl.Split(keys, argv)
+	startClassOp(c, cl.Role.String(), cl, keys, argv)
+}
+
+// startVote runs a script the classifier refused on every backend, under
+// the vote policy: the client's text as the guard writes it back, which
+// checks every command it runs (script.Guard), and the reply a majority
+// gave.
+func startVote(c *client, e *script.Entry, args [][]byte) {
+	sc, ref := e.Guarded(reservedPrefix, c.s.cfg.MaxTTL.Milliseconds())
+	if ref != nil {
+		c.replyErr(msgVoteRefused(ref))
+		return
+	}
+	c.reserve(1)
+	o := c.s.eng.newOp("vote", ruleVote, c.done)
+	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
+	c.startOp(o, c.cmd, sc)
+}
+
+// startClassOp runs a call of a classified script as its role: the
+// reference script on every backend.
+func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+	var a script.CallArgs
+	var ttl time.Duration
+	if cl.Writes() {
+		var ok bool
+		// A deadline's TTL is what is left of it now (max_ttl bounds that).
+		ttl, ok = cl.TTL(argv)
+		if !ok {
+			c.replyErr(msgNotInteger)
+			return
+		}
+		if ttl > c.s.cfg.MaxTTL {
+			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+		if ttl <= 0 && cl.Role == script.RoleAcquire {
+			// A deadline already passed: on one Redis the keys would be set
+			// and gone at once, so nothing is written anywhere and the
+			// client gets what its script answers in the keys' case (the
+			// acquire's success where they are free). An extend of that kind
+			// is sent as a read below and answered as the role's failure: it
+			// never shortens a lock.
+			cl, ttl = cl.Lapsed(), 0
+		}
+		a.TTLms = ttl.Milliseconds()
+	}
+	var tokens [][]byte // the tokens an acquiring role writes, one per key
+	if cl.Role.Takes() {
+		tokens = cl.TokensOf(argv, len(keys))
+		for _, tok := range tokens {
+			if len(tok) > c.s.cfg.Limits.MaxToken {
+				c.replyErr(msgTokenTooLong(len(tok), c.s.cfg.Limits.MaxToken))
+				return
+			}
+		}
+	}
+	low, ok := cl.Threshold(argv)
+	if !ok {
+		c.replyErr(msgNotInteger)
+		return
+	}
+	a.LowMs = low
+	a.CapMs = c.s.cfg.MaxTTL.Milliseconds()
+	a.Detailed = cl.Detailed(len(keys))
+	a.MaxValue = c.s.cfg.Limits.MaxToken
+	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	var second []byte
+	if cl.Role.Extends() {
+		t := c.s.eng.timing
+		a.ReadOnly = !t.Valid(t.Validity(ttl, 0))
+		if !a.ReadOnly && cl.SetsTTL() {
+			// Two steps: the first never shortens a lock; once the extend
+			// succeeded, the second sets the TTL asked where the first kept
+			// it longer and nothing touched it since (see
+			// script.AppendSecondStep).
+			a.Nonce = newNonce()
+			second = cl.AppendSecondStep(nil, keys, argv, a)
+		}
+	}
+
+	c.reserve(1)
+	o := c.s.eng.newOp(name, ruleScript, c.done)
+	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
+	o.ttl = ttl
+	o.secondStep = second
+	if cl.NeedsArgs() {
+		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
+	}
+	if cl.Role.Takes() && !a.ReadOnly {
+		// A failed acquire is undone wherever it was not refused; a failed
+		// extend-or-acquire, or any acquire of a lock of several owners,
+		// only where the caller did not hold it before (see undoFate). A
+		// failed extend never is: it would delete the caller's lock where
+		// it is still valid.
+		switch {
+		case cl.Shape == script.ShapeHash:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoHashScript, keys, tokens, ttl)
+			o.undoSc, o.laterSc = undoHashScript, undoHashLaterScript
+		case cl.Shape == script.ShapeOwners:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoOwnersScript, keys, [][]byte{tokens[0], []byte(cl.Marker)}, ttl)
+			o.undoSc, o.laterSc = undoOwnersScript, undoOwnersLaterScript
+		case sameAll(tokens):
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoScript, keys, tokens[:1], ttl)
+		default:
+			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoPerKeyScript, keys, tokens, ttl)
+			o.undoSc, o.laterSc = undoPerKeyScript, undoPerKeyLaterScript
+		}
+	}
+	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
+	c.startOp(o, c.cmd, cl.ReferenceFor(a))
+}
+
+func sameAll(b [][]byte) bool {
+	for _, x := range b[1:] {
+		if string(x) != string(b[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneArgs(a [][]byte) [][]byte {
+	out := make([][]byte, len(a))
+	for i, x := range a {
+		out[i] = append([]byte(nil), x...)
+	}
+	return out
+}
+
+// appendEvalSha encodes EVALSHA sha followed by numkeys, keys and args.
+func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
+	b = resp.AppendArrayHeader(b, 2+len(rest))
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, sha)
+	for _, a := range rest {
+		b = resp.AppendBulk(b, a)
+	}
+	return b
+}
+
+func cmdScript(c *client, args [][]byte) {
+	sub := args[1]
+	reg := c.s.cfg.Scripts
+	switch {
+	case is(sub, "load") && len(args) == 3:
+		e := reg.Load(args[2], false)
+		if !c.s.cfg.VoteUnknownScripts {
+			if ref := reg.Check(e); ref != nil {
+				c.replyErr(msgRefused(ref))
+				return
+			}
+		}
+		reg.Keep(e)
+		c.reply(resp.BulkValue([]byte(e.Sha)))
+	case is(sub, "exists") && len(args) >= 3:
+		v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, 0, len(args)-2)}
+		for _, sha := range args[2:] {
+			n := int64(0)
+			if reg.BySha(sha) != nil {
+				n = 1
+			}
+			v.Elems = append(v.Elems, resp.IntValue(n))
+		}
+		c.reply(v)
+	case is(sub, "explain") && len(args) >= 3:
+		c.reply(explain(c, args[2], args[3:]))
+	case is(sub, "flush") && len(args) <= 3:
+		c.replyRaw(rawOK) // the proxy's cache holds what it classified; the backends only run its own scripts
+	case is(sub, "kill") && len(args) == 2:
+		c.replyErr(msgNotBusy)
+	case is(sub, "help"):
+		c.reply(helpReply("SCRIPT", "EXISTS <sha1> [<sha1> ...]", "EXPLAIN <sha1|script> [numkeys key ... arg ...]",
+			"    Show how the proxy classified the script, or why it refused it.", "FLUSH [ASYNC|SYNC]", "KILL", "LOAD <script>"))
+	case is(sub, "load") || is(sub, "exists") || is(sub, "flush") || is(sub, "kill") || is(sub, "explain"):
+		c.replyErr(msgWrongArgs("script|" + string(resp.AppendLower(nil, sub))))
+	default:
+		c.replyErr(msgUnknownSubcommand(string(sub), "SCRIPT"))
+	}
+}
+
+// explain answers SCRIPT EXPLAIN: the classification of a script (by
+// sha1 or text), for the call given or for every call shape seen.
+func explain(c *client, target []byte, call [][]byte) resp.Value {
+	reg := c.s.cfg.Scripts
+	e := reg.BySha(target)
+	if e == nil && isSha1(target) {
+		return resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
+			resp.BulkValue([]byte("script " + string(resp.AppendLower(nil, target)))),
+			resp.BulkValue([]byte("not known here: send its text by EVAL or SCRIPT LOAD (or give the text to SCRIPT EXPLAIN)")),
+		}}
+	}
+	if e == nil {
+		e = reg.Load(target, false)
+	}
+	var lines []string
+	add := func(s ...string) { lines = append(lines, s...) }
+	add("script " + e.Sha)
+	if len(call) > 0 {
+		numkeys, ok := resp.ParseInt(call[0])
+		if !ok || numkeys < 0 || numkeys > int64(len(call)-1) {
+			return resp.ErrorValue(msgExplainNumkeys)
+		}
+		keys, argv := call[1:1+numkeys], call[1+numkeys:]
+		cl := e.Lookup(keys, argv)
+		var ref *script.Refusal
+		if cl == nil {
+			cl, ref = reg.Classify(e, keys, argv)
+		}
+		if ref != nil {
+			add("refused: " + ref.Reason)
+		} else {
+			add(cl.Explain()...)
+		}
+	} else {
+		classes, refusals := e.Known()
+		if ref := reg.Check(e); ref != nil && e.Body != nil {
+			refusals = append(refusals, ref)
+		}
+		for i, cl := range classes {
+			if i > 0 || len(lines) > 1 {
+				add("--")
+			}
+			add(cl.Explain()...)
+		}
+		for _, r := range refusals {
+			add("refused: " + r.Reason)
+		}
+		if len(classes) == 0 && len(refusals) == 0 {
+			add("not classified yet: the classification depends on the number of keys and the arguments;",
+				"give them: SCRIPT EXPLAIN <sha1|script> numkeys key [key ...] [arg ...]")
+		}
+	}
+	v := resp.Value{Kind: resp.KindArray}
+	for _, l := range lines {
+		v.Elems = append(v.Elems, resp.BulkValue([]byte(l)))
+	}
+	return v
+}
+
+func isSha1(b []byte) bool {
+	if len(b) != 40 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// keyObs is what one backend said of one key.
+type keyObs struct {
+	cs       script.Case
+	pttl     int64
+	value    []byte
+	hasValue bool
+	after    int64
+}
+
+// obs reads backend i's state of key k; ok is false when the backend's
+// answer does not count.
+func (o *op) obs(i, k int) (keyObs, bool) {
+	vote, counted := o.tally.Vote(i)
+	if !counted || vote == quorum.Pending || vote == quorum.Unknown {
+		return keyObs{}, false
+	}
+	v := o.replies[i]
+	if !o.sc.detailed {
+		return keyObs{cs: script.Case(v.Int >> 1)}, true
+	}
+	e := v.Elems[1+4*k:]
+	return keyObs{cs: script.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
+}
+
+// holder is a case without its TTL detail: missing, own or other.
+func holder(c script.Case) script.Case {
+	switch c {
+	case script.CaseOwn, script.CaseOwnNoTTL, script.CaseOwnLowTTL:
+		return script.CaseOwn
+	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
+		return script.CaseOther
+	case script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared:
+		return c // a lock of several owners: each case on its own
+	}
+	return script.CaseMissing
+}
+
+// ttlRank orders a key's TTL cases from most time left to least.
+func ttlRank(c script.Case) int {
+	switch c {
+	case script.CaseOwnNoTTL, script.CaseOtherNoTTL:
+		return 0
+	case script.CaseOwnLowTTL, script.CaseOtherLowTTL:
+		return 2
+	}
+	return 1
+}
+
+// majorityKey is the state a majority of counted backends agree key k is
+// in: who holds it (and, answered in detail, the same value), its TTL case
+// from the majority-th most time left, and that PTTL before and after.
+func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
+	ob, ok := o.majorityKeyOfBackends(k, elapsed)
+	if holder(ob.cs) == script.CaseMissing {
+		// A lock that only the upgrade's veto holds is an old client's.
+		if v, vok := o.vetoObs(k); vok && holder(v.cs) != script.CaseMissing {
+			return v, true
+		}
+	}
+	return ob, ok
+}
+
+// majorityKeyOfBackends is majorityKey among the voting backends.
+func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) {
+	m := quorum.Majority(o.e.n)
+	if !o.sc.detailed {
+		return o.majorityCompact(m)
+	}
+	for i := range o.replies {
+		a, ok := o.obs(i, k)
+		if !ok {
+			continue
+		}
+		h := holder(a.cs)
+		var ranks [3]int
+		var pttls, afters []int64
+		count := 0
+		for j := range o.replies {
+			b, ok := o.obs(j, k)
+			if !ok || holder(b.cs) != h || (h == script.CaseOther && o.sc.detailed && string(b.value) != string(a.value)) {
+				continue
+			}
+			count++
+			ranks[ttlRank(b.cs)]++
+			if o.sc.detailed {
+				pttls = append(pttls, b.pttl)
+				afters = append(afters, b.after)
+			}
+		}
+		if count < m {
+			continue
+		}
+		out := a
+		switch {
+		case h == script.CaseMissing:
+			out.cs = script.CaseMissing
+		case ranks[0] >= m:
+			out.cs = h + 1 // no TTL
+		case ranks[0]+ranks[1] >= m:
+			out.cs = h
+		default:
+			out.cs = h + 2 // too little left
+		}
+		if o.sc.detailed {
+			out.pttl = o.validityLeft(majorityPTTL(o.e.n, pttls), elapsed)
+			out.after = o.validityLeft(majorityPTTL(o.e.n, afters), elapsed)
+		}
+		return out, true
+	}
+	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+}
+
+// majorityCompact is majorityKey for compact answers (one key, cases
+// only), in one pass.
+func (o *op) majorityCompact(m int) (keyObs, bool) {
+	var counts [numCaseCodes]int
+	for i := range o.replies {
+		if a, ok := o.obs(i, 0); ok && int(a.cs) < len(counts) {
+			counts[a.cs]++
+		}
+	}
+	if counts[script.CaseMissing] >= m {
+		return keyObs{cs: script.CaseMissing}, true
+	}
+	for _, h := range []script.Case{script.CaseOwn, script.CaseOther} {
+		noTTL, ok, low := counts[h+1], counts[h], counts[h+2]
+		switch {
+		case noTTL >= m:
+			return keyObs{cs: h + 1}, true
+		case noTTL+ok >= m:
+			return keyObs{cs: h}, true
+		case noTTL+ok+low >= m:
+			return keyObs{cs: h + 2}, true
+		}
+	}
+	for _, cs := range []script.Case{script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared} {
+		if counts[cs] >= m {
+			return keyObs{cs: cs}, true
+		}
+	}
+	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+}
+
+// numCaseCodes bounds the case codes a reference answer may give.
+const numCaseCodes = 16
+
+// majorityPTTL is how long a majority of the n backends will still hold
+// the key, from the PTTLs (ms, -1 for none) of those that hold it: the one
+// rule, quorum.MajorityTTL, in milliseconds.
+func majorityPTTL(n int, ps []int64) int64 {
+	ds := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		ds[i] = time.Duration(p) * time.Millisecond
+	}
+	r, ok := quorum.MajorityTTL(n, ds)
+	switch {
+	case !ok:
+		return -2
+	case r == quorum.NoExpiry:
+		return -1
+	}
+	return r.Milliseconds()
+}
+
+// remaining turns a majority's PTTL into what a client may rely on.
+func (o *op) validityLeft(p int64, elapsed time.Duration) int64 {
+	if p < 0 {
+		return p
+	}
+	return o.e.timing.RemainingValidity(time.Duration(p)*time.Millisecond, elapsed).Milliseconds()
+}
+
+// scriptReplyAt is the reply the client's script would have given on one
+// Redis holding the majority's state at now, consistent with the decision.
+func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
+	cl := o.sc.class
+	elapsed := now.Sub(o.t1)
+	sit := script.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv, RoundDown: true}
+	var focus keyObs
+	if o.sc.nkeys == 1 {
+		focus, _ = o.majorityKey(0, elapsed)
+		sit.Case = focus.cs
+		if holder(focus.cs) == script.CaseOwn {
+			sit.Count = 1
+		}
+	} else {
+		states := make([]keyObs, o.sc.nkeys)
+		cases := make([]script.Case, o.sc.nkeys)
+		for k := range states {
+			states[k], _ = o.majorityKey(k, elapsed)
+			cases[k] = states[k].cs
+			if holder(cases[k]) == script.CaseOwn {
+				sit.Count++
+			}
+		}
+		sit.Case, sit.Focus = cl.Combine(cases)
+		focus = states[sit.Focus]
+	}
+	if !cl.Role.Query() && cl.Acts(sit.Case) != success {
+		// The majority's state says otherwise than the vote (a split, a
+		// lock granted too late): take the case most backends that voted
+		// the decision's way were in.
+		sit.Case, sit.Focus, focus = o.fallbackCase(success, elapsed)
+	}
+	o.sc.caseAt = sit.Case
+	sit.PTTL, sit.PTTLAfter = focus.pttl, focus.after
+	sit.Value, sit.HasValue = focus.value, focus.hasValue
+	t := cl.Replies[sit.Case]
+	if t == nil {
+		return resp.ErrorValue(msgNoReplyForCase(sit.Case.String()))
+	}
+	return t.Fill(&sit)
+}
+
+// fallbackCase picks the case, among those whose outcome matches the
+// decision, that the most counted backends were in; with none, the role's
+// usual case for that outcome.
+func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int, keyObs) {
+	cl := o.sc.class
+	var counts [numCaseCodes]int
+	var focus [numCaseCodes]int
+	var first [numCaseCodes]keyObs
+	cases := make([]script.Case, o.sc.nkeys)
+	for i := range o.replies {
+		ok := true
+		for k := range cases {
+			a, aok := o.obs(i, k)
+			ok = ok && aok
+			cases[k] = a.cs
+		}
+		if !ok {
+			continue
+		}
+		cs, f := cl.Combine(cases)
+		if cl.Acts(cs) != success || int(cs) >= len(counts) {
+			continue
+		}
+		if counts[cs] == 0 {
+			focus[cs] = f
+			first[cs], _ = o.obs(i, f)
+			first[cs].pttl = o.validityLeft(first[cs].pttl, elapsed)
+			first[cs].after = o.validityLeft(first[cs].after, elapsed)
+		}
+		counts[cs]++
+	}
+	best := -1
+	for cs := range counts {
+		if counts[cs] > 0 && (best < 0 || counts[cs] > counts[best]) {
+			best = cs
+		}
+	}
+	if best >= 0 {
+		return script.Case(best), focus[best], first[best]
+	}
+	cs := script.CaseMissing
+	switch {
+	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
+		cs = script.CaseOwn
+	case !success && cl.Role.Takes():
+		cs = script.CaseOther
+	}
+	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}
+}

@@ -1,0 +1,446 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
+)
+
+// Client-side caching (CLIENT TRACKING), as one Redis offers it. A client
+// that turns tracking on is sent an invalidation for every key it read
+// when that key changes:
+//   - by a command through this proxy, its own included (unless NOLOOP):
+//     the proxy invalidates when the command succeeded on a majority;
+//   - through another proxy, or by expiry: every command of a tracking
+//     client asks the masters to track its keys (netio's Tracked), and
+//     their invalidations are forwarded;
+//   - when the proxy may have missed one (a backend's connection lost):
+//     every key ("invalidate" with a nil key), as Redis does on a flush.
+// A key is tracked for a client from each command naming it (in OPTIN mode
+// only after CLIENT CACHING YES, in OPTOUT mode unless CLIENT CACHING NO),
+// until its invalidation. BCAST sends every change of a key under the
+// client's prefixes. Invalidations go out as RESP3 pushes on the tracking
+// connection, or, with REDIRECT, as __redis__:invalidate messages to the
+// client named (which must subscribe to that channel); a RESP2 client
+// tracking without REDIRECT gets none, as with Redis.
+
+// trackOpts is a client's CLIENT TRACKING settings.
+type trackOpts struct {
+	redirect            int64
+	bcast               bool
+	prefixes            []string
+	optin, optout       bool
+	noloop              bool
+	caching             int8 // CLIENT CACHING for the next command: 1 yes, -1 no
+	cachingSetByCommand bool
+}
+
+// tracker is the server's table of tracked keys.
+type tracker struct {
+	active atomic.Int32 // clients with tracking on: zero makes every hook a no-op
+
+	mu    sync.Mutex
+	keys  map[string]map[*client]struct{}
+	bcast map[*client]struct{}
+}
+
+func (t *tracker) on(c *client) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.keys == nil {
+		t.keys, t.bcast = map[string]map[*client]struct{}{}, map[*client]struct{}{}
+	}
+	if c.trk.bcast {
+		t.bcast[c] = struct{}{}
+	}
+	t.active.Add(1)
+}
+
+// off forgets a client's tracking (CLIENT TRACKING OFF, or its close).
+func (t *tracker) off(c *client) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.bcast, c)
+	for k, cs := range t.keys {
+		if _, ok := cs[c]; ok {
+			delete(cs, c)
+			if len(cs) == 0 {
+				delete(t.keys, k)
+			}
+		}
+	}
+	t.active.Add(-1)
+}
+
+// add tracks keys for c.
+func (t *tracker) add(c *client, keys [][]byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		cs := t.keys[string(k)]
+		if cs == nil {
+			cs = map[*client]struct{}{}
+			t.keys[string(k)] = cs
+		}
+		cs[c] = struct{}{}
+	}
+}
+
+// invalidate sends the invalidation of key to the clients tracking it (but
+// by, when it asked NOLOOP) and stops tracking it for them; a nil key
+// invalidates every key of every tracking client.
+func (t *tracker) invalidate(key []byte, by *client) {
+	if t.active.Load() == 0 {
+		return
+	}
+	var to []*client
+	t.mu.Lock()
+	if key == nil {
+		seen := map[*client]struct{}{}
+		for _, cs := range t.keys {
+			for c := range cs {
+				seen[c] = struct{}{}
+			}
+		}
+		for c := range t.bcast {
+			seen[c] = struct{}{}
+		}
+		for c := range seen {
+			to = append(to, c)
+		}
+		clear(t.keys)
+	} else {
+		for c := range t.keys[string(key)] {
+			if c != by || !c.trk.noloop {
+				to = append(to, c)
+			}
+		}
+		delete(t.keys, string(key))
+		for c := range t.bcast {
+			if (c != by || !c.trk.noloop) && c.trk.matches(key) {
+				to = append(to, c)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range to {
+		c.s.sendInvalidation(c, key)
+	}
+}
+
+// matches reports whether a BCAST client's prefixes cover key.
+func (o *trackOpts) matches(key []byte) bool {
+	if len(o.prefixes) == 0 {
+		return true
+	}
+	for _, p := range o.prefixes {
+		if len(key) >= len(p) && string(key[:len(p)]) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Invalidated is called by the backends with a key that changed on one of
+// them after a tracked command read it (nil: any key may have).
+func (s *Server) Invalidated(node int, key []byte) { s.track.invalidate(key, nil) }
+
+// sendInvalidation queues key's invalidation for the client that tracks it,
+// to it or to the client it redirects to.
+func (s *Server) sendInvalidation(from *client, key []byte) {
+	to := from
+	if id := from.trk.redirect; id != 0 {
+		s.mu.Lock()
+		to = s.byID[id]
+		s.mu.Unlock()
+		if to == nil {
+			return // the target is gone: Redis drops them too
+		}
+		to.push(appendInvalidateMessage(nil, key, to.resp3))
+		return
+	}
+	if !to.resp3 {
+		return // a RESP2 client without REDIRECT cannot receive pushes
+	}
+	to.push(appendInvalidatePush(nil, key))
+}
+
+// appendInvalidatePush encodes the RESP3 push of an invalidation.
+func appendInvalidatePush(b, key []byte) []byte {
+	b = resp.AppendPushHeader(b, 2, true)
+	b = resp.AppendBulkString(b, "invalidate")
+	if key == nil {
+		return resp.AppendNullArray(b, true)
+	}
+	b = resp.AppendArrayHeader(b, 1)
+	return resp.AppendBulk(b, key)
+}
+
+// appendInvalidateMessage encodes an invalidation as a message of the
+// __redis__:invalidate channel, for a client that redirects there.
+func appendInvalidateMessage(b, key []byte, resp3 bool) []byte {
+	b = resp.AppendPushHeader(b, 3, resp3)
+	b = resp.AppendBulkString(b, "message")
+	b = resp.AppendBulkString(b, invalidateChannel)
+	if key == nil {
+		return resp.AppendNullArray(b, resp3)
+	}
+	b = resp.AppendArrayHeader(b, 1)
+	return resp.AppendBulk(b, key)
+}
+
+// invalidateChannel is the channel of redirected invalidations.
+const invalidateChannel = "__redis__:invalidate"
+
+// pushQueue is how many pushes may wait for a client that does not read;
+// beyond it the client is sent one invalidation of every key instead.
+const pushQueue = 1024
+
+// push queues b (a whole push or message) for c, written by c's pusher
+// between its replies. It never blocks.
+func (c *client) push(b []byte) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.pushClosed {
+		return
+	}
+	if c.pushq == nil {
+		c.pushq = make(chan []byte, pushQueue)
+		c.pushWG.Add(1)
+		go c.pusher() // owned by the client: serve closes the queue and waits for it
+	}
+	select {
+	case c.pushq <- b:
+	default:
+		c.pushLost = true // the pusher sends one invalidation of everything instead
+	}
+}
+
+// pusher writes c's pushes until its queue is closed.
+func (c *client) pusher() {
+	defer c.pushWG.Done()
+	for b := range c.pushq {
+		c.pmu.Lock()
+		lost := c.pushLost
+		c.pushLost = false
+		c.pmu.Unlock()
+		if lost {
+			if c.resp3 {
+				b = appendInvalidatePush(nil, nil)
+			} else {
+				b = appendInvalidateMessage(nil, nil, false)
+			}
+		}
+		if err := c.write(b); err != nil {
+			c.nc.Close()
+			for range c.pushq {
+			}
+			return
+		}
+	}
+}
+
+// stopPushes closes c's push queue and waits for its pusher.
+func (c *client) stopPushes() {
+	c.pmu.Lock()
+	c.pushClosed = true
+	if c.pushq != nil {
+		close(c.pushq)
+	}
+	c.pmu.Unlock()
+	c.pushWG.Wait()
+}
+
+// trackCommand applies CLIENT CACHING and tracking to a command with keys
+// about to run: it reports whether the backends should track them.
+func (c *client) trackCommand(keys [][]byte) bool {
+	o := c.trk
+	if o == nil {
+		return false
+	}
+	caching := o.caching
+	o.caching = 0
+	if o.bcast {
+		return true
+	}
+	if (o.optin && caching != 1) || (o.optout && caching == -1) {
+		return false
+	}
+	c.s.track.add(c, keys)
+	return true
+}
+
+// cmdClientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
+// [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with Redis's checks and errors.
+func cmdClientTracking(c *client, args [][]byte) {
+	switch {
+	case is(args[2], "off"):
+		if c.trk != nil {
+			c.s.track.off(c)
+			c.trk = nil
+		}
+		c.replyRaw(rawOK)
+		return
+	case !is(args[2], "on"):
+		c.replyErr(msgSyntax)
+		return
+	}
+	o := &trackOpts{}
+	for i := 3; i < len(args); i++ {
+		switch {
+		case is(args[i], "redirect") && i+1 < len(args):
+			id, ok := resp.ParseInt(args[i+1])
+			if !ok {
+				c.replyErr(msgNotInteger)
+				return
+			}
+			c.s.mu.Lock()
+			_, exists := c.s.byID[id]
+			c.s.mu.Unlock()
+			if !exists && id != c.id {
+				c.replyErr(msgTrackingRedirect)
+				return
+			}
+			if id != c.id {
+				o.redirect = id
+			}
+			i++
+		case is(args[i], "prefix") && i+1 < len(args):
+			o.prefixes = append(o.prefixes, string(args[i+1]))
+			i++
+		case is(args[i], "bcast"):
+			o.bcast = true
+		case is(args[i], "optin"):
+			o.optin = true
+		case is(args[i], "optout"):
+			o.optout = true
+		case is(args[i], "noloop"):
+			o.noloop = true
+		default:
+			c.replyErr(msgSyntax)
+			return
+		}
+	}
+	switch {
+	case o.optin && o.optout:
+		c.replyErr(msgTrackingOptinOptout)
+		return
+	case o.bcast && (o.optin || o.optout):
+		c.replyErr(msgTrackingBcastOpt)
+		return
+	case len(o.prefixes) > 0 && !o.bcast:
+		c.replyErr(msgTrackingPrefixNoBcast)
+		return
+	}
+	if c.trk != nil {
+		c.s.track.off(c)
+	}
+	c.trk = o
+	c.s.track.on(c)
+	c.replyRaw(rawOK)
+}
+
+// cmdClientCaching is CLIENT CACHING YES|NO: whether the next command's
+// keys are tracked, in OPTIN (YES) or OPTOUT (NO) mode.
+func cmdClientCaching(c *client, args [][]byte) {
+	o := c.trk
+	switch {
+	case o == nil || (!o.optin && !o.optout):
+		c.replyErr(msgCachingNeedsMode)
+	case is(args[2], "yes") && o.optin:
+		o.caching = 1
+		c.replyRaw(rawOK)
+	case is(args[2], "no") && o.optout:
+		o.caching = -1
+		c.replyRaw(rawOK)
+	case is(args[2], "yes"):
+		c.replyErr(msgCachingYesNeedsOptin)
+	case is(args[2], "no"):
+		c.replyErr(msgCachingNoNeedsOptout)
+	default:
+		c.replyErr(msgSyntax)
+	}
+}
+
+// trackingInfo is CLIENT TRACKINGINFO's reply.
+func (c *client) trackingInfo() resp.Value {
+	flags := []resp.Value{}
+	redir := int64(-1)
+	var prefixes []resp.Value
+	if o := c.trk; o != nil {
+		flags = append(flags, resp.BulkValue([]byte("on")))
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{o.bcast, "bcast"}, {o.optin, "optin"}, {o.optout, "optout"}, {o.noloop, "noloop"}} {
+			if f.set {
+				flags = append(flags, resp.BulkValue([]byte(f.name)))
+			}
+		}
+		redir = 0
+		if o.redirect != 0 {
+			redir = o.redirect
+		}
+		for _, p := range o.prefixes {
+			prefixes = append(prefixes, resp.BulkValue([]byte(p)))
+		}
+	} else {
+		flags = append(flags, resp.BulkValue([]byte("off")))
+	}
+	return resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
+		resp.BulkValue([]byte("flags")), {Kind: resp.KindArray, Elems: flags},
+		resp.BulkValue([]byte("redirect")), resp.IntValue(redir),
+		resp.BulkValue([]byte("prefixes")), {Kind: resp.KindArray, Elems: prefixes},
+	}}
+}
+
+// trackFlags is the netio flag for a command of c whose keys are tracked.
+func trackFlags(tracked bool) netio.SendFlags {
+	if tracked {
+		return netio.Tracked
+	}
+	return 0
+}
+
+// commandKeys lists the keys a command names (for tracking).
+func commandKeys(cmd *command, args [][]byte) [][]byte {
+	var out [][]byte
+	switch {
+	case cmd.name == "eval" || cmd.name == "evalsha":
+		nk, ok := resp.ParseInt(args[2])
+		if !ok || nk < 0 || nk > int64(len(args)-3) {
+			return nil
+		}
+		out = append(out, args[3:3+nk]...)
+	case cmd.first > 0:
+		last := cmd.last
+		if last < 0 {
+			last = len(args) + last
+		}
+		for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
+
+// noteTracking prepares an op of c for client-side caching: the backends
+// track its keys when c tracks them, and a write that succeeds invalidates
+// them for every client tracking them.
+func (c *client) noteTracking(o *op, keys [][]byte) {
+	if c.trackNext {
+		o.flags |= netio.Tracked
+	}
+	if keys != nil && o.rules.effects(o)&effWrites != 0 {
+		o.invKeys, o.invBy = cloneArgs(keys), c
+	}
+}
+
+// invalidateWritten sends the invalidations of a write that succeeded.
+func (o *op) invalidateWritten() {
+	for _, k := range o.invKeys {
+		o.e.track.invalidate(k, o.invBy)
+	}
+}
