@@ -79,7 +79,7 @@ func driveClusterShards(ctx context.Context, e *Env) error {
 	// reads every master).
 	settle, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return errors.Join(err, e.C.settleRedisClusters(settle, 45*time.Second))
+	return errors.Join(err, e.settleRedisClusters(settle, 45*time.Second))
 }
 
 // shardCut is a shard whose replica no longer receives what its master
@@ -286,7 +286,7 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 	ttl := e.C.Config.MaxTTL
 	settle, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := e.C.settleRedisClusters(settle, 45*time.Second); err != nil {
+	if err := e.settleRedisClusters(settle, 45*time.Second); err != nil {
 		return false, err
 	}
 	if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
@@ -459,7 +459,7 @@ func (e *Env) clusterFault(ctx context.Context, i int) error {
 	settle := func() error {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		return e.C.settleRedisCluster(sctx, i, 45*time.Second)
+		return e.settleRedisCluster(sctx, i, 45*time.Second)
 	}
 	if err := settle(); err != nil {
 		return err

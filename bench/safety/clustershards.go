@@ -131,14 +131,24 @@ func (c *Cluster) RedisCluster(i int) *redisproc.Cluster {
 // settleRedisCluster waits up to d until cluster i is whole again: every
 // node runs, every node agrees on one slot map with the cluster ok, and
 // every master has a replica whose link is up and which has replicated
-// what the master had written when it was asked.
-func (c *Cluster) settleRedisCluster(ctx context.Context, i int, d time.Duration) error {
-	cl := c.RedisCluster(i)
+// what the master had written when it was asked. A cluster whose nodes
+// still disagree after 15s is repaired as an operator would (redis-cli
+// --cluster fix: a master killed right after a resharding gave it a slot
+// may leave its promoted replica without that slot), and noted.
+func (e *Env) settleRedisCluster(ctx context.Context, i int, d time.Duration) error {
+	cl := e.C.RedisCluster(i)
 	deadline := time.Now().Add(d)
 	last := ""
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if err := cl.WaitOK(time.Until(deadline)); err != nil {
-			return fmt.Errorf("safety: Redis Cluster %d: %w", i, err)
+		if err := cl.WaitOK(min(15*time.Second, time.Until(deadline))); err != nil {
+			if time.Until(deadline) < 5*time.Second {
+				return fmt.Errorf("safety: Redis Cluster %d: %w", i, err)
+			}
+			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			ferr := cl.Fix(fctx)
+			cancel()
+			e.Logf("cluster %d: %v; redis-cli --cluster fix run (%v)", i, err, ferr)
+			continue
 		}
 		last = ""
 		ms := cl.Masters()
@@ -184,9 +194,9 @@ func (c *Cluster) settleRedisCluster(ctx context.Context, i int, d time.Duration
 }
 
 // settleRedisClusters settles every cluster (see settleRedisCluster).
-func (c *Cluster) settleRedisClusters(ctx context.Context, d time.Duration) error {
-	for i := 0; i < c.rc.count(); i++ {
-		if err := c.settleRedisCluster(ctx, i, d); err != nil {
+func (e *Env) settleRedisClusters(ctx context.Context, d time.Duration) error {
+	for i := 0; i < e.C.rc.count(); i++ {
+		if err := e.settleRedisCluster(ctx, i, d); err != nil {
 			return err
 		}
 	}

@@ -424,6 +424,25 @@ func (c *Cluster) Reshard(ctx context.Context, from, to *Server, n int) error {
 	return nil
 }
 
+// Fix runs redis-cli --cluster fix from the first running master,
+// answering yes to its questions, as an operator does when a failure left
+// slots uncovered or open (a master killed right after it took a slot in
+// a resharding may leave its promoted replica without that slot, while
+// the other nodes name the replica its owner). A slot with keys on one
+// node is given to that node; one without keys anywhere, to any master.
+func (c *Cluster) Fix(ctx context.Context) error {
+	ms := c.Masters()
+	if len(ms) == 0 {
+		return errors.New("redisproc: no master runs")
+	}
+	cmd := exec.CommandContext(ctx, "redis-cli", "--cluster", "fix", ms[0].Addr, "--cluster-yes")
+	cmd.Stdin = strings.NewReader(strings.Repeat("yes\n", 16))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("redisproc: redis-cli --cluster fix: %w: %s", err, lastLines(string(out), 5))
+	}
+	return nil
+}
+
 // MoveSlot moves one slot, keys and all, from one master to another by
 // hand (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), as redis-cli
 // does for each slot.
