@@ -58,8 +58,8 @@ func driveClusterShards(ctx context.Context, e *Env) error {
 	}
 	ttl := e.C.Config.MaxTTL
 	last := e.C.NumProxies() - 1
-	a := NewClient(5300, 0, e.C, e.H, 18)
-	c := NewClient(5301, last, e.C, e.H, 19)
+	a := NewClient(5400, 0, e.C, e.H, 20)
+	c := NewClient(5401, last, e.C, e.H, 21)
 	defer a.Close()
 	defer c.Close()
 	// A round: settling, the failovers and the migrations, A's validity,
