@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,13 @@ func driveClusterShards(ctx context.Context, e *Env) error {
 	return errors.Join(err, e.settleRedisClusters(settle, 45*time.Second))
 }
 
+// fork is a random source of its own for a goroutine of the nemesis,
+// seeded from the run's: what it draws does not depend on when the others
+// draw theirs.
+func (e *Env) fork() *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(e.Intn(1<<62)), uint64(e.Intn(1<<62))))
+}
+
 // shardCut is a shard whose replica no longer receives what its master
 // writes, and what became of them.
 type shardCut struct {
@@ -128,9 +136,9 @@ func (e *Env) cutShardReplication(i, s int) (ct *shardCut, ok bool, err error) {
 // failOver ends the cut shard's master (kill -9 or SIGSTOP), continues its
 // replica and waits until the replica has taken over: by the cluster's
 // own failover, or by CLUSTER FAILOVER FORCE.
-func (e *Env) failOver(ct *shardCut) error {
+func (e *Env) failOver(ct *shardCut, rng *rand.Rand) error {
 	cl := e.C.RedisCluster(ct.cluster)
-	kill, force := e.Intn(2) == 0, e.Intn(2) == 0
+	kill, force := rng.IntN(2) == 0, rng.IntN(2) == 0
 	if kill {
 		ct.m.Kill()
 		ct.mKilled = true
@@ -203,7 +211,7 @@ func (ct *shardCut) heal(e *Env) {
 
 // otherMaster is a master of cluster cl other than m, at random (nil when
 // none).
-func (e *Env) otherMaster(cl *redisproc.Cluster, m *redisproc.Server) *redisproc.Server {
+func (e *Env) otherMaster(cl *redisproc.Cluster, m *redisproc.Server, rng *rand.Rand) *redisproc.Server {
 	var out []*redisproc.Server
 	for _, s := range cl.Masters() {
 		if s != m {
@@ -213,18 +221,18 @@ func (e *Env) otherMaster(cl *redisproc.Cluster, m *redisproc.Server) *redisproc
 	if len(out) == 0 {
 		return nil
 	}
-	return out[e.Intn(len(out))]
+	return out[rng.IntN(len(out))]
 }
 
 // moveSlot moves slot s of cluster i from its master to another, keys and
 // all (MoveSlot: SETSLOT IMPORTING and MIGRATING, MIGRATE, SETSLOT NODE).
-func (e *Env) moveSlot(i, s int, what string) (to *redisproc.Server, err error) {
+func (e *Env) moveSlot(i, s int, what string, rng *rand.Rand) (to *redisproc.Server, err error) {
 	cl := e.C.RedisCluster(i)
 	from := cl.MasterOfSlot(s)
 	if from == nil {
 		return nil, fmt.Errorf("cluster %d: no master serves slot %d", i, s)
 	}
-	if to = e.otherMaster(cl, from); to == nil {
+	if to = e.otherMaster(cl, from, rng); to == nil {
 		return nil, fmt.Errorf("cluster %d: no other master to move slot %d to", i, s)
 	}
 	began := time.Now()
@@ -237,14 +245,14 @@ func (e *Env) moveSlot(i, s int, what string) (to *redisproc.Server, err error) 
 
 // reshard moves n slots of cluster i between two random masters with
 // redis-cli --cluster reshard, as an operator does.
-func (e *Env) reshard(ctx context.Context, i, n int) error {
+func (e *Env) reshard(ctx context.Context, i, n int, rng *rand.Rand) error {
 	cl := e.C.RedisCluster(i)
 	ms := cl.Masters()
 	if len(ms) < 2 {
 		return fmt.Errorf("cluster %d: %d masters, nothing to reshard between", i, len(ms))
 	}
-	from := ms[e.Intn(len(ms))]
-	to := e.otherMaster(cl, from)
+	from := ms[rng.IntN(len(ms))]
+	to := e.otherMaster(cl, from, rng)
 	began := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, time.Minute) // redis-cli has no end of its own
 	defer cancel()
@@ -258,8 +266,8 @@ func (e *Env) reshard(ctx context.Context, i, n int) error {
 // migrateUnderLock moves, on cluster i, slot s (the probe's: A's lock
 // moves with it) and the slots of two hot keys to other shards, and
 // sometimes reshards a few hundred slots after them.
-func (e *Env) migrateUnderLock(ctx context.Context, i, s int, key, token string) error {
-	to, err := e.moveSlot(i, s, "client A's lock "+key)
+func (e *Env) migrateUnderLock(ctx context.Context, i, s int, key, token string, rng *rand.Rand) error {
+	to, err := e.moveSlot(i, s, "client A's lock "+key, rng)
 	if err != nil {
 		return err
 	}
@@ -267,16 +275,16 @@ func (e *Env) migrateUnderLock(ctx context.Context, i, s int, key, token string)
 		e.Logf("cluster %d: A's lock is not on %s after its slot moved there (%q): it expired, or it moved wrong", i, to.Addr, v)
 	}
 	for j := 0; j < 2 && len(e.Workload.Keys) > 0; j++ {
-		k := e.Workload.Keys[e.Intn(len(e.Workload.Keys))]
-		if _, err := e.moveSlot(i, int(keyslot.OfString(k)), "hot key "+k); err != nil {
+		k := e.Workload.Keys[rng.IntN(len(e.Workload.Keys))]
+		if _, err := e.moveSlot(i, int(keyslot.OfString(k)), "hot key "+k, rng); err != nil {
 			return err
 		}
 	}
-	if e.Intn(2) == 0 {
+	if rng.IntN(2) == 0 {
 		if err := e.C.RedisCluster(i).WaitOK(10 * time.Second); err != nil {
 			return fmt.Errorf("cluster %d: %w", i, err)
 		}
-		return e.reshard(ctx, i, 100+e.Intn(400))
+		return e.reshard(ctx, i, 100+rng.IntN(400), rng)
 	}
 	return nil
 }
@@ -359,17 +367,19 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 	errs := make([]error, len(cuts)+len(migrating))
 	var wg sync.WaitGroup
 	for j, ct := range cuts {
+		rng := e.fork()
 		wg.Add(1)
 		go func() { // ends when the replica has taken over (or failed to)
 			defer wg.Done()
-			errs[j] = e.failOver(ct)
+			errs[j] = e.failOver(ct, rng)
 		}()
 	}
 	for j, i := range migrating {
+		rng := e.fork()
 		wg.Add(1)
 		go func() { // ends when the slots have moved (or failed to)
 			defer wg.Done()
-			errs[len(cuts)+j] = e.migrateUnderLock(ctx, i, s, key, la.Token)
+			errs[len(cuts)+j] = e.migrateUnderLock(ctx, i, s, key, la.Token, rng)
 		}()
 	}
 	wg.Wait()
@@ -431,10 +441,11 @@ func (e *Env) clusterChaos(ctx context.Context, d time.Duration) error {
 		errs := make([]error, len(is))
 		var wg sync.WaitGroup
 		for j, i := range is {
+			rng := e.fork()
 			wg.Add(1)
 			go func() { // ends when the fault has healed
 				defer wg.Done()
-				errs[j] = e.clusterFault(ctx, i)
+				errs[j] = e.clusterFault(ctx, i, rng)
 			}()
 		}
 		wg.Wait()
@@ -454,7 +465,7 @@ func (e *Env) clusterChaos(ctx context.Context, d time.Duration) error {
 // writes), the slot of a hot key moved to another shard, or a resharding
 // of 100-1000 slots between two shards. A fault that could not be injected
 // is logged; a cluster that does not come back whole is an error.
-func (e *Env) clusterFault(ctx context.Context, i int) error {
+func (e *Env) clusterFault(ctx context.Context, i int, rng *rand.Rand) error {
 	cl := e.C.RedisCluster(i)
 	settle := func() error {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -468,8 +479,8 @@ func (e *Env) clusterFault(ctx context.Context, i int) error {
 	if len(ms) == 0 {
 		return fmt.Errorf("safety: Redis Cluster %d: no master answers", i)
 	}
-	m := ms[e.Intn(len(ms))]
-	switch e.Intn(4) {
+	m := ms[rng.IntN(len(ms))]
+	switch rng.IntN(4) {
 	case 0:
 		r := cl.ReplicaOf(m)
 		if r == nil {
@@ -508,12 +519,12 @@ func (e *Env) clusterFault(ctx context.Context, i int) error {
 		if len(e.Workload.Keys) == 0 {
 			break
 		}
-		k := e.Workload.Keys[e.Intn(len(e.Workload.Keys))]
-		if _, err := e.moveSlot(i, int(keyslot.OfString(k)), "hot key "+k); err != nil {
+		k := e.Workload.Keys[rng.IntN(len(e.Workload.Keys))]
+		if _, err := e.moveSlot(i, int(keyslot.OfString(k)), "hot key "+k, rng); err != nil {
 			e.Logf("%v", err)
 		}
 	case 3:
-		if err := e.reshard(ctx, i, 100+e.Intn(900)); err != nil {
+		if err := e.reshard(ctx, i, 100+rng.IntN(900), rng); err != nil {
 			e.Logf("resharding FAILED: %v", err)
 		}
 	}
