@@ -239,22 +239,11 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	c.slots = make([]*proxySlot, cfg.Slots)
-	for i := range c.slots {
-		c.slots[i] = &proxySlot{}
-	}
-	for i := 0; i < cfg.Proxies; i++ {
-		if err := c.StartProxy(i); err != nil {
-			return nil, err
-		}
+	if err := c.startProxies(10*time.Second, "masters"); err != nil {
+		return nil, err
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	for i := 0; i < cfg.Proxies; i++ {
-		if err := c.Proxy(i).Pool().WaitUp(wctx, cfg.Backends); err != nil {
-			return nil, fmt.Errorf("safety: proxy %d does not see its %d masters: %w", i, cfg.Backends, err)
-		}
-	}
 	if cfg.UpgradeFrom {
 		if err := c.waitOldUp(wctx); err != nil {
 			return nil, err
@@ -266,6 +255,29 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 		return nil, fmt.Errorf("safety: the proxies do not count every master %v after they started", 2*c.Hold()+5*time.Second)
 	}
 	return c, nil
+}
+
+// startProxies starts the configured proxies and waits, up to wait, until
+// each has a connection to every backend (what names the backends in the
+// error).
+func (c *Cluster) startProxies(wait time.Duration, what string) error {
+	c.slots = make([]*proxySlot, c.Config.Slots)
+	for i := range c.slots {
+		c.slots[i] = &proxySlot{}
+	}
+	for i := 0; i < c.Config.Proxies; i++ {
+		if err := c.StartProxy(i); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for i := 0; i < c.Config.Proxies; i++ {
+		if err := c.Proxy(i).Pool().WaitUp(ctx, c.Config.Backends); err != nil {
+			return fmt.Errorf("safety: proxy %d does not see its %d %s: %w", i, c.Config.Backends, what, err)
+		}
+	}
+	return nil
 }
 
 // Hold is how long a restarted master stays out of the proxies' quorums:

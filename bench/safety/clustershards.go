@@ -97,21 +97,8 @@ func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c.slots = make([]*proxySlot, cfg.Slots)
-	for i := range c.slots {
-		c.slots[i] = &proxySlot{}
-	}
-	for i := 0; i < cfg.Proxies; i++ {
-		if err := c.StartProxy(i); err != nil {
-			return nil, err
-		}
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer wcancel()
-	for i := 0; i < cfg.Proxies; i++ {
-		if err := c.Proxy(i).Pool().WaitUp(wctx, cfg.Backends); err != nil {
-			return nil, fmt.Errorf("safety: proxy %d does not see its %d clusters: %w", i, cfg.Backends, err)
-		}
+	if err := c.startProxies(20*time.Second, "clusters"); err != nil {
+		return nil, err
 	}
 	if !c.waitCounting(context.Background(), 2*c.Hold()+5*time.Second) {
 		return nil, fmt.Errorf("safety: the proxies do not count every cluster %v after they started", 2*c.Hold()+5*time.Second)
