@@ -6,7 +6,8 @@
 # the npm library tests, Debian's python3-redis for redis-py, PHP with
 # phpredis, Laravel's cache and redis components and Symfony's lock
 # component, promtool for the alert rules' unit tests, podman to build the
-# container image, nutcracker for the benchmark's twemproxy series); a
+# container image, nutcracker for the benchmark's twemproxy series, a C
+# compiler for the clock-jump tests); a
 # dependency that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -39,6 +40,9 @@ laravel_ok || missing+=(php-cli php-redis php-illuminate-cache php-illuminate-re
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
+# A C compiler builds the preloaded library that moves one redis-server's
+# wall clock in the clock-jump tests.
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
@@ -47,7 +51,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }

@@ -221,6 +221,66 @@ func TestFlushDoesNotHandOutAHeldLockEvenAtOnce(t *testing.T) {
 	b.lost("a flush")
 }
 
+// startRedisWithClocks starts n masters, the first shifted of them with a
+// wall clock the test can move.
+func startRedisWithClocks(t *testing.T, n, shifted int) ([]*redisproc.Server, []*redisproc.Clock) {
+	t.Helper()
+	dir := t.TempDir()
+	var clocks []*redisproc.Clock
+	var servers []*redisproc.Server
+	for i := 0; i < shifted; i++ {
+		s, c, err := redisproc.StartWithClock(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(); c.Close() })
+		servers, clocks = append(servers, s), append(clocks, c)
+	}
+	return append(servers, startRedis(t, n-shifted)...), clocks
+}
+
+// The wall clocks of masters 0 and 1 step ahead by 30 s (an NTP step, a
+// date set by hand): A's lock expires there at once, by their clocks,
+// while A's validity lasts. B's acquire comes at once, before any
+// periodic check.
+func TestClockStepAheadDoesNotHandOutAHeldLock(t *testing.T) {
+	servers, clocks := startRedisWithClocks(t, 3, 2)
+	b := newBackInTime(t, servers)
+	b.acquire("clock-ahead")
+	for _, c := range clocks {
+		if err := c.Shift(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lost("a clock step of 30 s ahead")
+	for _, h := range b.c.app.Pool().Health()[:2] {
+		if !strings.Contains(h.QuarantineReason, "clock jumped ahead") || h.Counts(time.Now()) {
+			t.Fatalf("master %d after its clock jumped: counts %v, reason %q; want out, for its clock", h.Node, h.Counts(time.Now()), h.QuarantineReason)
+		}
+	}
+}
+
+// The wall clocks of masters 0 and 1 are set back 20 s, A takes its lock,
+// and they are set right again: A's lock, written while they were behind,
+// expires there 20 s early. No reading ever shows them ahead of where they
+// were before they were set back.
+func TestClockSetBackThenRightAgainDoesNotHandOutAHeldLock(t *testing.T) {
+	servers, clocks := startRedisWithClocks(t, 3, 2)
+	b := newBackInTime(t, servers)
+	for _, c := range clocks {
+		if err := c.Shift(-20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.acquire("clock-back-forward")
+	for _, c := range clocks {
+		if err := c.Shift(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lost("a clock set back 20 s, then right again")
+}
+
 // waitFor polls cond until it holds, for at most ten seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -1,84 +1,97 @@
 package netio
 
 import (
-	"bufio"
-	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
-// slowTimeBackend is a RESP server on the proxy's own clock whose first
-// TIME of each connection is answered only after delay, as a master that
-// was hung when the connection opened answers once it resumes: it reads
-// its clock when it runs the command, at the end of the delay.
-func slowTimeBackend(t *testing.T, delay time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				rd := resp.NewReader(bufio.NewReader(c), resp.ReaderLimits{})
-				for {
-					v, err := rd.Read()
-					if err != nil || v.Kind != resp.KindArray || len(v.Elems) == 0 {
-						return
-					}
-					var out string
-					switch strings.ToUpper(string(v.Elems[0].Str)) {
-					case "TIME":
-						time.Sleep(delay)
-						now := time.Now()
-						sec, usec := strconv.FormatInt(now.Unix(), 10), strconv.Itoa(now.Nanosecond()/1000)
-						out = "*2\r\n$" + strconv.Itoa(len(sec)) + "\r\n" + sec + "\r\n$" + strconv.Itoa(len(usec)) + "\r\n" + usec + "\r\n"
-					case "CLIENT":
-						info := "id=7 addr=127.0.0.1:1 name=redlock-proxy"
-						out = "$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n"
-					case "PING":
-						out = "+PONG\r\n"
-					default:
-						out = "+OK\r\n"
-					}
-					if _, err := c.Write([]byte(out)); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+// clockSim drives a clockWatch with readings of a simulated master: the
+// proxy's instants advance by the round trip and the pause given, the
+// master's clock by the same real time plus its rate and any step.
+type clockSim struct {
+	t      *testing.T
+	w      clockWatch
+	proxy  time.Time // the proxy's monotonic now
+	master float64   // the master's clock, ms
+	rate   float64   // how much faster the master's clock runs (0.005: 0.5%)
 }
 
-// The master's clock offset, which dates a kept undo's "reply left" instant
-// on the master's clock, must never be taken later than it is: a later
-// instant would have the undo delete a same-token retry's copy granted
-// after the reply. A TIME answered late (a master hung while the connection
-// opened) says only that the master read its clock somewhere between the
-// send and the reply, so the offset is taken at the reply's end of that
-// span, not in its middle.
-func TestClockOffsetIsNeverOverstatedByASlowTimeReply(t *testing.T) {
-	addr := slowTimeBackend(t, time.Second)
-	l := startLink(t, Options{Addr: addr, InProcess: true, DialTimeout: 5 * time.Second, DeadAfter: 5 * time.Second})
-	l.mu.Lock()
-	offset, known := l.clockOffset, l.clockKnown
-	l.mu.Unlock()
-	if !known {
-		t.Fatal("the clock offset is not known after the identity check")
+func newClockSim(t *testing.T, rate float64) *clockSim {
+	return &clockSim{t: t, proxy: time.Unix(1000, 0), master: 1.8e12, rate: rate}
+}
+
+// pass lets d of real time go by.
+func (s *clockSim) pass(d time.Duration) {
+	s.proxy = s.proxy.Add(d)
+	s.master += float64(d.Milliseconds()) * (1 + s.rate)
+}
+
+// read takes one reading with the given round trip (the master reads its
+// clock half way) and returns what the watch says.
+func (s *clockSim) read(rtt time.Duration) (time.Duration, bool) {
+	sent := s.proxy
+	s.pass(rtt / 2)
+	ms := int64(s.master)
+	s.pass(rtt - rtt/2)
+	return s.w.observe("run", ms, sent, s.proxy)
+}
+
+func (s *clockSim) quiet(n int, every, rtt time.Duration) {
+	s.t.Helper()
+	for i := 0; i < n; i++ {
+		if ahead, jumped := s.read(rtt); jumped {
+			s.t.Fatalf("reading %d: a clock with no step taken for one %v ahead (rate %v)", i, ahead, s.rate)
+		}
+		s.pass(every)
 	}
-	// The backend shares the proxy's clock: the true offset is 0.
-	if offset > time.Millisecond {
-		t.Fatalf("clock offset = %v after a TIME answered a second late; the true offset is 0, and a larger one dates a kept undo's reply instant too late", offset)
+}
+
+func TestClockWatchTakesNoSteadyClockForAJump(t *testing.T) {
+	for _, rate := range []float64{0, 0.005, -0.05} {
+		s := newClockSim(t, rate)
+		s.quiet(2000, 500*time.Millisecond, 3*time.Millisecond)
+		s.quiet(2000, 0, 0) // readings back to back, answered at once
+		s.quiet(50, 10*time.Second, 900*time.Millisecond)
+	}
+}
+
+func TestClockWatchSeesAStepAheadAtTheNextReading(t *testing.T) {
+	s := newClockSim(t, 0)
+	s.quiet(100, 100*time.Millisecond, time.Millisecond)
+	s.master += 1500
+	ahead, jumped := s.read(time.Millisecond)
+	if !jumped || ahead < 1400*time.Millisecond || ahead > 1500*time.Millisecond {
+		t.Fatalf("a 1.5 s step ahead: ahead %v, jumped %v", ahead, jumped)
+	}
+	s.quiet(100, 100*time.Millisecond, time.Millisecond) // the step is the new reference
+}
+
+func TestClockWatchSeesAClockSetBackThenForward(t *testing.T) {
+	s := newClockSim(t, 0)
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+	s.master -= 20000 // back: keys live longer, which is safe
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+	s.master += 20000 // forward again: keys set meanwhile expire early
+	if ahead, jumped := s.read(time.Millisecond); !jumped || ahead < 19*time.Second {
+		t.Fatalf("a clock set back 20 s, then forward 20 s: ahead %v, jumped %v", ahead, jumped)
+	}
+}
+
+func TestClockWatchStartsAgainWithANewRun(t *testing.T) {
+	s := newClockSim(t, 0)
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+	s.master += 60000
+	sent := s.proxy
+	s.pass(time.Millisecond)
+	if _, jumped := s.w.observe("another run", int64(s.master), sent, s.proxy); jumped {
+		t.Fatal("a new run's first reading was compared with the old run's")
+	}
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+}
+
+func TestClockWatchIgnoresAMissingReading(t *testing.T) {
+	var w clockWatch
+	if _, jumped := w.observe("run", 0, time.Now(), time.Now()); jumped || w.known {
+		t.Fatal("a reading of 0 ms was taken")
 	}
 }

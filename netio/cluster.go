@@ -785,6 +785,7 @@ func (h *Health) addCounts(s Health) {
 	h.Connects += s.Connects
 	h.Restarts += s.Restarts
 	h.Breaks += s.Breaks
+	h.ClockJumps += s.ClockJumps
 	h.Timeouts += s.Timeouts
 	h.Errors += s.Errors
 	h.Writes += s.Writes

@@ -25,8 +25,8 @@ import (
 // statistics reset hides evictions). Its cost is one script per write, not
 // per command.
 
-// contScript answers 1 when the master's data went on unbroken since the
-// marker check whose findings are ARGV: [1] master_replid, [2] the
+// contScript answers the master's clock (ms, for the clock check) when its
+// data went on unbroken since the marker check whose findings are ARGV: [1] master_replid, [2] the
 // marker's epoch, [3] evicted_keys, [4] the least total_commands_processed.
 var contScript = resp.NewScript([]byte(`local repl = redis.call('INFO', 'replication')
 if string.match(repl, 'role:([^\r\n]*)') ~= 'master' or string.match(repl, 'master_replid:([^\r\n]*)') ~= ARGV[1] then return 0 end
@@ -34,7 +34,8 @@ if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then return 0 end
 local stats = redis.call('INFO', 'stats')
 if (string.match(stats, 'evicted_keys:([^\r\n]*)') or '0') ~= ARGV[3] then return 0 end
 if (tonumber(string.match(stats, 'total_commands_processed:([^\r\n]*)')) or 0) < tonumber(ARGV[4]) then return 0 end
-return 1`))
+local t = redis.call('TIME')
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`))
 
 // contState is what the continuity checks of a link compare, from its
 // last marker check, and the replies they hold. The link's mu protects it.
@@ -81,15 +82,16 @@ func (l *Link) appendCheckLocked() {
 	}
 	until := l.cont.until
 	l.cont.pending, l.cont.until = 0, time.Time{}
-	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen}, deadline: until, script: contScript, cont: true}, l.cont.cmd)
+	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: time.Now()}, deadline: until, script: contScript, cont: true}, l.cont.cmd)
 }
 
 // contReceiver is the receiver of a continuity check's reply when it
 // times out or its connection is lost: the replies it held go out, not
 // counted.
 type contReceiver struct {
-	l   *Link
-	gen uint64
+	l    *Link
+	gen  uint64
+	sent time.Time // when the check was queued (for the clock check)
 }
 
 func (r contReceiver) Receive(int, Result) {
@@ -103,26 +105,36 @@ func (r contReceiver) Receive(int, Result) {
 	l.deliverHeld(hs, false)
 }
 
-// checkedReply handles the reply to a continuity check, called by the
-// reader with the lock held: it returns the replies the check releases and
-// whether they count, and whether a marker check must run at once.
-func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool) (hs []held, ok, recheck bool) {
+// checkedReply handles the reply to a continuity check, read at now,
+// called by the reader with the lock held: it returns the replies the check
+// releases and whether they count, whether a marker check must run at
+// once, and how far the master's clock jumped ahead when it did.
+func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.Time) (hs []held, ok, recheck bool, ahead time.Duration) {
 	hs, l.cont.held = l.cont.held, nil
 	if e.expired {
-		return hs, false, false // its receiver already released what it held
+		return hs, false, false, 0 // its receiver already released what it held
 	}
-	ok = v.Kind == resp.KindInt && v.Int == 1
+	// Unbroken, the check answers the master's clock (ms), which the clock
+	// check reads.
+	ok = v.Kind == resp.KindInt && v.Int > 0
+	if ok {
+		rcv, _ := e.rcv.(contReceiver)
+		var jumped bool
+		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Int, rcv.sent, now); jumped {
+			ok = false
+		}
+	}
 	if v.Kind == resp.KindError && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
 		// The check did not run (its script was flushed; it is loaded again
 		// with the next): the grants before it do not count, and nothing
 		// is known to have happened to the master.
-		return hs, false, false
+		return hs, false, false, 0
 	}
 	if !ok && !l.cont.broken {
 		l.cont.broken, recheck = true, true
 		l.cont.breaks++
 	}
-	return hs, ok && counts && !l.cont.broken, recheck
+	return hs, ok && counts && !l.cont.broken, recheck, ahead
 }
 
 // deliverHeld hands held replies to their receivers.

@@ -51,7 +51,9 @@ const MarkerKey = "redlock-proxy:marker"
 //   - on a Redis Cluster node, a record another node wrote (the marker's
 //     slot moved here, or a replica took over): "foreign"; and a key the
 //     link no longer trusts (its slot left this node, even if it came
-//     back, or the link moved the marker to another slot): "moved".
+//     back, or the link moved the marker to another slot): "moved";
+//   - a clock that jumped ahead, which expires keys early (the link
+//     tells, clock.go): "clock".
 //
 // The run's start ("started", the latest its uptime allows) is recorded
 // once per run, so that all proxies read the same instants. Each recorded
@@ -61,13 +63,15 @@ const MarkerKey = "redlock-proxy:marker"
 // ARGV: [1] the proxy's hold in ms (the marker keeps the largest any proxy
 // asked for), [2] the commands processed at this link's last check, [3]
 // the run_id that count was read in ("" when none), [4] "1" on a Redis
-// Cluster node (the record names the node, CLUSTER MYID), [5] "1" when
-// the link does not trust the key (a loss now).
+// Cluster node (the record names the node, CLUSTER MYID), [5] a loss the
+// link saw itself, recorded now with that reason: "moved" (it does not
+// trust the key) or "clock" (the master's clock jumped ahead, clock.go);
+// "" when none.
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
 // run_id, uptime s, eviction policy ("" unless it may evict), epoch,
 // master_replid, evicted_keys, commands processed, lost (ms of its clock),
-// started (ms), why the latest loss was recorded}.
+// started (ms), why the latest loss was recorded, now (ms of its clock)}.
 var markerScript = resp.NewScript([]byte(`local function field(info, name)
   return string.match(info, name .. ':([^\r\n]*)')
 end
@@ -86,7 +90,7 @@ if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_
   evicts = field(memory, 'maxmemory_policy') or '?'
 end
 if role ~= 'master' then
-  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, ''}
+  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -104,8 +108,8 @@ local function loss(why, at)
   if change == '' then change = why end
   lost = math.max(lost, at)
 end
-if ARGV[5] == '1' then
-  loss('moved', now)
+if ARGV[5] ~= '' then
+  loss(ARGV[5], now)
 end
 if not m[1] then
   loss('new', now)
@@ -145,7 +149,7 @@ if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started 
     'evicted', evicted, 'epoch', epoch, 'why', why)
   if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
 end
-return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why}`))
+return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why, now}`))
 
 // patientHandshake is how long a connection that carries undos waits for
 // a silent (hung) master before it is redialled.
@@ -169,10 +173,12 @@ type handshake struct {
 	l    *Link
 	gen  uint64
 	kill int64 // for hsKill: the connection it kills
-	// For a marker check: the key it read, and whether it recorded a loss
-	// for a key the link did not trust.
-	key      string
-	distrust bool
+	// For a marker check: the key it read, the loss it recorded that the
+	// link saw itself ("" when none: see appendMarker), and when it was
+	// queued (for the clock check).
+	key  string
+	loss string
+	sent time.Time
 }
 
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
@@ -190,7 +196,7 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 		// holds from the connection they undo.
 		deadline = time.Now().Add(max(l.opt.DialTimeout, patientHandshake))
 	}
-	h := &handshake{l: l, gen: gen, key: l.mkey, distrust: l.distrust}
+	h := &handshake{l: l, gen: gen, key: l.mkey, loss: l.lossWhy, sent: time.Now()}
 	if l.opt.Password != "" {
 		if l.opt.Username != "" {
 			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Username, l.opt.Password)
@@ -252,16 +258,13 @@ func (l *Link) markerRule() bool { return l.opt.Restart.Hold > 0 }
 // EVALSHA with its SHA1. The link's record of the backend's run and command
 // count goes with it (see markerScript).
 func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
-	cluster, distrust := "", ""
+	cluster := ""
 	if l.opt.ClusterNode {
 		cluster = "1"
 	}
-	if l.distrust {
-		distrust = "1"
-	}
 	return resp.AppendCommand(dst, verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
-		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, distrust)
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy)
 }
 
 // SetMarkerKey moves the marker to key (a shard of a Redis Cluster whose
@@ -275,7 +278,8 @@ func (l *Link) SetMarkerKey(key string) {
 		l.mu.Unlock()
 		return
 	}
-	l.mkey, l.distrust = key, true
+	l.mkey = key
+	l.seeLossLocked("moved")
 	l.cont.broken = true
 	l.mu.Unlock()
 	l.log.Warn("backend's replication marker moves to another key: its votes stop counting for the hold", "marker", key)
@@ -298,7 +302,7 @@ func (l *Link) markerRedirected(key string, r Result) bool {
 	}
 	l.mu.Lock()
 	if key == l.mkey {
-		l.distrust = true
+		l.seeLossLocked("moved")
 	}
 	l.mu.Unlock()
 	if l.opt.MarkerMoved != nil {
@@ -307,11 +311,20 @@ func (l *Link) markerRedirected(key string, r Result) bool {
 	return true
 }
 
-// markerSeen ends the distrust of the key a marker check that recorded it
-// read.
+// seeLossLocked notes a loss the link saw itself: the next marker check
+// records it, with why, for every proxy. A loss noted first keeps its
+// reason.
+func (l *Link) seeLossLocked(why string) {
+	if l.lossWhy == "" {
+		l.lossWhy = why
+	}
+}
+
+// markerSeen ends a loss the link saw once a marker check of the same key
+// recorded it.
 func (l *Link) markerSeenLocked(h *handshake) {
-	if h.distrust && h.key == l.mkey {
-		l.distrust = false
+	if h.loss != "" && h.loss == l.lossWhy && h.key == l.mkey {
+		l.lossWhy = ""
 	}
 }
 
@@ -402,9 +415,10 @@ func (h *handshake) Receive(tag int, r Result) {
 
 // markerReply is what a marker check returned.
 type markerReply struct {
-	id   quorum.Identity
-	role string
-	cont contState // what the continuity checks that follow compare
+	id    quorum.Identity
+	role  string
+	cont  contState // what the continuity checks that follow compare
+	clock int64     // the master's clock (ms) as the script ran
 }
 
 // parseMarker reads the marker script's reply, or says why it cannot.
@@ -414,7 +428,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		return mr, "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
 		return mr, l.checkFailed("marker script", string(r.V.Str))
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 15:
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 16:
 		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
@@ -432,6 +446,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		},
 	}
 	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int}
+	mr.clock = e[15].Int
 	return mr, ""
 }
 
@@ -532,9 +547,12 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	}
 	restarted := l.watch.Observe(id, now)
 	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
+	var ahead time.Duration
+	var jumped bool
 	if mr != nil {
 		l.cont.expect(mr.cont, l.mkey)
 		l.markerSeenLocked(h)
+		ahead, jumped = l.clockReadLocked(id.RunID, mr.clock, h.sent, now)
 	}
 	// Undos that came while the identity check ran go out before any
 	// client command.
@@ -551,6 +569,9 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	l.mu.Unlock()
 	l.write(wc, buf)
 	l.expire(expired)
+	if jumped {
+		l.clockJumped(ahead)
+	}
 	if id.RunID == "" && !l.opt.InProcess {
 		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect")
 	}
@@ -600,6 +621,8 @@ func quarantineWhy(why string) string {
 		return "another server than the one this proxy knew answers at its address: it may lack the locks granted there"
 	case "foreign":
 		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
+	case "clock":
+		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
 	case "moved":
 		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
 	case "marked", "unmarked":
@@ -632,7 +655,7 @@ func (l *Link) check() {
 	var h *handshake
 	if ok {
 		b = l.appendMarker(nil, "EVALSHA", markerScript.Sha)
-		h = &handshake{l: l, gen: gen, key: l.mkey, distrust: l.distrust}
+		h = &handshake{l: l, gen: gen, key: l.mkey, loss: l.lossWhy, sent: time.Now()}
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -680,7 +703,11 @@ func (l *Link) checked(h *handshake, r Result) {
 	}
 	l.cont.expect(mr.cont, l.mkey)
 	l.markerSeenLocked(h)
+	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
 	l.mu.Unlock()
+	if jumped {
+		l.clockJumped(ahead)
+	}
 	// Each check converts the marker's instants again, so the end of a
 	// quarantine moves by the round trip's jitter: only a real change (the
 	// master lost writes again) is reported.

@@ -167,7 +167,8 @@ type Link struct {
 	watch     quorum.Watch
 	cont      contState   // the continuity check (continuity.go)
 	mkey      string      // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
-	distrust  bool        // the marker's key moved or was replaced: the next marker check records a loss
+	lossWhy   string      // a loss the link saw itself ("moved", "clock"): the next marker check records it
+	clock     clockWatch  // the clock check (clock.go)
 	track     trackState  // client-side caching at the backend (tracking.go)
 	direct    directState // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
@@ -226,6 +227,7 @@ type Health struct {
 	Connects         uint64    // connections established
 	Restarts         uint64    // restarts (or other losses of writes) detected
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
+	ClockJumps       uint64    // readings of the master's clock that showed it jumped ahead (clock.go)
 	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
 	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
 	// Shards is set for a Redis Cluster backend: each shard's state, by
@@ -554,9 +556,10 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		demoted := false
 		var release []held
 		recheck, hold := false, e.hold && !e.expired
+		var ahead time.Duration
 		switch {
 		case e.cont:
-			release, counts, recheck = l.checkedReplyLocked(e, v, counts)
+			release, counts, recheck, ahead = l.checkedReplyLocked(e, v, counts, now)
 		case hold:
 			l.cont.held = append(l.cont.held, held{e: e, v: v})
 		}
@@ -593,7 +596,10 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		}
 		if e.cont {
 			l.deliverHeld(release, counts)
-			if recheck {
+			switch {
+			case ahead > 0:
+				l.clockJumped(ahead)
+			case recheck:
 				l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
 				l.check()
 			}

@@ -216,7 +216,8 @@ func (w *Watch) QuarantinedUntil() time.Time { return w.until }
 // that may evict keys was in force); "evicted" (keys were evicted, or the
 // eviction count was reset); "reset" (the statistics were reset, which
 // hides evictions); "replaced" (another server than the one this proxy
-// knew answers at the address); "marked" (a loss another check recorded);
+// knew answers at the address); "clock" (its wall clock jumped ahead,
+// which expires keys early); "marked" (a loss another check recorded);
 // "unmarked" (no marker check could run).
 func (w *Watch) Reason() string { return w.why }
 

@@ -13,7 +13,8 @@
 //
 // A Group (sentinelgroup.go) is a master, its replicas and the
 // redis-sentinel processes that watch them; Group.Stop ends them all. A
-// Liar is a fake Sentinel that names whatever master it is told.
+// Liar is a fake Sentinel that names whatever master it is told. A Clock
+// (clockshift.go) moves one server's wall clock.
 package redisproc
 
 import (
@@ -59,6 +60,7 @@ type Server struct {
 	bin   string
 	dir   string
 	extra []string
+	env   []string // added to the process's environment
 
 	tls *tls.Config // set for a TLS-only server: how to reach it
 
@@ -228,6 +230,9 @@ func (s *Server) start() error {
 	), extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = nil, nil
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redisproc: start %s: %w", s.bin, err)
 	}

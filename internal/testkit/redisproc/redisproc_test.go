@@ -1,6 +1,7 @@
 package redisproc
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,42 @@ func TestSentinelFailoverPromotesTheReplica(t *testing.T) {
 			t.Fatalf("after SENTINEL FAILOVER: replica's INFO %q, Sentinel's master %q", info, addr)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAShiftedClockExpiresTheServersKeysEarly(t *testing.T) {
+	s, c, err := StartWithClock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	defer c.Close()
+	if _, err := s.Do("SET", "k", "v", "PX", "5000"); err != nil {
+		t.Fatal(err)
+	}
+	clock := func() (string, error) { return s.Do("EVAL", "return tonumber(redis.call('TIME')[1])", "0") }
+	before, err := clock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Shift(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after, err := clock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := func(reply string) int64 {
+		n, _ := strconv.ParseInt(reply, 10, 64)
+		return n
+	}
+	if d := secs(after) - secs(before); d < 9 || d > 11 {
+		t.Fatalf("TIME moved by %ds across a 10s shift (%q, then %q)", d, before, after)
+	}
+	if v, _ := s.Do("PTTL", "k"); v != "-2" {
+		t.Fatalf("PTTL of a 5s key after a 10s shift = %q; want -2 (expired)", v)
+	}
+	if now := time.Now().Unix(); now-secs(before) > 2 {
+		t.Fatalf("the machine's clock moved too: %d, then %d", secs(before), now)
 	}
 }

@@ -1,0 +1,112 @@
+package netio
+
+import "time"
+
+// The clock check. A master expires keys by its own clock: if that clock
+// jumps ahead (an NTP step, a date set by hand, a virtual machine's clock
+// corrected after a pause), every key on it expires early by the jump, in
+// the proxy's time, and a lock granted for its whole validity may be gone
+// while its holder still works under it. That is data going back in time
+// like any other loss, and it is handled as one: the votes before the
+// reading that shows the jump do not count, and a marker check at once
+// records a loss ("clock") for every proxy, so the master stops counting
+// for the hold.
+//
+// The marker check and every continuity check return the master's clock
+// (ms). Each reading is bracketed by the proxy's monotonic clock: sent (the
+// check was queued) and got (its reply was read), so the master read its
+// clock at an instant in [sent, got]. Its offset from the proxy's clock was
+// then between low = master - got and high = master - sent. A clock that
+// never jumps ahead changes that offset by at most clockRate times the time
+// between two readings, so between any earlier reading j and the latest i:
+//
+//	low_i - high_j <= clockRate * (got_i - sent_j) + clockSlack
+//
+// Rewritten as (low_i - clockRate*got_i) - (high_j - clockRate*sent_j), the
+// check needs only the least high_j - clockRate*sent_j of all earlier
+// readings (floor), kept in O(1): every earlier reading is compared at
+// once, so a clock set back and later forward again (keys set meanwhile
+// expire early by the step forward) is seen like a single jump.
+//
+// A clock that jumps back makes keys live longer, which is safe, and is
+// not reported. What the check cannot see: a jump smaller than clockSlack
+// plus clockRate of the time between readings (covered by the drift
+// allowance of validity), a jump on a master between its last reading and
+// a loss of all its connections that is undone before the next reading (a
+// restart in between is caught by the restart rule), and a master whose
+// clock runs fast from the moment it starts.
+
+// clockRate is the rate at which a master's clock may run ahead of the
+// proxy's without being taken for a jump: the default drift allowance per
+// unit of TTL. NTP slews clocks by at most 0.05%.
+const clockRate = 0.01
+
+// clockSlack covers the master's millisecond readings (each may be up to
+// 1 ms below its clock).
+const clockSlack = 2 * time.Millisecond
+
+// clockWatch keeps what the clock check of one link compares. The link's mu
+// protects it; it outlives connections (the master's clock and the proxy's
+// monotonic clock go on across them) but not a new run of the master.
+type clockWatch struct {
+	run   string        // the run the readings are from
+	known bool          // floor holds a reading of that run
+	floor time.Duration // least high_j - clockRate*sent_j (as offsets from base)
+	base  time.Time     // the proxy's instant that offsets are taken from
+}
+
+// observe takes a reading of the master's clock (ms since the epoch), taken
+// by a check queued at sent whose reply was read at got, in the given run.
+// It reports how far the master's clock is ahead of where it can have been
+// without a jump, when it jumped; after a jump the readings start again
+// from this one.
+func (w *clockWatch) observe(run string, masterMs int64, sent, got time.Time) (ahead time.Duration, jumped bool) {
+	if masterMs <= 0 || sent.IsZero() {
+		return 0, false
+	}
+	if !w.known || run != w.run {
+		w.run, w.known, w.base = run, true, sent
+		w.floor = w.high(masterMs, sent)
+		return 0, false
+	}
+	low := time.Duration(masterMs)*time.Millisecond - got.Sub(w.base) - scaled(got.Sub(w.base))
+	if ahead = low - w.floor - clockSlack; ahead > 0 {
+		w.base = sent
+		w.floor = w.high(masterMs, sent)
+		return ahead, true
+	}
+	w.floor = min(w.floor, w.high(masterMs, sent))
+	return 0, false
+}
+
+// high is high_j - clockRate*sent_j of a reading, from the watch's base.
+func (w *clockWatch) high(masterMs int64, sent time.Time) time.Duration {
+	at := sent.Sub(w.base)
+	return time.Duration(masterMs)*time.Millisecond - at - scaled(at)
+}
+
+// scaled is d times clockRate.
+func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * clockRate) }
+
+// clockReadLocked applies a reading of the master's clock (see clockWatch)
+// when a restart rule applies. On a jump the link notes the loss, to be
+// recorded by the next marker check, and nothing counts until then.
+func (l *Link) clockReadLocked(run string, masterMs int64, sent, got time.Time) (ahead time.Duration, jumped bool) {
+	if !l.markerRule() {
+		return 0, false
+	}
+	if ahead, jumped = l.clock.observe(run, masterMs, sent, got); jumped {
+		l.seeLossLocked("clock")
+		l.cont.broken = true
+		l.health.ClockJumps++
+	}
+	return ahead, jumped
+}
+
+// clockJumped logs a jump of the master's clock and runs the marker check
+// that records it for every proxy.
+func (l *Link) clockJumped(ahead time.Duration) {
+	l.log.Warn("backend's clock jumped ahead, which expires its keys early: the grants before the reading do not count, and its votes stop counting for the hold",
+		"ahead", ahead.Round(time.Millisecond))
+	l.check()
+}
