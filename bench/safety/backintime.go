@@ -385,3 +385,81 @@ func driveEviction(key string) func(ctx context.Context, e *Env) error {
 		})
 	}
 }
+
+// driveClockStep returns a Drive for masters whose wall clocks step (the
+// masters run with a clock the harness moves, Clocks): client A takes the
+// lock; on a majority, the clock steps ahead by A's TTL and a second (A's
+// lock expires there at once, by their clocks), or, in half the rounds,
+// the clock was set back as far before A's grant and is set right again
+// now (A's lock, written while it was behind, expires as early). Client C
+// tries the lock through another proxy while A's validity lasts: a master
+// whose clock jumped ahead does not count for max_ttl + drift, and C must
+// be refused. Each round leaves the clocks where they were before it (a
+// step back, which is safe, ends an ahead round).
+func driveClockStep(key string) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		ttl := e.C.Config.MaxTTL
+		last := e.C.NumProxies() - 1
+		a := NewClient(5500, 0, e.C, e.H, 22)
+		c := NewClient(5501, last, e.C, e.H, 23)
+		defer a.Close()
+		defer c.Close()
+		k := e.C.Majority()
+		step := ttl + time.Second
+		need := ttl + e.C.Hold() + reconnectAllowance + time.Second
+		shift := func(ms []int, d time.Duration) error {
+			for _, i := range ms {
+				if err := e.C.Clock(i).Shift(d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return repeatRounds(ctx, e, need, func(round int) (bool, error) {
+			if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
+				return false, errors.New("the masters never all counted again")
+			}
+			ms := e.pick(k)
+			back := e.Intn(2) == 0
+			if back {
+				if err := shift(ms, -step); err != nil {
+					return false, err
+				}
+				e.Logf("round %d: the clocks of masters %v set back %v", round, ms, step)
+				e.hold(ctx, e.Between(50*time.Millisecond, 1200*time.Millisecond)) // checks read them behind
+			}
+			la, ok := acquireWithin(ctx, a, key, ttl, time.Second)
+			if !ok {
+				if back {
+					return false, shift(ms, step)
+				}
+				return false, nil
+			}
+			va, _ := a.Read(la) // no fenced register in this scenario
+			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s", round, key, la.Token, e.H.rel(la.ValidUntil))
+			first := time.Now()
+			if err := shift(ms, step); err != nil {
+				return false, err
+			}
+			stepped := time.Now()
+			how := fmt.Sprintf("step %v ahead", step)
+			if back {
+				how = "set right again"
+			}
+			e.Logf("round %d: the clocks of masters %v %s", round, ms, how)
+			if e.quarantines() {
+				e.NoMajority(stepped, first.Add(e.C.Hold()), fmt.Sprintf("masters %v's clocks jumped ahead: out for max_ttl + drift", ms))
+			}
+			lost := len(e.holders(ctx, ms, key, la.Token)) == 0
+			e.Logf("round %d: A's lock expired early on masters %v: %v", round, ms, lost)
+			inside := tryInside(ctx, e, c, key, la, round)
+			holderFinishes(ctx, e, a, la, va, inside)
+			if !back {
+				if err := shift(ms, -step); err != nil {
+					return false, err
+				}
+			}
+			return inside || lost, nil
+		})
+	}
+}

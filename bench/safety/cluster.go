@@ -46,6 +46,9 @@ type ClusterConfig struct {
 	// Durable masters run with appendonly yes and appendfsync always, and
 	// restart with them: a restart reloads their append-only file.
 	Durable bool
+	// Clocks runs the masters with wall clocks the harness moves
+	// (redisproc.StartWithClock; Cluster.Clock).
+	Clocks bool
 	// Shards, when set, makes every backend a Redis Cluster of that many
 	// shards, each master with a replica, instead of a master behind a
 	// relay: Backends is then the number of clusters (see
@@ -139,6 +142,7 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	servers  []*redisproc.Server // the master behind Relays[i]
+	clocks   []*redisproc.Clock  // the masters' clocks, with Clocks
 	replicas []*redisproc.Server // the replica of servers[i] (with Replicas)
 	slots    []*proxySlot
 	errs     []error        // proxies' Run errors
@@ -193,6 +197,8 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	}
 	if cfg.Groups {
 		err = c.startGroups()
+	} else if cfg.Clocks {
+		err = c.startWithClocks(args)
 	} else {
 		c.servers, err = redisproc.StartN(cfg.Dir, cfg.Backends, args...)
 	}
@@ -279,6 +285,22 @@ func (c *Cluster) startProxies(wait time.Duration, what string) error {
 	}
 	return nil
 }
+
+// startWithClocks starts the masters, each with a wall clock the harness
+// moves.
+func (c *Cluster) startWithClocks(args []string) error {
+	for i := 0; i < c.Config.Backends; i++ {
+		s, clock, err := redisproc.StartWithClock(c.Config.Dir, args...)
+		if err != nil {
+			return err
+		}
+		c.servers, c.clocks = append(c.servers, s), append(c.clocks, clock)
+	}
+	return nil
+}
+
+// Clock is master i's wall clock (with Clocks).
+func (c *Cluster) Clock(i int) *redisproc.Clock { return c.clocks[i] }
 
 // Hold is how long a restarted master stays out of the proxies' quorums:
 // max_ttl plus its drift (and, for a Sentinel-managed group, the
@@ -613,6 +635,9 @@ func (c *Cluster) Close() error {
 		if s != nil {
 			s.Stop()
 		}
+	}
+	for _, clock := range c.clocks {
+		clock.Close()
 	}
 	c.rc.stop()
 	return errors.Join(errs...)

@@ -74,6 +74,7 @@ type Scenario struct {
 	// master (implies Replicas).
 	Sentinels int
 	Durable   bool // masters run appendonly yes, appendfsync always
+	Clocks    bool // masters run with wall clocks the harness moves
 	// Shards makes every backend a Redis Cluster of that many shards, each
 	// master with a replica (Backends is then the number of clusters).
 	Shards int
@@ -152,6 +153,8 @@ func Scenarios() []Scenario {
 			Backends: 3, Durable: true, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveStaleAOF("ctl:aof")},
 		{Name: "eviction-toggle", About: "3 masters: A locks; on two, maxmemory-policy volatile-ttl with maxmemory 1 evicts it, then the policy is reverted at once or after 1.2-1.5s: A's lock must hold",
 			Backends: 3, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveEviction("ctl:evict")},
+		{Name: "clock-step", About: "3 masters whose wall clocks the harness moves: A locks; on two, the clock steps ahead by A's TTL + 1s, or was set back as far before A's grant and is set right again: A's lock, expired early there, must hold",
+			Backends: 3, Clocks: true, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveClockStep("ctl:clock")},
 		{Name: "extend-two-proxies", About: "holders extend to 150-300ms through a proxy 1-6ms further from the masters, then at once to 0.8-1.5s through the near one: the late step must not shorten the later extend",
 			SlowPath: true, Faults: scheduleTwoProxies(twoProxyHolders, false), MajorityUp: true},
 		{Name: "script-flush", About: "SCRIPT FLUSH on every master (in every other cycle a majority) twenty times in a row under load, a probe acquiring after each (answered nil, undone where EVALSHA meets NOSCRIPT): no ghost lock may remain",
@@ -175,6 +178,8 @@ func Scenarios() []Scenario {
 			Quarantine: "off", Backends: 3, Durable: true, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveStaleAOF("ctl:aof"), DetectLock: true},
 		{Name: "control-eviction-off", About: "CONTROL: eviction-toggle with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Backends: 3, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveEviction("ctl:evict"), DetectLock: true},
+		{Name: "control-clock-off", About: "CONTROL: clock-step with restart_quarantine off (no marker, no clock check): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Clocks: true, MaxTTL: 3 * time.Second, Faults: scheduleNone, Drive: driveClockStep("ctl:clock"), DetectLock: true},
 		{Name: "control-extend-late-step", About: "CONTROL: extend-two-proxies, each long extend followed by the short extend's TTL set again on the masters directly (an unconditional late second step): a second holder must be seen",
 			SlowPath: true, Faults: scheduleTwoProxies(twoProxyHolders, true), DetectLock: true},
 		{Name: "control-undo-gives-up", About: "CONTROL: script-flush, the probe's acquire made by a client acting as a proxy whose undo gives up at NOSCRIPT: a ghost lock must be seen",
@@ -372,7 +377,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
-		Durable: sc.Durable, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
+		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
 		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, Log: opt.ProxyLog,
 	})
 	if err != nil {

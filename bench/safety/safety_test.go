@@ -45,6 +45,8 @@ var shortRuns = map[string]time.Duration{
 	"control-stale-aof-off":       time.Second,
 	"eviction-toggle":             time.Second,
 	"control-eviction-off":        time.Second,
+	"clock-step":                  time.Second,
+	"control-clock-off":           time.Second,
 	"extend-two-proxies":          3 * time.Second,
 	"control-extend-late-step":    3 * time.Second,
 	"script-flush":                5 * time.Second,
