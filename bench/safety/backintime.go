@@ -97,12 +97,9 @@ func driveSentinelFailback(key string) func(ctx context.Context, e *Env) error {
 			return errors.New("sentinel-failback needs a cluster with Sentinels")
 		}
 		n, k := e.C.NumBackends(), e.C.Majority()
-		last := e.C.NumProxies() - 1
 		ttl := e.C.Config.MaxTTL
-		a := NewClient(5000, 0, e.C, e.H, 10)
-		c := NewClient(5001, last, e.C, e.H, 11)
-		defer a.Close()
-		defer c.Close()
+		a, c, closeClients := e.holderAndRival(5000, 10)
+		defer closeClients()
 		// A round: a failover, Sentinel's wait, a failback, C's tries.
 		need := 15*time.Second + ttl
 		return repeatRounds(ctx, e, need, func(round int) (bool, error) {
@@ -206,11 +203,8 @@ func driveStaleAOF(key string) func(ctx context.Context, e *Env) error {
 			return errors.New("stale-aof needs durable masters")
 		}
 		ttl := e.C.Config.MaxTTL
-		last := e.C.NumProxies() - 1
-		a := NewClient(5100, 0, e.C, e.H, 12)
-		c := NewClient(5101, last, e.C, e.H, 13)
-		defer a.Close()
-		defer c.Close()
+		a, c, closeClients := e.holderAndRival(5100, 12)
+		defer closeClients()
 		k := e.C.Majority()
 		need := ttl + e.C.Hold() + reconnectAllowance + time.Second
 		return repeatRounds(ctx, e, need, func(round int) (bool, error) {
@@ -327,11 +321,8 @@ func copyDir(src, dst string) error {
 func driveEviction(key string) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		ttl := e.C.Config.MaxTTL
-		last := e.C.NumProxies() - 1
-		a := NewClient(5200, 0, e.C, e.H, 14)
-		c := NewClient(5201, last, e.C, e.H, 15)
-		defer a.Close()
-		defer c.Close()
+		a, c, closeClients := e.holderAndRival(5200, 14)
+		defer closeClients()
 		k := e.C.Majority()
 		need := ttl + e.C.Hold() + reconnectAllowance + time.Second
 		return repeatRounds(ctx, e, need, func(round int) (bool, error) {
@@ -399,11 +390,8 @@ func driveEviction(key string) func(ctx context.Context, e *Env) error {
 func driveClockStep(key string) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		ttl := e.C.Config.MaxTTL
-		last := e.C.NumProxies() - 1
-		a := NewClient(5500, 0, e.C, e.H, 22)
-		c := NewClient(5501, last, e.C, e.H, 23)
-		defer a.Close()
-		defer c.Close()
+		a, c, closeClients := e.holderAndRival(5500, 22)
+		defer closeClients()
 		k := e.C.Majority()
 		step := ttl + time.Second
 		need := ttl + e.C.Hold() + reconnectAllowance + time.Second

@@ -58,11 +58,8 @@ func driveClusterShards(ctx context.Context, e *Env) error {
 		return errors.New("cluster-shards needs Redis Cluster backends")
 	}
 	ttl := e.C.Config.MaxTTL
-	last := e.C.NumProxies() - 1
-	a := NewClient(5400, 0, e.C, e.H, 20)
-	c := NewClient(5401, last, e.C, e.H, 21)
-	defer a.Close()
-	defer c.Close()
+	a, c, closeClients := e.holderAndRival(5400, 20)
+	defer closeClients()
 	// A round: settling, the failovers and the migrations, A's validity,
 	// the old masters back.
 	need := ttl + e.C.Hold() + 4*time.Second

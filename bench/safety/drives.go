@@ -47,11 +47,8 @@ type restartPlan struct {
 func driveRestart(plan restartPlan) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		ttl := e.C.Config.MaxTTL
-		last := e.C.NumProxies() - 1
-		a := NewClient(1000, 0, e.C, e.H, 1)
-		b := NewClient(1001, last, e.C, e.H, 2)
-		defer a.Close()
-		defer b.Close()
+		a, b, closeClients := e.holderAndRival(1000, 1)
+		defer closeClients()
 		k := e.C.Majority()
 		for round := 1; round <= 3 && ctx.Err() == nil; round++ {
 			// After a round with the quarantine on, wait for it to end.
@@ -186,11 +183,8 @@ func waitRestartsSeen(ctx context.Context, e *Env, ms []int, before [][]uint64, 
 func drivePause(ctx context.Context, e *Env) error {
 	const key = "ctl:pause"
 	ttl := 500 * time.Millisecond
-	last := e.C.NumProxies() - 1
-	a := NewClient(2000, 0, e.C, e.H, 3)
-	b := NewClient(2001, last, e.C, e.H, 4)
-	defer a.Close()
-	defer b.Close()
+	a, b, closeClients := e.holderAndRival(2000, 3)
+	defer closeClients()
 	for round := 1; round <= 3 && ctx.Err() == nil; round++ {
 		la, ok := acquireWithin(ctx, a, key, ttl, 5*time.Second)
 		if !ok {
@@ -302,12 +296,9 @@ func drivePromote(key string) func(ctx context.Context, e *Env) error {
 			return errors.New("replica-promote needs a cluster with replicas")
 		}
 		n, k := e.C.NumBackends(), e.C.Majority()
-		last := e.C.NumProxies() - 1
 		ttl := e.C.Config.MaxTTL
-		a := NewClient(4000, 0, e.C, e.H, 7)
-		c := NewClient(4001, last, e.C, e.H, 8)
-		defer a.Close()
-		defer c.Close()
+		a, c, closeClients := e.holderAndRival(4000, 7)
+		defer closeClients()
 		// The replicas must have been up longer than a restarted master's
 		// hold (and uptime rounding), or a proxy that sees a promoted replica
 		// as a restarted master would keep it out by accident of timing.
@@ -386,4 +377,13 @@ func holderFinishes(ctx context.Context, e *Env, a *Client, la Lease, read int64
 		a.Write(la, read)
 	}
 	a.Release(la)
+}
+
+// holderAndRival are the two clients of an orchestrated round: the holder
+// on the first proxy and its rival on the last, with ids id and id+1 and
+// random sources seed and seed+1; closeBoth closes both.
+func (e *Env) holderAndRival(id int, seed uint64) (holder, rival *Client, closeBoth func()) {
+	holder = NewClient(id, 0, e.C, e.H, seed)
+	rival = NewClient(id+1, e.C.NumProxies()-1, e.C, e.H, seed+1)
+	return holder, rival, func() { holder.Close(); rival.Close() }
 }
