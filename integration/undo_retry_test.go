@@ -54,6 +54,70 @@ func TestUndoThatMeetsNoScriptRunsAgain(t *testing.T) {
 	}
 }
 
+// A release, a read and a forced delete that meet NOSCRIPT (every master's
+// script cache emptied behind the proxy's back, under its live
+// connections, so that the proxy sends EVALSHA believing its scripts
+// loaded) are sent again with their scripts, at once: the release
+// releases, the read reads, the delete deletes, as on one Redis, and no
+// released lock stays on any master for its TTL (the reply leaves at a
+// majority; the last master's replay may come just after). An acquisition whose
+// continuity check meets NOSCRIPT is checked again and granted.
+func TestCommandsThatMeetNoScriptAreSentAgain(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client(2)
+	ctx := context.Background()
+	flush := func() {
+		t.Helper()
+		for i, d := range c.direct {
+			if err := d.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatalf("SCRIPT FLUSH on master %d: %v", i, err)
+			}
+		}
+	}
+	for round := 0; round < 5; round++ {
+		key := uniqueKey("noscript-release")
+		if round > 0 {
+			flush()
+		}
+		if ok, err := cl.SetNX(ctx, key, "tok", 30*time.Second).Result(); !ok || err != nil {
+			t.Fatalf("round %d: SET NX after SCRIPT FLUSH = %v, %v; want a grant", round, ok, err)
+		}
+		// Every script the rounds use is loaded on every link first.
+		if v, err := cl.Get(ctx, key).Result(); v != "tok" || err != nil {
+			t.Fatalf("round %d: GET = %q, %v", round, v, err)
+		}
+		if n, err := releaseScript.Run(ctx, cl, []string{uniqueKey("noscript-none")}, "tok").Int(); n != 0 || err != nil {
+			t.Fatalf("round %d: release of a free key = %d, %v", round, n, err)
+		}
+		if n, err := cl.Del(ctx, uniqueKey("noscript-none")).Result(); n != 0 || err != nil {
+			t.Fatalf("round %d: DEL of a free key = %d, %v", round, n, err)
+		}
+
+		flush()
+		if v, err := cl.Get(ctx, key).Result(); v != "tok" || err != nil {
+			t.Fatalf("round %d: GET after SCRIPT FLUSH = %q, %v; want tok", round, v, err)
+		}
+		flush()
+		if n, err := releaseScript.Run(ctx, cl, []string{key}, "tok").Int(); n != 1 || err != nil {
+			t.Fatalf("round %d: release after SCRIPT FLUSH = %d, %v; want 1", round, n, err)
+		}
+		if h := c.eventuallyHolders(key, "tok", 0); len(h) != 0 {
+			t.Fatalf("round %d: the released lock is still on masters %v", round, h)
+		}
+		forced := uniqueKey("noscript-del")
+		if ok, err := cl.SetNX(ctx, forced, "tok", 30*time.Second).Result(); !ok || err != nil {
+			t.Fatalf("round %d: SET NX = %v, %v", round, ok, err)
+		}
+		flush()
+		if n, err := cl.Del(ctx, forced).Result(); n != 1 || err != nil {
+			t.Fatalf("round %d: DEL after SCRIPT FLUSH = %d, %v; want 1", round, n, err)
+		}
+		if h := c.eventuallyHolders(forced, "tok", 0); len(h) != 0 {
+			t.Fatalf("round %d: the deleted lock is still on masters %v", round, h)
+		}
+	}
+}
+
 // SIGTERM while two of three masters hang (SIGSTOP) and an acquire is in
 // flight: the client gets nil, /readyz answers 503 from the moment the drain
 // starts, the undos that could not run are logged by key at WARN, and the

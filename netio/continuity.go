@@ -125,9 +125,17 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		}
 	}
 	if v.Kind == resp.KindError && bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
-		// The check did not run (its script was flushed; it is loaded again
-		// with the next): the grants before it do not count, and nothing
-		// is known to have happened to the master.
+		// The check did not run: its script was flushed (SCRIPT FLUSH),
+		// which loses no data. A check sent again now, its script loaded
+		// first, runs after every command it holds the replies of, so it
+		// proves as much for them: they wait for it, within their
+		// deadline. Past it, or once broken, they go out, not counted.
+		if !l.cont.broken && l.cont.cmd != nil && now.Before(e.deadline) {
+			clear(l.loaded)
+			l.cont.held = hs // nothing else is held: replies come in order
+			l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: now}, deadline: e.deadline, script: contScript, cont: true}, l.cont.cmd)
+			return nil, false, false, 0
+		}
 		return hs, false, false, 0
 	}
 	if !ok && !l.cont.broken {

@@ -560,6 +560,9 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		switch {
 		case e.cont:
 			release, counts, recheck, ahead = l.checkedReplyLocked(e, v, counts, now)
+			if wc == nil {
+				wc, wbuf = l.takeWriteLocked() // a check sent again (NOSCRIPT)
+			}
 		case hold:
 			l.cont.held = append(l.cont.held, held{e: e, v: v})
 		}

@@ -23,13 +23,17 @@ import (
 // empties the script cache of every master (SCRIPT FLUSH, directly; in
 // every other cycle of a random majority or more) twenty times, 20-50ms apart. After each flush the
 // probe (alone on its proxy) acquires a fresh key at once: its grants on
-// the flushed masters may not count (their continuity check met NOSCRIPT),
-// and it is then answered nil and undone on every master, where the
-// undo's EVALSHA (and its retry's) may meet NOSCRIPT too and must be sent
-// again with its script. Which of its scripts a link believes loaded when
+// the flushed masters count only once their continuity check, which met
+// NOSCRIPT, was sent again with its script; an acquisition answered nil
+// is undone on every master, where the undo may meet NOSCRIPT too and must
+// be sent again with its script. Which of its scripts a link believes loaded when
 // a flush comes changes from one acquisition to the next, hence twenty in a
 // row. After the undo time the masters are read directly: no token of an
-// acquire answered nil may be on a majority. The probe's proxy is first
+// acquire answered nil may be on a majority. After each of those
+// acquisitions, the scripts flushed again, the probe acquires a key that
+// a majority holds for someone else (contendedProbe): answered nil, its
+// undo on the others meets the emptied cache, and its token must then be
+// on no master at all. The probe's proxy is first
 // made to load its scripts on every link (a grant, a release, and an
 // acquisition undone after a flush of every master).
 //
@@ -52,6 +56,7 @@ func scheduleScriptFlush(oldUndo bool) func(ctx context.Context, e *Env) {
 			e.Logf("the probe's proxy loads its scripts: SET probe:warm-undo %s after SCRIPT FLUSH on every master answered %v", l.Token, out)
 		}
 		noscript := e.noscripts(all)
+		var refused []Lease // the contended probes' acquisitions, answered nil
 		for c := 0; sleepCtx(ctx, e.Between(300*time.Millisecond, 600*time.Millisecond)); c++ {
 			if e.Left() < undoWithin+500*time.Millisecond {
 				break
@@ -76,13 +81,51 @@ func scheduleScriptFlush(oldUndo bool) func(ctx context.Context, e *Env) {
 					e.oldUndoAcquire(ctx, ms, flushRounds*c+r)
 				} else {
 					e.probeAcquire(p, flushRounds*c+r)
+					e.flushScripts(ms)
+					e.Logf("SCRIPT FLUSH on masters %v", ms)
+					refused = append(refused, e.contendedProbe(ctx, p, flushRounds*c+r))
 				}
 			}
 			e.hold(ctx, undoWithin)
 			e.Snapshot(fmt.Sprintf("%v after SCRIPT FLUSH on masters, %d times", undoWithin, flushRounds))
+			for _, l := range refused {
+				if l.Token == "" {
+					continue
+				}
+				if h := e.holders(ctx, all, l.Key, l.Token); len(h) > 0 {
+					e.Problemf("ghost: the probe's refused acquisition of %s (%s) is still on masters %v %v after its answer: its undo did not run", l.Key, l.Token, h, undoWithin)
+				}
+			}
+			refused = refused[:0]
 		}
 		e.Logf("the masters answered NOSCRIPT %d times during the cycles", e.noscripts(all)-noscript)
 	}
+}
+
+// contendedProbe has the probe acquire a fresh key that a majority of the
+// masters hold for someone else (set on them directly): it is granted on
+// the others only and answered nil, and its undo there, right after a
+// flush, meets NOSCRIPT unless it carries its script or is sent again. It
+// returns the refused lease (no token when the acquire was not refused),
+// whose token must be on no master once the undo time has passed.
+func (e *Env) contendedProbe(ctx context.Context, p *Client, n int) Lease {
+	key := fmt.Sprintf("probe:held:%d", n)
+	ttl := e.C.Config.MaxTTL
+	held := e.pick(e.C.Majority())
+	for _, i := range held {
+		rdb := direct(e.C.Server(i).Addr)
+		err := rdb.Set(ctx, key, "someone-else", ttl).Err()
+		rdb.Close()
+		if err != nil {
+			e.Logf("probe: SET %s on master %d directly FAILED: %v", key, i, err)
+		}
+	}
+	l, out := p.Acquire(key, ttl)
+	e.Logf("probe: SET %s %s NX PX %d, held by someone else on masters %v, answered %v", key, l.Token, ttl.Milliseconds(), held, out)
+	if out != Refused {
+		return Lease{}
+	}
+	return l
 }
 
 // flushRounds is how many flushes, each followed by an acquisition, a
