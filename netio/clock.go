@@ -53,6 +53,7 @@ type clockWatch struct {
 	known bool          // floor holds a reading of that run
 	floor time.Duration // least high_j - clockRate*sent_j (as offsets from base)
 	base  time.Time     // the proxy's instant that offsets are taken from
+	last  time.Time     // the latest reading's sent: an older one is ignored
 }
 
 // observe takes a reading of the master's clock (ms since the epoch), taken
@@ -65,10 +66,16 @@ func (w *clockWatch) observe(run string, masterMs int64, sent, got time.Time) (a
 		return 0, false
 	}
 	if !w.known || run != w.run {
-		w.run, w.known, w.base = run, true, sent
+		w.run, w.known, w.base, w.last = run, true, sent, sent
 		w.floor = w.high(masterMs, sent)
 		return 0, false
 	}
+	if sent.Before(w.last) {
+		// Out of order (a reply of an older connection read late): the
+		// bound holds only from an earlier reading to a later one.
+		return 0, false
+	}
+	w.last = sent
 	low := time.Duration(masterMs)*time.Millisecond - got.Sub(w.base) - scaled(got.Sub(w.base))
 	if ahead = low - w.floor - clockSlack; ahead > 0 {
 		w.base = sent

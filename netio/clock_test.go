@@ -95,3 +95,13 @@ func TestClockWatchIgnoresAMissingReading(t *testing.T) {
 		t.Fatal("a reading of 0 ms was taken")
 	}
 }
+
+func TestClockWatchIgnoresAReadingOlderThanTheLast(t *testing.T) {
+	s := newClockSim(t, -0.05) // a slow clock: its offset falls with time
+	s.quiet(5, 100*time.Millisecond, time.Millisecond)
+	old := s.proxy.Add(-10 * time.Second) // queued 10 s before the last reading
+	if _, jumped := s.w.observe("run", int64(s.master)+500, old, old.Add(time.Millisecond)); jumped {
+		t.Fatal("a reading older than the last was compared as a later one")
+	}
+	s.quiet(5, 100*time.Millisecond, time.Millisecond)
+}
