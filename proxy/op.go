@@ -93,11 +93,10 @@ type op struct {
 	// script cache was emptied under the connection (NOSCRIPT: the command
 	// did not run) is sent it again, within the deadline, its script
 	// loaded first (see replayNoScript). nil for every other kind.
-	replay    []byte
-	replaySc  *resp.Script
-	replayBuf [128]byte // holds replay for short commands
-	deadline  time.Time
-	replays   int // replays sent, at most maxReplays
+	replay   []byte
+	replaySc *resp.Script
+	deadline time.Time
+	replays  int // replays sent, at most maxReplays
 	// invKeys are invalidated, for clients tracking them, when the op
 	// succeeds (invBy, the client that sent it, is spared under NOLOOP).
 	invKeys [][]byte
@@ -115,7 +114,7 @@ type op struct {
 	replies     []resp.Value
 	via         []any // where each backend made of several servers ran it (netio.Result.Via), for its undo; nil when none is
 	replyBuf    [8]resp.Value
-	undoBuf     [192]byte // holds undoCmd for short keys and tokens
+	undoBuf     [192]byte // holds undoCmd for short keys and tokens; replay, for a kind with no undo
 	decided     bool
 	signalled   bool        // done was signalled
 	settleTimer *time.Timer // bounds the wait for timed-out masters' fates
@@ -189,7 +188,7 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		flags |= netio.Checked
 	}
 	if sc != nil && eff&(effTakes|effValidity) == 0 && o.undoCmd == nil {
-		o.replay, o.replaySc, o.deadline = append(o.replayBuf[:0], cmd...), sc, deadline
+		o.replay, o.replaySc, o.deadline = append(o.undoBuf[:0], cmd...), sc, deadline
 	}
 	for i := 0; i < e.nodes(); i++ {
 		e.be.Send(i, cmd, sc, o, i, deadline, flags)
