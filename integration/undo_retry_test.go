@@ -54,15 +54,14 @@ func TestUndoThatMeetsNoScriptRunsAgain(t *testing.T) {
 	}
 }
 
-// A release, a read and a forced delete that meet NOSCRIPT (every master's
-// script cache emptied behind the proxy's back, under its live
-// connections, so that the proxy sends EVALSHA believing its scripts
-// loaded) are sent again with their scripts, at once: the release
-// releases, the read reads, the delete deletes, as on one Redis, and no
-// released lock stays on any master for its TTL (the reply leaves at a
-// majority; the last master's replay may come just after). An acquisition whose
-// continuity check meets NOSCRIPT is checked again and granted.
-func TestCommandsThatMeetNoScriptAreSentAgain(t *testing.T) {
+// A release, a read and a forced delete after every master's script
+// cache was emptied behind the proxy's back, under its live connections
+// (the proxy believes its scripts loaded), do what they do on one Redis:
+// they go as EVAL with their script's text, so they never meet NOSCRIPT,
+// and no released lock stays on any master for its TTL. An acquisition
+// whose continuity check meets NOSCRIPT is checked again and granted; a
+// delete and an acquisition pipelined after a flush keep their order.
+func TestCommandsAfterAScriptFlushDoWhatTheyDoOnOneRedis(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client(2)
 	ctx := context.Background()
@@ -114,6 +113,26 @@ func TestCommandsThatMeetNoScriptAreSentAgain(t *testing.T) {
 		}
 		if h := c.eventuallyHolders(forced, "tok", 0); len(h) != 0 {
 			t.Fatalf("round %d: the deleted lock is still on masters %v", round, h)
+		}
+		// A delete and an acquisition of the same key in one pipeline run
+		// in that order on every master, flushed or not: the new lock is
+		// there, and stays.
+		if ok, err := cl.SetNX(ctx, forced, "tok", 30*time.Second).Result(); !ok || err != nil {
+			t.Fatalf("round %d: SET NX = %v, %v", round, ok, err)
+		}
+		flush()
+		pipe := cl.Pipeline()
+		del := pipe.Del(ctx, forced)
+		set := pipe.SetNX(ctx, forced, "tok2", 30*time.Second)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("round %d: pipelined DEL and SET NX after SCRIPT FLUSH: %v", round, err)
+		}
+		if del.Val() != 1 || !set.Val() {
+			t.Fatalf("round %d: pipelined DEL, SET NX after SCRIPT FLUSH = %d, %v; want 1, true", round, del.Val(), set.Val())
+		}
+		time.Sleep(50 * time.Millisecond)
+		if h := c.holders(forced, "tok2"); len(h) != 3 {
+			t.Fatalf("round %d: the lock taken after the pipelined DEL is on masters %v; want all three", round, h)
 		}
 	}
 }

@@ -120,7 +120,10 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 	if ok {
 		rcv, _ := e.rcv.(contReceiver)
 		var jumped bool
-		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Int, rcv.sent, now); jumped {
+		// The reader's instant may be older than this reply's last bytes
+		// (it is taken once per read from the socket): the reading's end
+		// is taken now.
+		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Int, rcv.sent, time.Now()); jumped {
 			ok = false
 		}
 	}

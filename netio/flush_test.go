@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -28,5 +29,25 @@ func TestStrictRuleFlushIsSeenAtTheNextMarkerCheck(t *testing.T) {
 	}
 	if x.r.Counts {
 		t.Fatalf("a master flushed %v ago (three marker checks) still counts (health %+v)", 3*interval, l.Health())
+	}
+}
+
+func TestEvalFormCarriesTheScriptsText(t *testing.T) {
+	sc := resp.NewScript([]byte("return redis.call('GET', KEYS[1])"))
+	sha := resp.AppendCommand(nil, "EVALSHA", sc.Sha, "1", "k")
+	want := string(resp.AppendCommand(nil, "EVAL", string(sc.Body), "1", "k"))
+	if got := string(appendEvalForm([]byte("x"), sha, sc)); got != "x"+want {
+		t.Fatalf("appendEvalForm = %q; want %q", got, "x"+want)
+	}
+	if got := string(evalForm(sha, sc)); got != want {
+		t.Fatalf("evalForm = %q; want %q", got, want)
+	}
+	other := resp.NewScript([]byte("return 1"))
+	if got := string(appendEvalForm(nil, sha, other)); got != string(sha) {
+		t.Fatalf("the EVALSHA of another script was rewritten: %q", got)
+	}
+	plain := resp.AppendCommand(nil, "GET", "k")
+	if got := string(appendEvalForm(nil, plain, sc)); got != string(plain) {
+		t.Fatalf("a GET was rewritten: %q", got)
 	}
 }

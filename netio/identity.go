@@ -320,6 +320,16 @@ func (l *Link) seeLossLocked(why string) {
 	}
 }
 
+// keepBrokenWhileLossUnrecordedLocked keeps the votes from counting after
+// a marker check that did not record the loss the link noted (it was
+// already on its way when the loss was seen): only the check that records
+// it, queued when it was seen, lets them count again.
+func (l *Link) keepBrokenWhileLossUnrecordedLocked() {
+	if l.lossWhy != "" {
+		l.cont.broken = true
+	}
+}
+
 // markerSeen ends a loss the link saw once a marker check of the same key
 // recorded it.
 func (l *Link) markerSeenLocked(h *handshake) {
@@ -552,6 +562,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	if mr != nil {
 		l.cont.expect(mr.cont, l.mkey)
 		l.markerSeenLocked(h)
+		l.keepBrokenWhileLossUnrecordedLocked()
 		ahead, jumped = l.clockReadLocked(id.RunID, mr.clock, h.sent, now)
 	}
 	// Undos that came while the identity check ran go out before any
@@ -703,6 +714,7 @@ func (l *Link) checked(h *handshake, r Result) {
 	}
 	l.cont.expect(mr.cont, l.mkey)
 	l.markerSeenLocked(h)
+	l.keepBrokenWhileLossUnrecordedLocked()
 	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
 	l.mu.Unlock()
 	if jumped {

@@ -55,19 +55,37 @@ type UndoCmd struct {
 // back (SCRIPT FLUSH, a restart) never makes it fail with NOSCRIPT. A
 // command of another form is returned as it is.
 func evalForm(cmd []byte, sc *resp.Script) []byte {
-	if sc == nil {
+	if sc == nil || !isEvalSHAOf(cmd, sc) {
 		return cmd
+	}
+	return appendEvalForm(make([]byte, 0, len(cmd)+len(sc.Body)), cmd, sc)
+}
+
+// appendEvalForm appends to dst the EVAL form of cmd, an EVALSHA of sc
+// (see evalForm), or cmd as it is when it is not one.
+func appendEvalForm(dst, cmd []byte, sc *resp.Script) []byte {
+	if !isEvalSHAOf(cmd, sc) {
+		return append(dst, cmd...)
 	}
 	i := bytes.IndexByte(cmd, '\n') + 1
-	head := string(resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), sc.Sha))
-	if i <= 0 || len(cmd) < i+len(head) || string(cmd[i:i+len(head)]) != head {
-		return cmd
+	dst = append(dst, cmd[:i]...)
+	dst = resp.AppendBulkString(dst, "EVAL")
+	dst = resp.AppendBulk(dst, sc.Body)
+	return append(dst, cmd[i+evalSHAHeadLen:]...)
+}
+
+// evalSHAHeadLen is the length of the encoded EVALSHA and SHA1 that open
+// an EVALSHA command after its array header.
+var evalSHAHeadLen = len(resp.AppendBulkString(resp.AppendBulkString(nil, "EVALSHA"), strings.Repeat("0", 40)))
+
+// isEvalSHAOf reports whether cmd is an EVALSHA of sc.
+func isEvalSHAOf(cmd []byte, sc *resp.Script) bool {
+	i := bytes.IndexByte(cmd, '\n') + 1
+	if i <= 0 || len(cmd) < i+evalSHAHeadLen {
+		return false
 	}
-	out := make([]byte, 0, len(cmd)+len(sc.Body))
-	out = append(out, cmd[:i]...)
-	out = resp.AppendBulkString(out, "EVAL")
-	out = resp.AppendBulk(out, sc.Body)
-	return append(out, cmd[i+len(head):]...)
+	head := cmd[i : i+evalSHAHeadLen]
+	return bytes.HasPrefix(head, []byte("$7\r\nEVALSHA\r\n$40\r\n")) && string(head[len(head)-42:len(head)-2]) == sc.Sha
 }
 
 // laterBytes is a durable entry's later form, as an EVAL.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"sync"
 	"time"
 
@@ -88,15 +87,6 @@ type op struct {
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
 	flags      netio.SendFlags // Tracked, when a tracking client's keys are read; Checked is added for grants
-	// replay is the command again, kept for a kind that takes nothing and
-	// is never undone (a release, a delete, a read): a backend whose
-	// script cache was emptied under the connection (NOSCRIPT: the command
-	// did not run) is sent it again, within the deadline, its script
-	// loaded first (see replayNoScript). nil for every other kind.
-	replay   []byte
-	replaySc *resp.Script
-	deadline time.Time
-	replays  int // replays sent, at most maxReplays
 	// invKeys are invalidated, for clients tracking them, when the op
 	// succeeds (invBy, the client that sent it, is spared under NOLOOP).
 	invKeys [][]byte
@@ -114,7 +104,7 @@ type op struct {
 	replies     []resp.Value
 	via         []any // where each backend made of several servers ran it (netio.Result.Via), for its undo; nil when none is
 	replyBuf    [8]resp.Value
-	undoBuf     [192]byte // holds undoCmd for short keys and tokens; replay, for a kind with no undo
+	undoBuf     [192]byte // holds undoCmd for short keys and tokens
 	decided     bool
 	signalled   bool        // done was signalled
 	settleTimer *time.Timer // bounds the wait for timed-out masters' fates
@@ -187,8 +177,15 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 	if eff&effTakes != 0 {
 		flags |= netio.Checked
 	}
-	if sc != nil && eff&(effTakes|effValidity) == 0 && o.undoCmd == nil {
-		o.replay, o.replaySc, o.deadline = append(o.undoBuf[:0], cmd...), sc, deadline
+	if eff&(effTakes|effValidity) == 0 {
+		// A release, a delete or a read goes as EVAL with its script's
+		// text: a cache emptied under the connection (SCRIPT FLUSH) never
+		// fails it with NOSCRIPT, and nothing has to be sent again after
+		// the commands that followed it. The others may meet NOSCRIPT (an
+		// acquisition is then answered nil and undone; its undo carries
+		// its script's text): their EVALSHA keeps the proxy's cost per
+		// grant down.
+		flags |= netio.Eval
 	}
 	for i := 0; i < e.nodes(); i++ {
 		e.be.Send(i, cmd, sc, o, i, deadline, flags)
@@ -207,35 +204,9 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// maxReplays bounds the replays of one op (SCRIPT FLUSH again and again).
-const maxReplays = 8
-
-// replayNoScriptLocked reports whether a NOSCRIPT result is set aside
-// because the command is sent again (see op.replay). Sending it again after
-// commands that followed it on the connection changes nothing they rely on:
-// it takes no key, sets no TTL and has no undo to run after it, and the
-// client's next command on its keys waits for this reply as before.
-func (o *op) replayNoScriptLocked(r netio.Result) bool {
-	if o.replay == nil || r.Err != nil || r.V.Kind != resp.KindError || !bytes.HasPrefix(r.V.Str, []byte("NOSCRIPT")) {
-		return false
-	}
-	if o.replays >= maxReplays || !time.Now().Before(o.deadline) {
-		return false
-	}
-	o.replays++
-	return true
-}
-
 // Receive records one backend's result.
 func (o *op) Receive(node int, r netio.Result) {
 	o.mu.Lock()
-	if o.replayNoScriptLocked(r) {
-		o.mu.Unlock()
-		// The link forgot its scripts at the NOSCRIPT: this send loads the
-		// script first.
-		o.e.be.Send(node, o.replay, o.replaySc, o, node, o.deadline, o.flags)
-		return
-	}
 	vote := o.voteOf(r)
 	if r.Via != nil {
 		o.setVia(node, r.Via)
