@@ -368,11 +368,7 @@ func driveEviction(key string) func(ctx context.Context, e *Env) error {
 			if e.quarantines() {
 				e.NoMajority(evicted, first.Add(e.C.Hold()), fmt.Sprintf("masters %v evicted keys: out for max_ttl + drift", ms))
 			}
-			lost := len(e.holders(ctx, ms, key, la.Token)) == 0
-			e.Logf("round %d: A's lock evicted from masters %v: %v", round, ms, lost)
-			inside := tryInside(ctx, e, c, key, la, round)
-			holderFinishes(ctx, e, a, la, va, inside)
-			return inside || lost, nil
+			return e.rivalTries(ctx, round, ms, "evicted", a, c, la, va), nil
 		})
 	}
 }
@@ -438,16 +434,26 @@ func driveClockStep(key string) func(ctx context.Context, e *Env) error {
 			if e.quarantines() {
 				e.NoMajority(stepped, first.Add(e.C.Hold()), fmt.Sprintf("masters %v's clocks jumped ahead: out for max_ttl + drift", ms))
 			}
-			lost := len(e.holders(ctx, ms, key, la.Token)) == 0
-			e.Logf("round %d: A's lock expired early on masters %v: %v", round, ms, lost)
-			inside := tryInside(ctx, e, c, key, la, round)
-			holderFinishes(ctx, e, a, la, va, inside)
+			showed := e.rivalTries(ctx, round, ms, "expired early", a, c, la, va)
 			if !back {
 				if err := shift(ms, -step); err != nil {
 					return false, err
 				}
 			}
-			return inside || lost, nil
+			return showed, nil
 		})
 	}
+}
+
+// rivalTries ends an orchestrated round: it reads whether the fault took
+// holder A's lease la from masters ms (what it did, for the log), lets the
+// rival try A's key while A's validity lasts, and lets A finish its work
+// (va is what A read). It reports whether the round showed anything: the
+// rival got the key inside A's validity, or the lock was gone there.
+func (e *Env) rivalTries(ctx context.Context, round int, ms []int, what string, a, rival *Client, la Lease, va int64) bool {
+	lost := len(e.holders(ctx, ms, la.Key, la.Token)) == 0
+	e.Logf("round %d: A's lock %s on masters %v: %v", round, what, ms, lost)
+	inside := tryInside(ctx, e, rival, la.Key, la, round)
+	holderFinishes(ctx, e, a, la, va, inside)
+	return inside || lost
 }

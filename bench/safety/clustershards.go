@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,10 +69,8 @@ func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
 	if cfg.Replicas || cfg.Sentinels > 0 || cfg.Durable || cfg.SlowPath || cfg.Groups || cfg.OldRedis || cfg.UpgradeFrom {
 		return nil, errors.New("safety: Redis Cluster backends have replicas of their own and no relays: no Replicas, Sentinels, Durable, SlowPath, Groups, OldRedis or UpgradeFrom")
 	}
-	c = &Cluster{Config: cfg, log: cfg.Log, started: time.Now(), rc: &redisClusters{cls: make([]*redisproc.Cluster, cfg.Backends)}}
-	if c.log == nil {
-		c.log = io.Discard
-	}
+	c = newCluster(cfg)
+	c.rc = &redisClusters{cls: make([]*redisproc.Cluster, cfg.Backends)}
 	partial := c // a return of nil, err sets c to nil before this runs
 	defer func() {
 		if err != nil {

@@ -223,8 +223,9 @@ func drivePause(ctx context.Context, e *Env) error {
 // last run); client A takes the lock through proxy 0 with the longest TTL
 // allowed (held on masters 0 and 1); master 2 starts again, empty; master
 // 1 is killed and restarted at once (it forgets A's lock); a new proxy
-// joins in the last slot; client C tries the lock through it until A's
-// validity is over. Only master 0 still holds A's lock, so a proxy that
+// joins in the last slot, while the other proxies are stopped (it alone
+// sees the masters' new runs); client C tries the lock through it until
+// A's validity is over. Only master 0 still holds A's lock, so a proxy that
 // counts the two fresh masters at once grants C the lock inside A's
 // validity (the windows and linearizability checkers report it); one that keeps a master out for
 // max_ttl + drift after it started refuses C.
@@ -263,11 +264,17 @@ func driveProxyJoin(key string) func(ctx context.Context, e *Env) error {
 			}
 			va, _ := a.Read(la) // no fenced register in this scenario
 			e.Logf("round %d: client A (proxy 0) holds %s as %s until %s", round, key, la.Token, e.H.rel(la.ValidUntil))
+			// The joiner alone sees the masters' new runs: the other proxies
+			// stop until C's tries are over, so that no loss they record on
+			// the fresh masters decides for it (each proxy must decide on
+			// its own, and a rule that trusts first sight then shows it).
+			others := e.StopProxiesBut(joiner)
 			e.Start(down)
 			e.Restart(forgets)
 			e.RestartProxy(joiner)
 			planned := e.C.waitSees(ctx, joiner, []int{0, 1, 2}, time.Until(la.ValidUntil.Add(-300*time.Millisecond)))
 			inside := tryInside(ctx, e, c, key, la, round)
+			e.StartProxies(others)
 			holderFinishes(ctx, e, a, la, va, inside)
 			if inside || planned {
 				return nil

@@ -244,6 +244,31 @@ func (e *Env) RestartProxy(p int) {
 	}
 }
 
+// StopProxiesBut stops every running proxy but keep, and returns the
+// slots it stopped, for StartProxies (see Cluster.stopDetached for the
+// undos a proxy with a short shutdown_grace leaves).
+func (e *Env) StopProxiesBut(keep int) []int {
+	var stopped []int
+	for p := 0; p < e.C.NumProxies(); p++ {
+		if p != keep && e.C.Proxy(p) != nil {
+			e.C.StopProxy(p)
+			stopped = append(stopped, p)
+		}
+	}
+	e.Logf("proxies %v stopped", stopped)
+	return stopped
+}
+
+// StartProxies starts fresh proxies in slots ps.
+func (e *Env) StartProxies(ps []int) {
+	for _, p := range ps {
+		if err := e.C.StartProxy(p); err != nil {
+			e.Logf("start proxy %d FAILED: %v", p, err)
+		}
+	}
+	e.Logf("proxies %v started again", ps)
+}
+
 // ReplicationLag black-holes (on) or heals (off) master i's replication
 // link: its replica stops receiving what the master writes.
 func (e *Env) ReplicationLag(i int, on bool) {

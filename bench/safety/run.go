@@ -128,7 +128,7 @@ func Scenarios() []Scenario {
 		{Name: "restart-uptime", About: "as restart-majority, late in a second, the proxies reconnecting just after it (uptime_in_seconds then reads 1 for a master up 0.2s): the lock must hold",
 			Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:uptime", phase: 0.80, holeAcross: true})},
 		{Name: "proxy-join", About: "3 masters: a proxy restarts while M2 is down, A locks on M0+M1, M2 starts empty, M1 restarts, a new proxy joins: A's lock must hold against it",
-			Backends: 3, Slots: 3, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join")},
+			Backends: 3, Slots: 3, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join")},
 		{Name: "proxy-churn", About: "3 masters, 3 proxy slots: proxies restart and join while masters are killed and restarted; long holds",
 			Backends: 3, Slots: 3, TTLMin: time.Second, TTLMax: 2 * time.Second, Think: time.Second, Faults: scheduleProxyChurn, Recovers: true},
 		{Name: "replica-promote", About: "3 masters with replicas: two replicas lag, A locks, both are promoted and their relays moved to them: A's lock must hold",
@@ -168,7 +168,7 @@ func Scenarios() []Scenario {
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
-			Quarantine: "run-id", Backends: 3, Slots: 3, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join"), DetectLock: true},
+			Quarantine: "run-id", Backends: 3, Slots: 3, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveProxyJoin("ctl:join"), DetectLock: true},
 		{Name: "control-pause", About: "CONTROL: a holder pauses past its validity before writing: a lost update must be seen", Faults: scheduleNone, Drive: drivePause, DetectLost: true},
 		{Name: "control-fence-local", About: "CONTROL: the clients take fencing numbers from a counter in the proxy they ask, with no majority read: numbers out of grant order must be seen",
 			Faults: scheduleNone, LocalFences: true, DetectFence: true},
@@ -603,6 +603,11 @@ const (
 // caused it heals) the ghost-lock check gives the proxy to undo a partial
 // acquisition: a second for the undo to run, plus the time to reconnect to
 // a master that came back.
+// joinGrace is the proxies' shutdown_grace in the proxy-join scenarios,
+// whose drive stops every proxy but the joiner while A's lock is held: a
+// stop must not outlast A's validity.
+const joinGrace = 100 * time.Millisecond
+
 const undoWithin = time.Second + reconnectAllowance
 
 // stallThreshold is how late the stall monitor's 10ms tick must be to
