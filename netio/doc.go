@@ -26,10 +26,9 @@
 //     follows it showed the master's data went on unbroken (continuity.go);
 //   - a script sent by sha is loaded first on a connection that has not seen
 //     it (again after any NOSCRIPT), so EVALSHA fails with NOSCRIPT only
-//     when a cache is emptied under a live connection, and never under
-//     Eval (the script's text is sent); a continuity check that meets
-//     NOSCRIPT is sent again, its script loaded first, and the replies it
-//     holds wait for it; an undo carries its script's text and
+//     when a cache is emptied under a live connection; a continuity check
+//     that meets NOSCRIPT is sent again, its script loaded first, and the
+//     replies it holds wait for it; an undo carries its script's text and
 //     is retried after a curable error until it runs or its lock has
 //     expired (undo.go);
 //   - under Options.Tracked commands, the backend's invalidations of the

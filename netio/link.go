@@ -159,7 +159,6 @@ type Link struct {
 	writing   bool      // a goroutine is writing to the current connection
 	spare     []byte    // the other write buffer
 	wbuf      []byte
-	evalBuf   []byte // scratch for an Eval command's EVAL form, copied into wbuf
 	q         ring[entry]
 	loaded    map[string]bool // scripts loaded on the current connection
 	timer     *time.Timer
@@ -357,11 +356,6 @@ const (
 	// Asking sends ASKING right before the command: a Redis Cluster node
 	// importing the command's slot serves it (the ASK redirection).
 	Asking
-	// Eval sends an EVALSHA of the command's script as the EVAL of its
-	// text, so that a script cache emptied under the connection (SCRIPT
-	// FLUSH) never fails it with NOSCRIPT: for a command that cannot be
-	// sent again once later commands ran after it.
-	Eval
 )
 
 // SendWith is Send with flags.
@@ -394,10 +388,6 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv Receiver, tag int, dead
 		if deadline.After(l.cont.until) {
 			l.cont.until = deadline
 		}
-	}
-	if flags&Eval != 0 && script != nil {
-		l.evalBuf = appendEvalForm(l.evalBuf[:0], cmd, script)
-		cmd, e.script = l.evalBuf, nil // no script to load, no NOSCRIPT
 	}
 	l.queueLocked(e, cmd)
 	l.armLocked(deadline)

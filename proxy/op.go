@@ -173,19 +173,8 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
 	flags := o.flags
-	eff := o.rules.effects(o)
-	if eff&effTakes != 0 {
+	if o.rules.effects(o)&effTakes != 0 {
 		flags |= netio.Checked
-	}
-	if eff&(effTakes|effValidity) == 0 {
-		// A release, a delete or a read goes as EVAL with its script's
-		// text: a cache emptied under the connection (SCRIPT FLUSH) never
-		// fails it with NOSCRIPT, and nothing has to be sent again after
-		// the commands that followed it. The others may meet NOSCRIPT (an
-		// acquisition is then answered nil and undone; its undo carries
-		// its script's text): their EVALSHA keeps the proxy's cost per
-		// grant down.
-		flags |= netio.Eval
 	}
 	for i := 0; i < e.nodes(); i++ {
 		e.be.Send(i, cmd, sc, o, i, deadline, flags)
