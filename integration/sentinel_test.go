@@ -271,7 +271,9 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	if !strings.Contains(ha.QuarantineReason, "promoted replica") || ha.QuarantineReason != hb.QuarantineReason {
 		t.Fatalf("quarantine reasons %q and %q; want both the promotion", ha.QuarantineReason, hb.QuarantineReason)
 	}
-	if d := ha.QuarantinedUntil.Sub(hb.QuarantinedUntil).Abs(); d > 100*time.Millisecond {
+	// Both convert the one recorded loss with their own check's latency:
+	// they agree to within a round trip under load, not to the instant.
+	if d := ha.QuarantinedUntil.Sub(hb.QuarantinedUntil).Abs(); d > 250*time.Millisecond {
 		t.Fatalf("the proxies end the quarantine %v apart (%v, %v)", d, ha.QuarantinedUntil, hb.QuarantinedUntil)
 	}
 	if ha.QuarantinedUntil.Before(switched.Add(maxTTL + 2*time.Second - 200*time.Millisecond)) {
