@@ -54,10 +54,14 @@ type contState struct {
 	breaks  uint64    // checks that failed, for Health
 }
 
-// held is a reply that waits for its continuity check.
+// held is a reply that waits for its continuity check, or (own) one that
+// came behind such a reply and waits to keep the order, with its own
+// counts.
 type held struct {
-	e entry
-	v resp.Value
+	e      entry
+	v      resp.Value
+	own    bool
+	counts bool
 }
 
 // expect takes the findings of a marker check as what the checks that
@@ -135,7 +139,7 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		// deadline. Past it, or once broken, they go out, not counted.
 		if !l.cont.broken && l.cont.cmd != nil && now.Before(e.deadline) {
 			clear(l.loaded)
-			l.cont.held = hs // nothing else is held: replies come in order
+			l.cont.held = hs // what came after them waits behind them
 			l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: now}, deadline: e.deadline, script: contScript, cont: true}, l.cont.cmd)
 			return nil, false, false, 0
 		}
@@ -148,9 +152,14 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 	return hs, ok && counts && !l.cont.broken, recheck, ahead
 }
 
-// deliverHeld hands held replies to their receivers.
+// deliverHeld hands held replies to their receivers, in order: the grants
+// with counts, the others with their own.
 func (l *Link) deliverHeld(hs []held, counts bool) {
 	for _, h := range hs {
+		if h.own {
+			deliver(h.e, h.v, h.counts)
+			continue
+		}
 		h.e.rcv.Receive(h.e.tag, Result{V: h.v, Counts: counts})
 	}
 }

@@ -583,6 +583,15 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 				l.ready, counts, demoted = false, false, true
 			}
 		}
+		// Replies reach their receivers in the order their commands were
+		// sent: one that comes behind a held grant waits with it, with its
+		// own counts. A Cluster re-sends redirected commands in the order
+		// their replies arrive, so a release behind an acquisition must not
+		// overtake it.
+		queued := !e.cont && !hold && !retried && len(l.cont.held) > 0
+		if queued {
+			l.cont.held = append(l.cont.held, held{e: e, v: v, own: true, counts: counts})
+		}
 		if l.health.Latency == 0 {
 			l.health.Latency = lat
 		} else {
@@ -614,14 +623,21 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		if e.durable && isErr && !e.expired && !Redirect(v.Str) {
 			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
 		}
-		if e.expired {
-			if lr, ok := e.rcv.(LateReceiver); ok {
-				lr.Late(e.tag, Result{V: v, Counts: counts})
-			}
-			continue
+		if !queued {
+			deliver(e, v, counts)
 		}
-		e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
 	}
+}
+
+// deliver hands a reply to its receiver: Late when its command timed out.
+func deliver(e entry, v resp.Value, counts bool) {
+	if e.expired {
+		if lr, ok := e.rcv.(LateReceiver); ok {
+			lr.Late(e.tag, Result{V: v, Counts: counts})
+		}
+		return
+	}
+	e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
 }
 
 // discard is the receiver of replies nobody waits for (a script load).
