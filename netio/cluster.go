@@ -40,6 +40,11 @@ import (
 // so it runs after the command there; one that is redirected in turn
 // follows the key, in its later form.
 //
+// Invariant: a slot's commands reach its master in the order they were
+// sent. A link hands its replies on in order, so redirected commands go
+// on in order; when a slot's master changes while commands are in flight
+// at the old one, the slot's new commands wait for those (slotMove).
+//
 // The marker of a shard lives in a key of a slot the shard owns
 // (redlock-proxy:marker:{TAG}, TAG the slot's hash tag), the highest one at
 // the time its link is made; the link keeps it while the shard owns that
@@ -100,6 +105,26 @@ type Cluster struct {
 	mapErr    string   // why the last refresh failed, when it did
 	closed    bool
 	leftUndos []string
+
+	// Per slot, the commands whose first hop went to the slot's master
+	// and is not answered yet; and the slots whose master changed while
+	// some were (see slotMove).
+	flight []int32
+	moving map[uint16]*slotMove
+}
+
+// slotMove keeps one slot's commands in order across a change of its
+// master: the commands sent to the old master are redirected to the new
+// one as their replies come, so a later command sent straight to the new
+// master could run there before an earlier one. Until every command in
+// flight at the old master (left) was answered (and, if redirected, sent
+// on), the slot's new commands wait, in order; then they go to the
+// slot's master of the moment.
+type slotMove struct {
+	left     int32
+	waiting  []*routed
+	flushing bool // left reached 0: the waiting commands go on
+	running  bool // a flush is sending them (one at a time keeps the order)
 }
 
 type shard struct {
@@ -131,6 +156,8 @@ func NewCluster(opt Options) *Cluster {
 	c.opt.Logger = c.opt.Logger.With("cluster", c.name)
 	c.errNoSlot = &BackendError{Node: opt.Index, Addr: c.name, Err: fmt.Errorf("%w: no master is known for the key's slot", ErrNotServed)}
 	c.slots = make([]*shard, keyslot.Slots)
+	c.flight = make([]int32, keyslot.Slots)
+	c.moving = map[uint16]*slotMove{}
 	c.shards = map[string]*shard{}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	return c
@@ -376,6 +403,9 @@ func (c *Cluster) apply(m []slotRange) {
 			moves = append(moves, move{sh.link, key})
 		}
 	}
+	for i, sh := range slots {
+		c.slotChangedLocked(uint16(i), c.slots[i], sh)
+	}
 	c.slots = slots
 	c.known, c.mapErr = true, ""
 	c.mu.Unlock()
@@ -481,6 +511,7 @@ func (c *Cluster) linkAt(addr string) *Link {
 func (c *Cluster) moved(s int, addr string) {
 	c.mu.Lock()
 	if sh := c.shards[addr]; sh != nil && s >= 0 && s < keyslot.Slots {
+		c.slotChangedLocked(uint16(s), c.slots[s], sh)
 		c.slots[s] = sh
 	}
 	c.mu.Unlock()
@@ -497,16 +528,120 @@ func (c *Cluster) Send(cmd []byte, script *resp.Script, rcv Receiver, tag int, d
 // the link it came from.
 func (c *Cluster) SendWith(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
 	s, ok := CommandSlot(cmd)
-	var l *Link
-	if ok {
-		l = c.linkFor(s)
+	if !ok {
+		rcv.Receive(tag, Result{Err: c.errNoSlot, Unsent: true})
+		return
 	}
+	r := &routed{c: c, cmd: append([]byte(nil), cmd...), sc: script, rcv: rcv, tag: tag, deadline: deadline, flags: flags &^ Asking, slot: s}
+	c.mu.Lock()
+	if mv := c.moving[s]; mv != nil {
+		mv.waiting = append(mv.waiting, r)
+		c.mu.Unlock()
+		return
+	}
+	l := c.firstHopLocked(r)
+	c.mu.Unlock()
 	if l == nil {
 		rcv.Receive(tag, Result{Err: c.errNoSlot, Unsent: true})
 		return
 	}
-	r := &routed{c: c, cmd: append([]byte(nil), cmd...), sc: script, rcv: rcv, tag: tag, deadline: deadline, flags: flags &^ Asking, link: l}
-	l.SendWith(r.cmd, script, r, 0, deadline, flags&^Asking)
+	l.SendWith(r.cmd, script, r, 0, deadline, r.flags)
+}
+
+// firstHopLocked picks the link of r's slot's master and counts r in
+// flight there; nil when no master is known.
+func (c *Cluster) firstHopLocked(r *routed) *Link {
+	sh := c.slots[r.slot]
+	if sh == nil || sh.link == nil {
+		return nil
+	}
+	c.flight[r.slot]++
+	r.link, r.first = sh.link, true
+	return sh.link
+}
+
+// slotChangedLocked notes that slot s's master changes from old to now:
+// what is in flight at the old one keeps the slot's later commands
+// waiting (see slotMove).
+func (c *Cluster) slotChangedLocked(s uint16, old, now *shard) {
+	if old == nil || old == now || c.flight[s] == 0 {
+		return
+	}
+	switch mv := c.moving[s]; {
+	case mv == nil:
+		c.moving[s] = &slotMove{left: c.flight[s]}
+	case mv.flushing:
+		// It changed again while the waiting commands were going to the
+		// last master: the rest wait for those too.
+		mv.flushing, mv.left = false, c.flight[s]
+	}
+	// Otherwise nothing went to the last master since the move: the
+	// commands in flight are the old master's, already counted.
+}
+
+// answered notes that a first hop to slot s's master was answered (and,
+// if redirected, sent on): once a moved slot's old master answered all it
+// had, the slot's waiting commands go on, in order.
+func (c *Cluster) answered(s uint16, first bool) {
+	if !first {
+		return
+	}
+	c.mu.Lock()
+	c.flight[s]--
+	mv := c.moving[s]
+	if mv == nil || mv.flushing {
+		c.mu.Unlock()
+		return
+	}
+	if mv.left--; mv.left > 0 {
+		c.mu.Unlock()
+		return
+	}
+	mv.flushing = true
+	if mv.running {
+		c.mu.Unlock()
+		return // the flush under way goes on with the rest
+	}
+	mv.running = true
+	c.mu.Unlock()
+	c.flush(s, mv)
+}
+
+// flush sends a moved slot's waiting commands on, in order, then lets the
+// slot's commands go straight to its master again.
+func (c *Cluster) flush(s uint16, mv *slotMove) {
+	type hop struct {
+		r *routed
+		l *Link
+	}
+	for {
+		c.mu.Lock()
+		if !mv.flushing {
+			mv.running = false
+			c.mu.Unlock()
+			return // moved again: the last of those in flight sends the rest
+		}
+		batch := mv.waiting
+		mv.waiting = nil
+		if len(batch) == 0 {
+			mv.running = false
+			delete(c.moving, s)
+			c.mu.Unlock()
+			return
+		}
+		hops := make([]hop, len(batch))
+		for i, r := range batch {
+			hops[i] = hop{r, c.firstHopLocked(r)}
+		}
+		c.mu.Unlock()
+		for _, h := range hops {
+			if h.l == nil {
+				h.r.rcv.Receive(h.r.tag, Result{Err: c.errNoSlot, Unsent: true})
+				continue
+			}
+			h.l.SendWith(h.r.cmd, h.r.sc, h.r, 0, h.r.deadline, h.r.flags)
+		}
+	}
 }
 
 // via is where a command ran: the link, and whether it went after ASKING.
@@ -528,9 +663,14 @@ type routed struct {
 	link     *Link
 	asking   bool
 	hops     int
+	slot     uint16
+	first    bool // its first hop is in flight (Cluster.flight)
 }
 
 func (r *routed) Receive(_ int, res Result) {
+	// Read before the command is sent on: its next reply may come at once.
+	first := r.first
+	r.first = false
 	if res.Err == nil && res.V.Kind == resp.KindError {
 		if Redirect(res.V.Str) {
 			ask, s, addr := parseRedirect(res.V.Str)
@@ -546,6 +686,7 @@ func (r *routed) Receive(_ int, res Result) {
 						flags |= Asking
 					}
 					l.SendWith(r.cmd, r.sc, r, 0, r.deadline, flags)
+					r.c.answered(r.slot, first)
 					return
 				}
 				r.c.refreshSoon()
@@ -556,6 +697,7 @@ func (r *routed) Receive(_ int, res Result) {
 		}
 	}
 	res.Via = &via{link: r.link, asking: r.asking}
+	r.c.answered(r.slot, first)
 	r.rcv.Receive(r.tag, res)
 }
 

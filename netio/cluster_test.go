@@ -205,3 +205,67 @@ func TestClusterMarkerSlotMovedQuarantinesItsShard(t *testing.T) {
 		}
 	}
 }
+
+// A slot's commands keep their order when its master changes while some
+// are in flight at the old one: those come back MOVED and go on to the new
+// master, and a command sent after the proxy learnt of the move waits for
+// them instead of overtaking them there. Out of order, a release sent
+// after its acquisition ran first on the new master, found nothing, and
+// the acquisition then left the lock there until its TTL.
+func TestClusterSlotKeepsItsOrderAcrossAMove(t *testing.T) {
+	c := startTestCluster(t, 3)
+	cl := NewCluster(Options{Addr: c.Entry(), Logger: quiet(), Timeout: 5 * time.Second,
+		Cluster: &ClusterOptions{Seeds: strings.Split(c.Seeds(), ","), Refresh: time.Hour}})
+	cl.Start()
+	t.Cleanup(func() { cl.Close() })
+	waitFor(t, "the cluster backend", func() bool { return cl.Health().Up })
+	key := "order{" + keyslot.Tag(100) + "}"
+	from, to := c.MasterOfSlot(100), c.MasterOfSlot(10000)
+	if err := c.MoveSlot(100, from, to); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy's map still names the old master: the acquisition goes
+	// there, and waits while it is stopped.
+	if err := from.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			from.Resume()
+		}
+	}()
+	col := newCollector()
+	cl.SendWith(resp.AppendCommand(nil, "SET", key, "tok", "NX", "PX", "10000"), nil, col, 1, time.Now().Add(5*time.Second), 0)
+	time.Sleep(50 * time.Millisecond)
+	// Another command's MOVED (or a refresh) tells the proxy of the move.
+	cl.moved(100, to.Addr)
+	release := undoOf(key, "tok", nil).Now
+	cl.SendWith(release, nil, col, 2, time.Now().Add(5*time.Second), 0)
+	time.Sleep(50 * time.Millisecond)
+	if err := from.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	set, rel := col.next(t), col.next(t)
+	if set.tag != 1 || set.r.Err != nil || !set.r.V.IsOK() {
+		t.Fatalf("first result: %+v; want the acquisition's OK", set)
+	}
+	if rel.tag != 2 || rel.r.Err != nil || rel.r.V.Int != 1 {
+		t.Fatalf("second result: %+v; want the release's 1 (it ran after the acquisition)", rel)
+	}
+	if v := getOn(t, to, key); v != "" {
+		t.Fatalf("the new master holds %q after the release", v)
+	}
+	// The slot's commands go straight to its master again.
+	cl.SendWith(resp.AppendCommand(nil, "SET", key, "tok2", "NX", "PX", "10000"), nil, col, 3, time.Now().Add(5*time.Second), 0)
+	if x := col.next(t); x.tag != 3 || !x.r.V.IsOK() {
+		t.Fatalf("after the move: %+v", x)
+	}
+	cl.mu.Lock()
+	left := len(cl.moving)
+	cl.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d slots still held back after their moves", left)
+	}
+}

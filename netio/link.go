@@ -587,8 +587,10 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		// sent: one that comes behind a held grant waits with it, with its
 		// own counts. A Cluster re-sends redirected commands in the order
 		// their replies arrive, so a release behind an acquisition must not
-		// overtake it.
-		queued := !e.cont && !hold && !retried && len(l.cont.held) > 0
+		// overtake it. The link's own checks are applied as they are read,
+		// in the master's order: a marker check's findings applied after
+		// the continuity check behind it would undo that check's verdict.
+		queued := !e.cont && !hold && !retried && len(l.cont.held) > 0 && !linkOwn(e.rcv)
 		if queued {
 			l.cont.held = append(l.cont.held, held{e: e, v: v, own: true, counts: counts})
 		}
@@ -627,6 +629,16 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			deliver(e, v, counts)
 		}
 	}
+}
+
+// linkOwn reports whether rcv is one of the link's own: an identity or
+// marker check, a script load, a tracking set-up.
+func linkOwn(rcv Receiver) bool {
+	switch rcv.(type) {
+	case *handshake, contReceiver, discard, trackReceiver:
+		return true
+	}
+	return false
 }
 
 // deliver hands a reply to its receiver: Late when its command timed out.
