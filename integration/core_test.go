@@ -180,6 +180,8 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 
 	c.servers[0].Kill()
 	c.servers[3].Kill()
+	c.waitDown(0)
+	c.waitDown(3)
 	for i := 0; i < 20; i++ {
 		key := uniqueKey("minority")
 		ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result()
@@ -201,6 +203,7 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 	}
 
 	c.servers[4].Kill()
+	c.waitDown(4)
 	for i := 0; i < 20; i++ {
 		key := uniqueKey("majority")
 		ok, err := cl.SetNX(ctx, key, "tok", 10*time.Second).Result()

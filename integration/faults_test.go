@@ -113,6 +113,21 @@ func TestHungMasterDoesNotStallOthers(t *testing.T) {
 	}
 }
 
+// waitDown waits until the proxy has seen backend i go down. A command
+// sent before it did reaches a dead socket, its outcome unknown: its undo
+// then waits for a master that never comes back, and the shutdown reports
+// it (rightly) as left.
+func (c *cluster) waitDown(i int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.app.Pool().Health()[i].Up {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("backend %d: still up after it was killed", i)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitRestarted waits until the proxy has reconnected to backend i and
 // seen its new identity.
 func (c *cluster) waitRestarted(i int, restarts uint64) {

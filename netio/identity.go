@@ -106,7 +106,10 @@ end
 local change, lost = '', tonumber(m[2]) or now
 local function loss(why, at)
   if change == '' then change = why end
-  lost = math.max(lost, at)
+  -- A loss recorded later than now was recorded by a clock that was ahead
+  -- then (it has gone back since): it was no later than now in fact, and
+  -- must not hide this one.
+  lost = math.max(math.min(lost, now), at)
 end
 if ARGV[5] ~= '' then
   loss(ARGV[5], now)

@@ -157,16 +157,16 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	// The recorded loss first: where the start ends the hold within a
 	// second of it (a fresh master), the loss's reason is the one reported,
 	// so that masters in the same state give the same reason.
-	if m.LostAgo >= 0 {
-		why := m.Change
-		if why == "" {
-			why = m.Why
-		}
-		if why == "" {
-			why = "marked"
-		}
-		since(now.Add(-m.LostAgo), m.LostAt, w.trusted.lost, why)
+	why := m.Change
+	if why == "" {
+		why = m.Why
 	}
+	if why == "" {
+		why = "marked"
+	}
+	// A loss recorded in the master's future (its clock went back since)
+	// was no later than now, and may have been now.
+	since(now.Add(-max(m.LostAgo, 0)), m.LostAt, w.trusted.lost, why)
 	lossUntil, lossWhy := w.until, w.why
 	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, "started")
 	if w.why == "started" && lossWhy != "" && !w.until.After(lossUntil.Add(uptimeGrain)) {

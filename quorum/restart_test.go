@@ -417,3 +417,25 @@ func TestWatchRunIDTrustsOnlyWhatCameBeforeItsFirstSight(t *testing.T) {
 		}
 	}
 }
+
+// A loss the marker dates in the master's future (recorded while its clock
+// was ahead, read after it went back) was no later than now: it
+// quarantines for the hold from now, under either rule, never not at all.
+func TestLossDatedInTheMastersFutureQuarantinesFromNow(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	const hold = 30 * time.Second
+	for _, mode := range []RestartMode{RuleStrict, RuleRunID} {
+		w := &Watch{Rule: RestartRule{Hold: hold, Mode: mode}}
+		old := &Marker{LostAgo: 24 * time.Hour, StartedAgo: 24 * time.Hour, LostAt: 1, StartedAt: 1}
+		w.Observe(Identity{RunID: "r1", Uptime: 24 * time.Hour, Marker: old}, t0)
+		if !w.Counts(t0) {
+			t.Fatalf("mode %v: an old master with an old loss does not count", mode)
+		}
+		now := t0.Add(time.Second)
+		future := &Marker{Change: "clock", LostAgo: -4 * time.Second, StartedAgo: 24 * time.Hour, LostAt: 2, StartedAt: 1}
+		w.Observe(Identity{RunID: "r1", Uptime: 24 * time.Hour, Marker: future}, now)
+		if w.Counts(now.Add(hold - time.Millisecond)) {
+			t.Fatalf("mode %v: a loss dated 4s in the master's future: counts again before the hold from now (until %v)", mode, w.QuarantinedUntil().Sub(now))
+		}
+	}
+}
