@@ -408,6 +408,13 @@ func (c *Cluster) apply(m []slotRange) {
 	}
 	c.slots = slots
 	c.known, c.mapErr = true, ""
+	markers := make([]string, 0, len(c.shards))
+	for _, sh := range c.shards {
+		if sh.marker >= 0 {
+			markers = append(markers, keyslot.InSlot(ClusterMarkerPrefix, uint16(sh.marker)))
+		}
+	}
+	c.opt.book.setCluster(c.opt.Index, markers)
 	c.mu.Unlock()
 	for _, l := range started {
 		l.Start()

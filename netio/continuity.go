@@ -2,6 +2,7 @@ package netio
 
 import (
 	"bytes"
+	_ "embed"
 	"strconv"
 	"time"
 
@@ -25,17 +26,15 @@ import (
 // statistics reset hides evictions). Its cost is one script per write, not
 // per command.
 
-// contScript answers the master's clock (ms, for the clock check) when its
-// data went on unbroken since the marker check whose findings are ARGV: [1] master_replid, [2] the
-// marker's epoch, [3] evicted_keys, [4] the least total_commands_processed.
-var contScript = resp.NewScript([]byte(`local repl = redis.call('INFO', 'replication')
-if string.match(repl, 'role:([^\r\n]*)') ~= 'master' or string.match(repl, 'master_replid:([^\r\n]*)') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then return 0 end
-local stats = redis.call('INFO', 'stats')
-if (string.match(stats, 'evicted_keys:([^\r\n]*)') or '0') ~= ARGV[3] then return 0 end
-if (tonumber(string.match(stats, 'total_commands_processed:([^\r\n]*)')) or 0) < tonumber(ARGV[4]) then return 0 end
-local t = redis.call('TIME')
-return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`))
+// contScript is the check itself (continuity.lua): it answers {the
+// master's clock in ms, for the clock check; the marker's new sequence}
+// when the data went on unbroken since the marker check whose findings it
+// is given, and records the deadline of the longest TTL before it.
+//
+//go:embed continuity.lua
+var contLua []byte
+
+var contScript = resp.NewScript(contLua)
 
 // contState is what the continuity checks of a link compare, from its
 // last marker check, and the replies they hold. The link's mu protects it.
@@ -45,11 +44,16 @@ type contState struct {
 	// statistics reset).
 	run, replid, epoch, evicted string
 	cmds                        int64
+	// seq is the highest sequence the link knows the marker reached in
+	// this epoch: a check that finds it lower sees an older copy.
+	seq int64
 
-	cmd     []byte    // the encoded check; nil until a marker check was read on this connection
+	armed   bool      // a marker check was read on this connection: checks can be sent
+	cmd     []byte    // the last encoded check
 	broken  bool      // a check failed: nothing counts until the next marker check
 	pending int       // commands queued since the last check that wait for one
 	until   time.Time // the latest deadline among them: the check's own
+	ttl     time.Duration // the longest TTL among them, whose deadline the check records
 	held    []held    // replies waiting for the check queued after them
 	breaks  uint64    // checks that failed, for Health
 }
@@ -66,16 +70,25 @@ type held struct {
 
 // expect takes the findings of a marker check as what the checks that
 // follow compare, and ends a broken state.
-func (c *contState) expect(f contState, key string) {
+func (c *contState) expect(f contState) {
+	if f.epoch != c.epoch {
+		c.seq = 0
+	}
 	c.run, c.replid, c.epoch, c.evicted, c.cmds = f.run, f.replid, f.epoch, f.evicted, f.cmds
+	c.seq = max(c.seq, f.seq)
+	c.armed, c.broken = true, false
+}
+
+// encode writes the check for key, with the TTL whose deadline it records.
+func (c *contState) encode(key string, ttl time.Duration) []byte {
 	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted,
-		strconv.FormatInt(c.cmds, 10))
-	c.broken = false
+		strconv.FormatInt(c.cmds, 10), strconv.FormatInt(c.seq, 10), strconv.FormatInt(ttl.Milliseconds(), 10))
+	return c.cmd
 }
 
 // newConnection forgets what belonged to the last connection.
 func (c *contState) newConnection() {
-	c.cmd, c.broken, c.pending, c.until, c.held = nil, false, 0, time.Time{}, nil
+	c.armed, c.broken, c.pending, c.until, c.ttl, c.held = false, false, 0, time.Time{}, 0, nil
 }
 
 // appendCheckLocked queues a continuity check behind the commands that
@@ -84,9 +97,10 @@ func (l *Link) appendCheckLocked() {
 	if l.cont.pending == 0 {
 		return
 	}
-	until := l.cont.until
-	l.cont.pending, l.cont.until = 0, time.Time{}
-	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: time.Now()}, deadline: until, script: contScript, cont: true}, l.cont.cmd)
+	until, ttl := l.cont.until, l.cont.ttl
+	l.cont.pending, l.cont.until, l.cont.ttl = 0, time.Time{}, 0
+	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: time.Now()}, deadline: until, script: contScript, cont: true},
+		l.cont.encode(l.mkey, ttl))
 }
 
 // contReceiver is the receiver of a continuity check's reply when it
@@ -119,15 +133,16 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		return hs, false, false, 0 // its receiver already released what it held
 	}
 	// Unbroken, the check answers the master's clock (ms), which the clock
-	// check reads.
-	ok = v.Kind == resp.KindInt && v.Int > 0
+	// check reads, and the marker's new sequence.
+	ok = v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[0].Int > 0
 	if ok {
+		l.cont.seq = max(l.cont.seq, v.Elems[1].Int)
 		rcv, _ := e.rcv.(contReceiver)
 		var jumped bool
 		// The reader's instant may be older than this reply's last bytes
 		// (it is taken once per read from the socket): the reading's end
 		// is taken now.
-		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Int, rcv.sent, time.Now()); jumped {
+		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Elems[0].Int, rcv.sent, time.Now()); jumped {
 			ok = false
 		}
 	}
@@ -137,7 +152,7 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		// first, runs after every command it holds the replies of, so it
 		// proves as much for them: they wait for it, within their
 		// deadline. Past it, or once broken, they go out, not counted.
-		if !l.cont.broken && l.cont.cmd != nil && now.Before(e.deadline) {
+		if !l.cont.broken && l.cont.armed && now.Before(e.deadline) {
 			clear(l.loaded)
 			l.cont.held = hs // what came after them waits behind them
 			l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: now}, deadline: e.deadline, script: contScript, cont: true}, l.cont.cmd)

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"bytes"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -53,106 +54,34 @@ const MarkerKey = "redlock-proxy:marker"
 //     link no longer trusts (its slot left this node, even if it came
 //     back, or the link moved the marker to another slot): "moved";
 //   - a clock that jumped ahead, which expires keys early (the link
-//     tells, clock.go): "clock".
+//     tells, clock.go): "clock";
+//   - an older copy of the data than one a proxy saw (a retired epoch, or
+//     a lower sequence than seen for the epoch: the link tells, book.go):
+//     "rolledback".
 //
 // The run's start ("started", the latest its uptime allows) is recorded
 // once per run, so that all proxies read the same instants. Each recorded
-// loss gets a new epoch, which the continuity check compares, and its
-// reason ("why"), which every proxy then reports alike.
-//
-// ARGV: [1] the proxy's hold in ms (the marker keeps the largest any proxy
-// asked for), [2] the commands processed at this link's last check, [3]
-// the run_id that count was read in ("" when none), [4] "1" on a Redis
-// Cluster node (the record names the node, CLUSTER MYID), [5] a loss the
-// link saw itself, recorded now with that reason: "moved" (it does not
-// trust the key) or "clock" (the master's clock jumped ahead, clock.go);
-// "" when none.
+// loss gets a new epoch (the run and the instant), which the continuity
+// check compares, and its reason ("why"), which every proxy then reports
+// alike. Every continuity check moves the marker's sequence ("seq") on and
+// records the latest deadline of the grants before it ("until"); the
+// record is whole ("whole" names the epoch) once the hold passed since the
+// loss, or once a proxy restored it from the other masters' records
+// (book.go). The marker also keeps what proxies told it of the other
+// masters' epochs ("s:EPOCH": the highest sequence seen, or "R" retired).
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
 // run_id, uptime s, eviction policy ("" unless it may evict), epoch,
 // master_replid, evicted_keys, commands processed, lost (ms of its clock),
-// started (ms), why the latest loss was recorded, now (ms of its clock)}.
-var markerScript = resp.NewScript([]byte(`local function field(info, name)
-  return string.match(info, name .. ':([^\r\n]*)')
-end
-local repl = redis.call('INFO', 'replication')
-local server = redis.call('INFO', 'server')
-local stats = redis.call('INFO', 'stats')
-local memory = redis.call('INFO', 'memory')
-local role = field(repl, 'role') or ''
-local runid = field(server, 'run_id') or ''
-local uptime = tonumber(field(server, 'uptime_in_seconds')) or 0
-local replid = field(repl, 'master_replid') or ''
-local evicted = field(stats, 'evicted_keys') or '0'
-local cmds = tonumber(field(stats, 'total_commands_processed')) or 0
-local evicts = ''
-if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_policy') ~= 'noeviction' then
-  evicts = field(memory, 'maxmemory_policy') or '?'
-end
-if role ~= 'master' then
-  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local replid2 = field(repl, 'master_replid2') or ''
-local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node')
-local node = ''
-if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
-local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
-local started = tonumber(m[4])
-if m[3] ~= runid or not started then
-  started = math.min(now, now - uptime * 1000 + 1000)
-end
-local change, lost = '', tonumber(m[2]) or now
-local function loss(why, at)
-  if change == '' then change = why end
-  -- A loss recorded later than now was recorded by a clock that was ahead
-  -- then (it has gone back since): it was no later than now in fact, and
-  -- must not hide this one.
-  lost = math.max(math.min(lost, now), at)
-end
-if ARGV[5] ~= '' then
-  loss(ARGV[5], now)
-end
-if not m[1] then
-  loss('new', now)
-elseif m[1] ~= replid then
-  if not string.match(replid2, '^0+$') then
-    -- A promotion since the marker was written.
-    if m[1] == replid2 then loss('promoted', now) else loss('resynced', now) end
-  elseif m[3] ~= runid then
-    loss('restarted', started)
-  end
-  -- Otherwise the same run, never promoted: a master changes its
-  -- replication id when its first replica attaches or its backlog is
-  -- freed, with its data as it was.
-elseif m[3] ~= runid then
-  loss('restarted', started)
-end
-if ARGV[3] ~= '' and ARGV[3] ~= runid and change == '' then
-  loss('replaced', now)
-end
-if m[1] and (m[9] or '') ~= node and change == '' then
-  loss('foreign', now)
-end
+// started (ms), why the latest loss was recorded, now (ms of its clock),
+// seq, ms left of the latest recorded deadline, whole (1 or 0), the
+// longest settle time in ms any proxy asked for, the table of other
+// epochs (pairs)}.
+//
+//go:embed marker.lua
+var markerLua []byte
 
-if evicts ~= '' then
-  loss('evicting', now)
-elseif m[6] and m[3] == runid and m[6] ~= evicted then
-  loss('evicted', now)
-elseif ARGV[3] == runid and cmds < (tonumber(ARGV[2]) or 0) then
-  loss('reset', now)
-end
-local epoch, why = m[7], m[8] or ''
-if change ~= '' or not epoch then
-  epoch, why = t[1] .. '.' .. t[2], change
-end
-if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch or (m[9] or '') ~= node then
-  redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
-    'evicted', evicted, 'epoch', epoch, 'why', why)
-  if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
-end
-return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why, now}`))
+var markerScript = resp.NewScript(markerLua)
 
 // patientHandshake is how long a connection that carries undos waits for
 // a silent (hung) master before it is redialled.
@@ -265,9 +194,27 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	if l.opt.ClusterNode {
 		cluster = "1"
 	}
-	return resp.AppendCommand(dst, verb, script, "1", l.mkey,
+	restore := ""
+	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {
+		restore = r.epoch + " " + strconv.FormatInt(max(0, time.Until(r.end).Milliseconds()+1), 10)
+	}
+	args := []string{verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
-		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy)
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy,
+		strconv.FormatInt(l.settle().Milliseconds(), 10), restore}
+	return resp.AppendCommand(dst, l.opt.book.tell(args)...)
+}
+
+// settle is how long after a loss this proxy's grants counted on the
+// master may still be on their way to the others: a vote that answers
+// later than the per-command timeout does not count, and a Sentinel
+// group's old master counts for a lease after the switch.
+func (l *Link) settle() time.Duration {
+	d := l.opt.Timeout
+	if l.sent != nil {
+		d += l.sent.opt.Lease
+	}
+	return d
 }
 
 // SetMarkerKey moves the marker to key (a shard of a Redis Cluster whose
@@ -362,6 +309,12 @@ func (h *handshake) Receive(tag int, r Result) {
 			l.fail(h.gen, "the backend refused the proxy's credentials: "+string(r.V.Str))
 		}
 	case hsTime:
+		if refused && authRefusal(string(r.V.Str)) {
+			// Said here, in the backend's words: the longer commands that
+			// follow get only a protocol error while unauthenticated.
+			l.fail(h.gen, l.checkFailed("TIME", string(r.V.Str)))
+			return
+		}
 		if r.Err == nil && r.V.Kind == resp.KindArray && len(r.V.Elems) == 2 {
 			sec, _ := strconv.ParseInt(string(r.V.Elems[0].Str), 10, 64)
 			usec, _ := strconv.ParseInt(string(r.V.Elems[1].Str), 10, 64)
@@ -432,6 +385,13 @@ type markerReply struct {
 	role  string
 	cont  contState // what the continuity checks that follow compare
 	clock int64     // the master's clock (ms) as the script ran
+	// The record of grant deadlines: the time left of its latest, and
+	// whether it is whole (see book.go); the longest settle time any proxy
+	// asked for; and what the master was told of other epochs.
+	left   time.Duration
+	whole  bool
+	settle time.Duration
+	table  []string
 }
 
 // parseMarker reads the marker script's reply, or says why it cannot.
@@ -441,7 +401,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		return mr, "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
 		return mr, l.checkFailed("marker script", string(r.V.Str))
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 16:
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 21:
 		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
@@ -458,8 +418,12 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 			LostAt: e[12].Int, StartedAt: e[13].Int, Why: string(e[14].Str),
 		},
 	}
-	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int}
+	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int, seq: e[16].Int}
 	mr.clock = e[15].Int
+	mr.left, mr.whole, mr.settle = ms(e[17]), e[18].Int == 1, ms(e[19])
+	for _, v := range e[20].Elems {
+		mr.table = append(mr.table, string(v.Str))
+	}
 	return mr, ""
 }
 
@@ -467,7 +431,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 // at the setting that fixes it where there is one.
 func (l *Link) checkFailed(what, reply string) string {
 	why := "the identity check (" + what + ") failed: " + reply
-	if strings.HasPrefix(reply, "NOAUTH") || strings.HasPrefix(reply, "WRONGPASS") || strings.HasPrefix(reply, "NOPERM") {
+	if authRefusal(reply) {
 		if l.opt.Password == "" {
 			why += " (the backend requires a password: set backend_password, and backend_username for an ACL user)"
 		} else {
@@ -475,6 +439,12 @@ func (l *Link) checkFailed(what, reply string) string {
 		}
 	}
 	return why
+}
+
+// authRefusal reports whether a reply refuses the proxy's credentials or
+// rights.
+func authRefusal(reply string) bool {
+	return strings.HasPrefix(reply, "NOAUTH") || strings.HasPrefix(reply, "WRONGPASS") || strings.HasPrefix(reply, "NOPERM")
 }
 
 // parseIdentity reads run_id, uptime_in_seconds and role from INFO.
@@ -561,12 +531,11 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	restarted := l.watch.Observe(id, now)
 	until, why := l.watch.QuarantinedUntil(), l.watch.Reason()
 	var ahead time.Duration
-	var jumped bool
+	var jumped, rolled bool
 	if mr != nil {
-		l.cont.expect(mr.cont, l.mkey)
-		l.markerSeenLocked(h)
-		l.keepBrokenWhileLossUnrecordedLocked()
+		rolled = l.markerReadLocked(h, mr, now)
 		ahead, jumped = l.clockReadLocked(id.RunID, mr.clock, h.sent, now)
+		until = l.watch.QuarantinedUntil()
 	}
 	// Undos that came while the identity check ran go out before any
 	// client command.
@@ -577,14 +546,17 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	if restarted {
 		l.health.Restarts++
 	}
-	l.counting = l.watch.Counts(now) && l.confirmedLocked(now)
+	l.counting = l.vetted && l.watch.Counts(now) && l.confirmedLocked(now)
 	from, addr := l.switchedLocked(), l.connAddr
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
 	l.expire(expired)
-	if jumped {
+	switch {
+	case jumped:
 		l.clockJumped(ahead)
+	case rolled:
+		l.rolledBack()
 	}
 	if id.RunID == "" && !l.opt.InProcess {
 		l.log.Warn("backend does not report run_id; a restart cannot be told from a reconnect")
@@ -637,6 +609,8 @@ func quarantineWhy(why string) string {
 		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
 	case "clock":
 		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
+	case "rolledback":
+		return "it serves an older copy of its data than a proxy saw (a database swapped in, a backup restored, a copy brought back): it may lack locks granted since"
 	case "moved":
 		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
 	case "marked", "unmarked":
@@ -649,12 +623,15 @@ func quarantineWhy(why string) string {
 // backend's own words where it gave any.
 func (l *Link) fail(gen uint64, why string) {
 	l.mu.Lock()
-	if gen != l.gen || l.conn == nil {
+	if gen != l.gen || l.conn == nil || l.failed == gen {
+		// An older connection's, or this one already failed: the first
+		// reason is the one that says why (the replies after it follow
+		// from it).
 		l.mu.Unlock()
 		return
 	}
 	c := l.conn
-	l.ready = false
+	l.ready, l.failed = false, gen
 	l.health.LastError = why
 	l.mu.Unlock()
 	l.noteFailure(why)
@@ -715,13 +692,15 @@ func (l *Link) checked(h *handshake, r Result) {
 	if restarted {
 		l.health.Restarts++
 	}
-	l.cont.expect(mr.cont, l.mkey)
-	l.markerSeenLocked(h)
-	l.keepBrokenWhileLossUnrecordedLocked()
+	rolled := l.markerReadLocked(h, &mr, now)
 	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
+	until = l.watch.QuarantinedUntil()
 	l.mu.Unlock()
-	if jumped {
+	switch {
+	case jumped:
 		l.clockJumped(ahead)
+	case rolled:
+		l.rolledBack()
 	}
 	// Each check converts the marker's instants again, so the end of a
 	// quarantine moves by the round trip's jitter: only a real change (the
@@ -738,7 +717,7 @@ func (l *Link) checked(h *handshake, r Result) {
 // noteCounting logs the end of a quarantine, once.
 func (l *Link) noteCounting(now time.Time) {
 	l.mu.Lock()
-	counts := l.conn != nil && l.ready && l.watch.Counts(now) && l.confirmedLocked(now)
+	counts := l.conn != nil && l.ready && l.vetted && l.watch.Counts(now) && l.confirmedLocked(now)
 	ended := counts && !l.counting
 	l.counting = counts
 	l.mu.Unlock()
@@ -802,5 +781,12 @@ func (l *Link) sendRetainedLocked() (expired []entry) {
 // A reply that does not count is still delivered (for undos and reads)
 // with Counts false.
 func (l *Link) countsLocked(now time.Time) bool {
-	return l.ready && l.watch.Counts(now) && !l.cont.broken && l.confirmedLocked(now)
+	return l.ready && l.vetted && l.watch.Counts(now) && !l.cont.broken && l.confirmedLocked(now)
+}
+
+// rolledBack logs an older copy of the master's data than one seen, and
+// runs the marker check that records it for every proxy.
+func (l *Link) rolledBack() {
+	l.log.Warn("backend serves an older copy of its data than a proxy saw: the grants before it do not count, and its votes stop counting for the hold")
+	l.check()
 }

@@ -78,6 +78,9 @@ type Options struct {
 	// MarkerMoved is told, when the marker's key is answered MOVED or ASK
 	// (its slot left this server), that key. It must not block.
 	MarkerMoved func(key string)
+	// book is what the pool's links learn from each other's masters
+	// (book.go); the pool sets it. Nil: a link alone (tests).
+	book *book
 	// Cluster makes the backend a Redis Cluster (see cluster.go): Addr is
 	// then its name in logs and errors, and the other options are each
 	// shard link's.
@@ -156,6 +159,7 @@ type Link struct {
 	connAddr  string    // the address the current (or last) connection was dialled to
 	gen       uint64    // counts connections: replies to an older one's identity check are ignored
 	ready     bool      // the current connection passed its identity check: commands may be sent
+	failed    uint64    // the gen of the last connection whose check failed (fail)
 	writing   bool      // a goroutine is writing to the current connection
 	spare     []byte    // the other write buffer
 	wbuf      []byte
@@ -173,6 +177,17 @@ type Link struct {
 	direct    directState // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
+	// vetted: a marker check of this master was sent after the tables of
+	// enough other masters were read, so an older copy of its data would
+	// have shown (book.go).
+	vetted bool
+	// restore is the end the other masters' records gave the hold of this
+	// master's current epoch: the next marker check writes it into the
+	// master's own record, which is then whole again (book.go).
+	restore struct {
+		epoch string
+		end   time.Time
+	}
 
 	// Undos that must reach the backend: ids of earlier connections that may
 	// still run commands sent on them, and undos waiting for a connection.
@@ -273,6 +288,7 @@ func NewLink(opt Options) *Link {
 		l.sent = newFollower(*opt.Sentinel)
 	}
 	l.mkey = opt.MarkerKey
+	l.vetted = l.tablesNeeded() == 0
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
@@ -313,7 +329,7 @@ func (l *Link) Health() Health {
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
-	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
+	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken || !l.vetted
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
 	if l.sent != nil {
@@ -340,8 +356,10 @@ func (l *Link) Send(cmd []byte, script *resp.Script, rcv Receiver, tag int, dead
 	l.send(cmd, script, rcv, tag, deadline, 0)
 }
 
-// SendFlags ask more of a command than its reply.
-type SendFlags uint8
+// SendFlags ask more of a command than its reply. Besides the flags below
+// they may carry the TTL a grant sets (Records), whose deadline the
+// continuity check after it records on the master.
+type SendFlags uint64
 
 const (
 	// Checked marks a grant: under a restart rule its reply counts only if
@@ -357,6 +375,25 @@ const (
 	// importing the command's slot serves it (the ASK redirection).
 	Asking
 )
+
+// recordsShift is where a Checked command's TTL sits in its flags.
+const recordsShift = 8
+
+// Records is the flag that carries the TTL (ms) a Checked command sets on
+// its keys: the continuity check after it records its deadline on the
+// master, so that a loss of another master can be bounded by it (see
+// book.go).
+func Records(ttl time.Duration) SendFlags {
+	if ttl <= 0 {
+		return 0
+	}
+	return SendFlags(ttl.Milliseconds()) << recordsShift
+}
+
+// records is the TTL the flags carry.
+func (f SendFlags) records() time.Duration {
+	return time.Duration(f>>recordsShift) * time.Millisecond
+}
 
 // SendWith is Send with flags.
 func (l *Link) SendWith(cmd []byte, script *resp.Script, rcv Receiver, tag int, deadline time.Time, flags SendFlags) {
@@ -382,12 +419,13 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv Receiver, tag int, dead
 	// too: Redis clears each flag when another command runs between, so a
 	// command sent under ASK is not tracked (a limit named in tracking.go).
 	e.track = flags&Tracked != 0 && !e.asking && l.opt.Invalidated != nil && !l.opt.InProcess
-	if flags&Checked != 0 && l.markerRule() && l.cont.cmd != nil {
+	if flags&Checked != 0 && l.markerRule() && l.cont.armed {
 		e.hold = true
 		l.cont.pending++
 		if deadline.After(l.cont.until) {
 			l.cont.until = deadline
 		}
+		l.cont.ttl = max(l.cont.ttl, flags.records())
 	}
 	l.queueLocked(e, cmd)
 	l.armLocked(deadline)

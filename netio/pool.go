@@ -44,8 +44,12 @@ var (
 // server already reached is refused.
 func NewPool(opts []Options) *Pool {
 	p := &Pool{runs: map[int]string{}}
+	b := newBook(len(opts))
 	for i, o := range opts {
 		o.Index = i
+		if !o.InProcess && o.Restart.Hold > 0 {
+			o.book = b
+		}
 		if o.Cluster != nil {
 			c := NewCluster(o)
 			p.links, p.clusters, p.members = append(p.links, nil), append(p.clusters, c), append(p.members, c)

@@ -167,6 +167,9 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	o := c.s.eng.newOp(name, ruleScript, c.done)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
+	if cl.Additive {
+		o.longest = c.s.cfg.MaxTTL
+	}
 	o.secondStep = second
 	if cl.NeedsArgs() {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)

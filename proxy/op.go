@@ -45,8 +45,9 @@ type effect uint8
 const (
 	// effTakes: it can take a free key. Its votes count only once each
 	// backend showed, after running it, that its data went on unbroken
-	// (netio.Checked). Releases, extends and reads cannot hand a lock to
-	// a second holder.
+	// (netio.Checked). Releases and reads cannot hand a lock to a second
+	// holder; extends are checked too (effValidity), for the deadline they
+	// record.
 	effTakes effect = 1 << iota
 	// effVeto: it can hand out or lengthen a lock, so under an upgrade its
 	// success needs the old Redis's grant too (veto.go).
@@ -80,6 +81,10 @@ type op struct {
 	rules   rules         // its kind's rules, one of the ruleX values (kind_*.go)
 	sc      scriptCall    // a lock script's classification and call (kind_script.go)
 	ttl     time.Duration // requested TTL (acquire, extend)
+	// longest is the longest TTL it may leave on a key (an additive extend
+	// adds to what is left, up to max_ttl); zero: ttl. Each master records
+	// its deadline with the grant (netio.Records).
+	longest time.Duration
 	undoCmd []byte        // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
 	laterSc *resp.Script  // and undoLaterScript
@@ -173,8 +178,12 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
 	flags := o.flags
-	if o.rules.effects(o)&effTakes != 0 {
-		flags |= netio.Checked
+	if eff := o.rules.effects(o); eff&(effTakes|effValidity) != 0 {
+		// A grant or an extend: its votes count once each master showed
+		// its data went on unbroken, and the deadline it sets is recorded
+		// there, so that another master's loss costs only the locks it may
+		// have held.
+		flags |= netio.Checked | netio.Records(max(o.ttl, o.longest))
 	}
 	for i := 0; i < e.nodes(); i++ {
 		e.be.Send(i, cmd, sc, o, i, deadline, flags)

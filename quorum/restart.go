@@ -84,8 +84,20 @@ type Watch struct {
 	}
 	runID string
 	boot  time.Time // estimated start of the backend's current run
-	until time.Time // votes do not count before this instant; it only moves later
+	until time.Time // votes do not count before this instant (the ceiling); it only moves later
 	why   string    // what the quarantine in force is for
+	// marked reports that until comes from the marker's records (a loss or
+	// a start), which the other masters' records may end early.
+	marked bool
+	anchor anchor
+}
+
+// anchor is the loss (or start) the marker records, which the hold runs
+// from, and the end the other masters' records give it (see RecordsEnd).
+type anchor struct {
+	key   [2]int64  // the marker's LostAt and StartedAt: the same record
+	at    time.Time // the latest it can have happened, in the proxy's time
+	early time.Time // the records' end; zero while unknown
 }
 
 // uptimeSlack absorbs the truncation of uptime_in_seconds and the latency
@@ -141,19 +153,24 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		if w.Rule.Mode == RuleRunID && w.trusted.set && rec == trusted {
 			return
 		}
-		w.quarantine(now, at.Add(hold), why)
+		if w.quarantine(now, at.Add(hold), why) {
+			w.marked = true
+		}
 	}
 	if m == nil {
 		if w.Rule.Mode == RuleRunID {
-			if restarted {
-				w.quarantine(now, boot.Add(hold), "restarted")
+			if restarted && w.quarantine(now, boot.Add(hold), "restarted") {
+				w.marked = false
 			}
 			return restarted
 		}
 		// Nothing says what happened to its data: assume it was lost now.
-		w.quarantine(now, now.Add(hold), "unmarked")
+		if w.quarantine(now, now.Add(hold), "unmarked") {
+			w.marked = false
+		}
 		return restarted
 	}
+	w.anchorAt(m, now)
 	// The recorded loss first: where the start ends the hold within a
 	// second of it (a fresh master), the loss's reason is the one reported,
 	// so that masters in the same state give the same reason.
@@ -191,20 +208,75 @@ func (w *Watch) changedRun(id Identity, boot time.Time) bool {
 }
 
 // quarantine keeps the backend out until then, unless that is already
-// past or a longer quarantine is in force.
-func (w *Watch) quarantine(now, until time.Time, why string) {
+// past or a longer quarantine is in force. It reports whether it did.
+func (w *Watch) quarantine(now, until time.Time, why string) bool {
 	if until.After(now) && until.After(w.until) {
 		w.until = until
 		w.why = why
+		return true
+	}
+	return false
+}
+
+// anchorAt follows the loss or start the marker records: the latest it
+// can have happened, in the proxy's time (a master clock that runs fast by
+// up to RecordRate makes LostAgo overstate the time since). A new record
+// forgets the early end of the last one.
+func (w *Watch) anchorAt(m *Marker, now time.Time) {
+	ago := max(m.LostAgo, 0)
+	if m.StartedAgo < ago {
+		ago = max(m.StartedAgo, 0)
+	}
+	at := now.Add(-ago + time.Duration(float64(ago)*RecordRate) + RecordSlack)
+	if at.After(now) {
+		at = now
+	}
+	key := [2]int64{m.LostAt, m.StartedAt}
+	if key != w.anchor.key || w.anchor.at.IsZero() {
+		w.anchor = anchor{key: key, at: at}
+	} else if at.Before(w.anchor.at) {
+		w.anchor.at = at
 	}
 }
 
+// Anchor is the instant the hold in force runs from (the latest loss or
+// start the marker records), when the other masters' records may end it
+// before its ceiling.
+func (w *Watch) Anchor() (at time.Time, ok bool) {
+	return w.anchor.at, w.marked && !w.anchor.at.IsZero()
+}
+
+// EndEarly ends the hold that runs from at (see Anchor) at end, when that
+// is before its ceiling: the other masters' records show that every lock
+// the backend may have held has expired by then (RecordsEnd). A hold from
+// a later loss is not ended by it.
+func (w *Watch) EndEarly(at, end time.Time) {
+	if at.Equal(w.anchor.at) && (w.anchor.early.IsZero() || end.Before(w.anchor.early)) {
+		w.anchor.early = end
+	}
+}
+
+// Early reports whether the hold in force ends before its ceiling.
+func (w *Watch) Early() bool {
+	return w.marked && !w.anchor.early.IsZero() && w.anchor.early.Before(w.until)
+}
+
 // Counts reports whether the backend's votes count at now.
-func (w *Watch) Counts(now time.Time) bool { return !now.Before(w.until) }
+func (w *Watch) Counts(now time.Time) bool { return !now.Before(w.QuarantinedUntil()) }
 
 // QuarantinedUntil is the instant the backend's votes start counting again
-// (zero or past when they count).
-func (w *Watch) QuarantinedUntil() time.Time { return w.until }
+// (zero or past when they count): the ceiling, or the earlier end the
+// other masters' records give (EndEarly).
+func (w *Watch) QuarantinedUntil() time.Time {
+	if w.Early() {
+		return w.anchor.early
+	}
+	return w.until
+}
+
+// Ceiling is when the hold in force would end with no record to end it
+// early.
+func (w *Watch) Ceiling() time.Time { return w.until }
 
 // Reason says what the quarantine in force is for: "started" (the backend
 // started less than the hold ago); "new" (no marker: a master no proxy has

@@ -1,0 +1,348 @@
+package netio
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// The book is what the links of one pool learn from each other's masters,
+// for two rules that one master's own marker cannot decide:
+//
+//   - what a master serves never goes back. Every continuity check moves
+//     its marker's sequence on, and every marker check tells each master
+//     the highest sequence this proxy saw for every other master's epoch,
+//     and the epochs that were retired by a loss. A master whose marker
+//     shows a retired epoch, or a sequence below one any proxy saw for its
+//     epoch, holds an older copy of its data (swapped out, restored from a
+//     backup, a database swapped in): a loss, dated now. Each master keeps
+//     what it was told, so a proxy that never saw the newer copy can tell
+//     too, once it read the others' tables.
+//   - a loss costs only the locks the master may have held: the other
+//     masters' records of grant deadlines bound them (quorum.RecordsEnd).
+//
+// Links call it with their own lock held; it never calls back into a link
+// or a cluster.
+type book struct {
+	mu       sync.Mutex
+	n        int
+	backends []bookBackend // by node
+	epochs   map[string]*epochSeen
+}
+
+// bookBackend is what the book holds of one backend: the latest reading of
+// each of its markers (one for a master or a Sentinel group, one per shard
+// of a Redis Cluster) and the markers it has now.
+type bookBackend struct {
+	cluster  bool
+	markers  []string // a cluster's shards' markers, as it last said
+	readings map[string]quorum.Reading
+	tables   time.Time // when a table of this backend was first read
+}
+
+// epochSeen is what the book knows of one epoch of some marker: the
+// sequences seen, each with when it was learned (increasing in both), and
+// since when it is known to be retired.
+type epochSeen struct {
+	seqs    []seqAt
+	retired time.Time
+	touched time.Time
+}
+
+type seqAt struct {
+	seq int64
+	at  time.Time
+}
+
+// Bounds of what the book keeps of epochs.
+const (
+	bookEpochs    = 64               // epochs told to each master
+	bookSeqWindow = 10 * time.Second // sequences learned longer ago than this are kept as one
+)
+
+func newBook(n int) *book {
+	return &book{n: n, backends: make([]bookBackend, n), epochs: map[string]*epochSeen{}}
+}
+
+// setCluster tells the book that node is a Redis Cluster whose shards'
+// markers are now markers: it is a reader only while each has a whole
+// reading.
+func (b *book) setCluster(node int, markers []string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bb := &b.backends[node]
+	bb.cluster, bb.markers = true, append(bb.markers[:0], markers...)
+}
+
+// read records a reading of node's marker at key, and that its table was
+// read.
+func (b *book) read(node int, key string, r quorum.Reading) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bb := &b.backends[node]
+	if bb.readings == nil {
+		bb.readings = map[string]quorum.Reading{}
+	}
+	bb.readings[key] = r
+	if bb.tables.IsZero() {
+		bb.tables = r.Got
+	}
+}
+
+// end is when every lock node may have held has expired, for a loss at
+// lost (see quorum.RecordsEnd), when the other backends' readings tell.
+func (b *book) end(node int, lost time.Time, settle time.Duration) (time.Time, bool) {
+	if b == nil {
+		return time.Time{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	others := make([]quorum.Reading, 0, b.n)
+	for i := range b.backends {
+		if i == node {
+			continue
+		}
+		if r, ok := b.backends[i].reading(); ok {
+			others = append(others, r)
+		}
+	}
+	return quorum.RecordsEnd(b.n, lost, settle, others)
+}
+
+// reading is one backend's reading: a cluster's is whole only when every
+// shard's is, sent when the earliest was, and bounds what the latest
+// deadline among them bounds.
+func (bb *bookBackend) reading() (quorum.Reading, bool) {
+	if !bb.cluster {
+		for _, r := range bb.readings {
+			return r, true
+		}
+		return quorum.Reading{}, false
+	}
+	if len(bb.markers) == 0 {
+		return quorum.Reading{}, false
+	}
+	var out quorum.Reading
+	var latest time.Time
+	for i, k := range bb.markers {
+		r, ok := bb.readings[k]
+		if !ok {
+			return quorum.Reading{}, false
+		}
+		if i == 0 || r.Sent.Before(out.Sent) {
+			out.Sent = r.Sent
+		}
+		if i == 0 {
+			out.Whole = true
+		}
+		out.Whole = out.Whole && r.Whole
+		if end := r.Got.Add(r.Left); i == 0 || end.After(latest) {
+			latest, out.Got, out.Left = end, r.Got, r.Left
+		}
+	}
+	return out, true
+}
+
+// tablesBefore counts the backends other than node whose tables were read
+// before at: what a check sent at at could be judged against.
+func (b *book) tablesBefore(node int, at time.Time) int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for i := range b.backends {
+		if i != node && !b.backends[i].tables.IsZero() && b.backends[i].tables.Before(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// seen records that epoch was seen with sequence seq at at.
+func (b *book) seen(epoch string, seq int64, at time.Time) {
+	if b == nil || epoch == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seenLocked(epoch, seq, at)
+}
+
+func (b *book) seenLocked(epoch string, seq int64, at time.Time) {
+	e := b.epochs[epoch]
+	if e == nil {
+		e = &epochSeen{}
+		b.epochs[epoch] = e
+	}
+	e.touched = at
+	if n := len(e.seqs); n > 0 && e.seqs[n-1].seq >= seq {
+		return
+	}
+	e.seqs = append(e.seqs, seqAt{seq, at})
+	// Keep one entry older than the window: the highest learned before it.
+	i := 0
+	for i+1 < len(e.seqs) && at.Sub(e.seqs[i+1].at) > bookSeqWindow {
+		i++
+	}
+	e.seqs = e.seqs[i:]
+}
+
+// retire records that epoch was ended by a loss, learned at at.
+func (b *book) retire(epoch string, at time.Time) {
+	if b == nil || epoch == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.retireLocked(epoch, at)
+}
+
+func (b *book) retireLocked(epoch string, at time.Time) {
+	e := b.epochs[epoch]
+	if e == nil {
+		e = &epochSeen{}
+		b.epochs[epoch] = e
+	}
+	if e.retired.IsZero() {
+		e.retired = at
+	}
+	e.touched = at
+}
+
+// table takes what a master said it was told of other epochs (pairs of
+// epoch and sequence or "R"), learned at at.
+func (b *book) table(pairs []string, at time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "R" {
+			b.retireLocked(pairs[i], at)
+		} else if seq, err := strconv.ParseInt(pairs[i+1], 10, 64); err == nil {
+			b.seenLocked(pairs[i], seq, at)
+		}
+	}
+	b.pruneLocked()
+}
+
+// pruneLocked keeps the epochs touched last, at most four times what is
+// told to each master.
+func (b *book) pruneLocked() {
+	if len(b.epochs) <= 4*bookEpochs {
+		return
+	}
+	type aged struct {
+		epoch string
+		at    time.Time
+	}
+	all := make([]aged, 0, len(b.epochs))
+	for k, e := range b.epochs {
+		all = append(all, aged{k, e.touched})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
+	for _, a := range all[2*bookEpochs:] {
+		delete(b.epochs, a.epoch)
+	}
+}
+
+// stale reports whether a marker read by a check sent at sent, showing
+// epoch and seq, is older than what the book had learned before sent: a
+// retired epoch, or a lower sequence than one seen for it.
+func (b *book) stale(epoch string, seq int64, sent time.Time) bool {
+	if b == nil || epoch == "" {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.epochs[epoch]
+	if e == nil {
+		return false
+	}
+	if !e.retired.IsZero() && e.retired.Before(sent) {
+		return true
+	}
+	for i := len(e.seqs) - 1; i >= 0; i-- {
+		if e.seqs[i].at.Before(sent) {
+			return seq < e.seqs[i].seq
+		}
+	}
+	return false
+}
+
+// highest is the highest sequence the book knows for epoch.
+func (b *book) highest(epoch string) int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.epochs[epoch]; e != nil && len(e.seqs) > 0 {
+		return e.seqs[len(e.seqs)-1].seq
+	}
+	return 0
+}
+
+// tell appends what the book knows of the epochs touched last, as the
+// marker script's pairs.
+func (b *book) tell(args []string) []string {
+	if b == nil {
+		return args
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	type aged struct {
+		epoch string
+		e     *epochSeen
+	}
+	all := make([]aged, 0, len(b.epochs))
+	for k, e := range b.epochs {
+		all = append(all, aged{k, e})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].e.touched.After(all[j].e.touched) })
+	for i, a := range all {
+		if i == bookEpochs {
+			break
+		}
+		switch {
+		case !a.e.retired.IsZero():
+			args = append(args, a.epoch, "R")
+		case len(a.e.seqs) > 0:
+			args = append(args, a.epoch, strconv.FormatInt(a.e.seqs[len(a.e.seqs)-1].seq, 10))
+		}
+	}
+	return args
+}
+
+// epochBefore reports whether epoch a was made before epoch b by the same
+// run of a master (its clock, as the marker script wrote it): a marker
+// that goes from b back to a shows an older copy of the data.
+func epochBefore(a, b string) bool {
+	ra, ta, oka := strings.Cut(a, ":")
+	rb, tb, okb := strings.Cut(b, ":")
+	if !oka || !okb || ra != rb {
+		return false
+	}
+	return epochTime(ta) < epochTime(tb)
+}
+
+// epochTime reads an epoch's "seconds.microseconds" as microseconds.
+func epochTime(s string) int64 {
+	sec, usec, _ := strings.Cut(s, ".")
+	a, _ := strconv.ParseInt(sec, 10, 64)
+	u, _ := strconv.ParseInt(usec, 10, 64)
+	return a*1_000_000 + u
+}

@@ -1,0 +1,145 @@
+-- The replication marker (see marker.go for what each loss means).
+-- KEYS[1]: the marker. ARGV: [1] the proxy's hold in ms, [2] the commands
+-- processed at the link's last check, [3] the run_id that count was read
+-- in, [4] '1' on a Redis Cluster node, [5] a loss the link saw itself, to
+-- record now with that reason ('' when none), [6] the proxy's settle time
+-- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8...]
+-- the epochs the proxy knows of other markers: pairs of epoch and highest
+-- sequence ('R': retired).
+local function field(info, name)
+  return string.match(info, name .. ':([^\r\n]*)')
+end
+local repl = redis.call('INFO', 'replication')
+local server = redis.call('INFO', 'server')
+local stats = redis.call('INFO', 'stats')
+local memory = redis.call('INFO', 'memory')
+local role = field(repl, 'role') or ''
+local runid = field(server, 'run_id') or ''
+local uptime = tonumber(field(server, 'uptime_in_seconds')) or 0
+local replid = field(repl, 'master_replid') or ''
+local evicted = field(stats, 'evicted_keys') or '0'
+local cmds = tonumber(field(stats, 'total_commands_processed')) or 0
+local evicts = ''
+if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_policy') ~= 'noeviction' then
+  evicts = field(memory, 'maxmemory_policy') or '?'
+end
+if role ~= 'master' then
+  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0, 0, 0, 0, 0, {}}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local replid2 = field(repl, 'master_replid2') or ''
+local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node',
+  'seq', 'until', 'whole', 'settle')
+local node = ''
+if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
+local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
+local settle = math.max(tonumber(m[13]) or 0, tonumber(ARGV[6]) or 0)
+local started = tonumber(m[4])
+if m[3] ~= runid or not started then
+  started = math.min(now, now - uptime * 1000 + 1000)
+end
+local change, lost = '', tonumber(m[2]) or now
+local function loss(why, at)
+  if change == '' then change = why end
+  -- A loss recorded later than now was recorded by a clock that was ahead
+  -- then (it has gone back since): it was no later than now in fact, and
+  -- must not hide this one.
+  lost = math.max(math.min(lost, now), at)
+end
+if ARGV[5] ~= '' then
+  loss(ARGV[5], now)
+end
+if not m[1] then
+  loss('new', now)
+elseif m[1] ~= replid then
+  if not string.match(replid2, '^0+$') then
+    -- A promotion since the marker was written.
+    if m[1] == replid2 then loss('promoted', now) else loss('resynced', now) end
+  elseif m[3] ~= runid then
+    loss('restarted', started)
+  end
+  -- Otherwise the same run, never promoted: a master changes its
+  -- replication id when its first replica attaches or its backlog is
+  -- freed, with its data as it was.
+elseif m[3] ~= runid then
+  loss('restarted', started)
+end
+if ARGV[3] ~= '' and ARGV[3] ~= runid and change == '' then
+  loss('replaced', now)
+end
+if m[1] and (m[9] or '') ~= node and change == '' then
+  loss('foreign', now)
+end
+
+if evicts ~= '' then
+  loss('evicting', now)
+elseif m[6] and m[3] == runid and m[6] ~= evicted then
+  loss('evicted', now)
+elseif ARGV[3] == runid and cmds < (tonumber(ARGV[2]) or 0) then
+  loss('reset', now)
+end
+local epoch, why, whole = m[7], m[8] or '', m[12] or ''
+if change ~= '' or not epoch then
+  -- A new epoch: its run and the instant make it unique. Its record of
+  -- deadlines is not whole: it may lack grants counted before the loss.
+  epoch, why = runid .. ':' .. t[1] .. '.' .. t[2], change
+end
+local seq = tonumber(m[10]) or 0
+local untilms = tonumber(m[11]) or 0
+-- The record is whole again once every lock it may have lacked has
+-- expired: the hold passed since the loss and since the run's start, or a
+-- proxy restored it from the other masters' records.
+if whole ~= epoch and now - math.max(lost, started) >= hold then
+  whole = epoch
+end
+if ARGV[7] ~= '' then
+  local e, ms = string.match(ARGV[7], '^(%S+) (%d+)$')
+  if e == epoch then
+    untilms = math.max(untilms, now + tonumber(ms))
+    whole = epoch
+  end
+end
+if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted
+    or m[7] ~= epoch or (m[9] or '') ~= node or (m[12] or '') ~= whole or tonumber(m[11] or 0) ~= untilms
+    or tonumber(m[13]) ~= settle then
+  redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
+    'evicted', evicted, 'epoch', epoch, 'why', why, 'seq', seq, 'until', untilms, 'whole', whole, 'settle', settle)
+  if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
+end
+-- The other markers' epochs: each keeps its highest sequence any proxy saw,
+-- or that it was retired, so that a proxy which never saw a newer copy of
+-- a master's data can tell an older one.
+for i = 8, #ARGV - 1, 2 do
+  local f = 's:' .. ARGV[i]
+  local v = ARGV[i + 1]
+  if v == 'R' then
+    redis.call('HSET', KEYS[1], f, 'R')
+  else
+    local old = redis.call('HGET', KEYS[1], f)
+    if old ~= 'R' and (tonumber(old) or -1) < tonumber(v) then
+      redis.call('HSET', KEYS[1], f, v)
+    end
+  end
+end
+local all = redis.call('HGETALL', KEYS[1])
+local seen = {}
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == 's:' then
+    seen[#seen + 1] = string.sub(all[i], 3)
+    seen[#seen + 1] = all[i + 1]
+  end
+end
+if #seen > 256 then
+  -- Keep what this proxy knows: the oldest of the rest go first, one
+  -- whole table at a time.
+  local keep = {}
+  for i = 8, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
+  for i = 1, #seen, 2 do
+    if not keep['s:' .. seen[i]] then redis.call('HDEL', KEYS[1], 's:' .. seen[i]) end
+  end
+end
+local isWhole = 0
+if whole == epoch then isWhole = 1 end
+return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started,
+  why, now, seq, untilms - now, isWhole, settle, seen}

@@ -1,0 +1,79 @@
+package netio
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// The link's side of the book (book.go): what each marker check of its
+// master teaches the pool, and what the pool's other masters tell of it.
+
+// markerReadLocked applies what a marker check read (h, mr) at now: an
+// older copy of the data than one seen is noted as a loss and not taken as
+// current; otherwise the continuity checks that follow compare it. It
+// reports whether the data went back.
+func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (rolled bool) {
+	b, f, m := l.opt.book, mr.cont, mr.id.Marker
+	prev := l.cont.epoch
+	if prev != "" && (f.run != l.cont.run && l.cont.run != "") {
+		prev = "" // another run: its epochs are not this one's to compare
+	}
+	if m.Change == "" && (b.stale(f.epoch, f.seq, h.sent) || (prev != "" && f.epoch != prev && epochBefore(f.epoch, prev)) ||
+		(prev != "" && f.epoch == prev && f.seq < l.cont.seq)) {
+		// What the master serves went back: the epoch a loss retired, or
+		// fewer checks than a proxy saw. The next marker check records it
+		// for every proxy; nothing counts until then.
+		l.seeLossLocked("rolledback")
+		l.cont.broken = true
+		rolled = true
+	} else {
+		if prev != "" && prev != f.epoch {
+			b.retire(prev, now)
+		}
+		f.seq = max(f.seq, b.highest(f.epoch))
+		l.cont.expect(f)
+	}
+	b.seen(mr.cont.epoch, mr.cont.seq, now)
+	b.table(mr.table, now)
+	l.markerSeenLocked(h)
+	l.keepBrokenWhileLossUnrecordedLocked()
+	if !l.vetted && b.tablesBefore(l.opt.Index, h.sent) >= l.tablesNeeded() {
+		l.vetted = true
+	}
+	if l.restore.epoch != "" && (mr.whole || l.restore.epoch != l.cont.epoch) {
+		l.restore.epoch = ""
+	}
+	whole := mr.whole && m.Change == "" && !rolled && !l.cont.broken && l.lossWhy == "" && l.confirmedLocked(now)
+	b.read(l.opt.Index, h.key, quorum.Reading{Sent: h.sent, Got: now, Left: mr.left, Whole: whole})
+	l.holdEndLocked(now, max(mr.settle, l.settle()), mr.whole)
+	return rolled
+}
+
+// holdEndLocked ends the hold in force early when the other masters'
+// records bound every lock this master may have held (quorum.RecordsEnd),
+// and keeps that end to restore this master's own record with, unless it
+// is whole.
+func (l *Link) holdEndLocked(now time.Time, settle time.Duration, whole bool) {
+	at, ok := l.watch.Anchor()
+	if !ok || !now.Before(l.watch.Ceiling()) {
+		return
+	}
+	end, ok := l.opt.book.end(l.opt.Index, at, settle)
+	if !ok {
+		return
+	}
+	l.watch.EndEarly(at, end)
+	if !whole && l.cont.epoch != "" && !l.cont.broken {
+		l.restore.epoch, l.restore.end = l.cont.epoch, end
+	}
+}
+
+// tablesNeeded is how many other backends' tables a check must follow to
+// vet this master: as many as bound a loss's hold, at most all others.
+func (l *Link) tablesNeeded() int {
+	if l.opt.book == nil {
+		return 0
+	}
+	return min(quorum.ReadersNeeded(l.opt.book.n), l.opt.book.n-1)
+}
