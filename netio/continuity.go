@@ -48,14 +48,14 @@ type contState struct {
 	// this epoch: a check that finds it lower sees an older copy.
 	seq int64
 
-	armed   bool      // a marker check was read on this connection: checks can be sent
-	cmd     []byte    // the last encoded check
-	broken  bool      // a check failed: nothing counts until the next marker check
-	pending int       // commands queued since the last check that wait for one
-	until   time.Time // the latest deadline among them: the check's own
+	armed   bool          // a marker check was read on this connection: checks can be sent
+	cmd     []byte        // the last encoded check
+	broken  bool          // a check failed: nothing counts until the next marker check
+	pending int           // commands queued since the last check that wait for one
+	until   time.Time     // the latest deadline among them: the check's own
 	ttl     time.Duration // the longest TTL among them, whose deadline the check records
-	held    []held    // replies waiting for the check queued after them
-	breaks  uint64    // checks that failed, for Health
+	held    []held        // replies waiting for the check queued after them
+	breaks  uint64        // checks that failed, for Health
 }
 
 // held is a reply that waits for its continuity check, or (own) one that

@@ -76,18 +76,18 @@ func (plain) undoFate(_ *op, v quorum.Vote, r netio.Result) quorum.Fate {
 // Results that arrive after the decision are recorded and, for a failed
 // acquisition, already covered by the undo.
 type op struct {
-	e       *engine
-	name    string        // the client's command, for metrics
-	rules   rules         // its kind's rules, one of the ruleX values (kind_*.go)
-	sc      scriptCall    // a lock script's classification and call (kind_script.go)
-	ttl     time.Duration // requested TTL (acquire, extend)
+	e     *engine
+	name  string        // the client's command, for metrics
+	rules rules         // its kind's rules, one of the ruleX values (kind_*.go)
+	sc    scriptCall    // a lock script's classification and call (kind_script.go)
+	ttl   time.Duration // requested TTL (acquire, extend)
 	// longest is the longest TTL it may leave on a key (an additive extend
 	// adds to what is left, up to max_ttl); zero: ttl. Each master records
 	// its deadline with the grant (netio.Records).
 	longest time.Duration
-	undoCmd []byte        // compare-and-delete of this attempt's keys and token
-	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
-	laterSc *resp.Script  // and undoLaterScript
+	undoCmd []byte       // compare-and-delete of this attempt's keys and token
+	undoSc  *resp.Script // the script undoCmd runs, when not undoScript
+	laterSc *resp.Script // and undoLaterScript
 	// secondStep is an extend's second step (script.AppendSecondStep),
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
