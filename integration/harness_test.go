@@ -144,6 +144,14 @@ func startAppOver(t testing.TB, addrs []string, want int, mutate ...func(*config
 	if err := a.Pool().WaitUp(wctx, want); err != nil {
 		t.Fatalf("backends not up: %v", err)
 	}
+	for cfg.UpgradeFrom != "" && wctx.Err() == nil {
+		// The upgrade's old Redis too, once its marker was read (a test of
+		// its hold waits for that itself).
+		if h, _ := a.Pool().VetoHealth(); h.Up && !h.Unsure {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return a, stop
 }
 

@@ -223,9 +223,12 @@ func TestUpgradeFromSeesLocksOnBothSides(t *testing.T) {
 
 // When the old Redis hangs or is down, the clients still on it may hold
 // any lock: the proxy refuses every lock, leaves nothing behind on the
-// masters, and grants again once it answers.
+// masters, and grants again once it answers: at once after a hang (its
+// data is as it was), only after the hold after a restart (its data, and
+// an old client's lock with it, may be gone).
 func TestUpgradeFromDownRefusesLocks(t *testing.T) {
-	u := newUpgrade(t, true, backendTimeout(100*time.Millisecond))
+	const maxTTL = 2 * time.Second
+	u := newUpgrade(t, true, backendTimeout(100*time.Millisecond), func(cfg *config.Config) { cfg.MaxTTL = maxTTL })
 	cl := u.c.client(2)
 	ctx := context.Background()
 	for _, fault := range []string{"hung", "down"} {
@@ -238,7 +241,7 @@ func TestUpgradeFromDownRefusesLocks(t *testing.T) {
 			u.old.Kill()
 		}
 		key := uniqueKey("upgrade-" + fault)
-		if ok, err := cl.SetNX(ctx, key, "tok", 5*time.Second).Result(); ok || (err != nil && !errors.Is(err, redis.Nil)) {
+		if ok, err := cl.SetNX(ctx, key, "tok", time.Second).Result(); ok || (err != nil && !errors.Is(err, redis.Nil)) {
 			t.Fatalf("old Redis %s: SET NX = %v, %v; want nil", fault, ok, err)
 		}
 		if h := u.c.eventuallyHolders(key, "tok", 0); len(h) != 0 {
@@ -252,9 +255,13 @@ func TestUpgradeFromDownRefusesLocks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		back := time.Now()
+		deadline := back.Add(10 * time.Second)
 		for {
-			if ok, _ := cl.SetNX(ctx, uniqueKey("upgrade-back"), "tok", 5*time.Second).Result(); ok {
+			if ok, _ := cl.SetNX(ctx, uniqueKey("upgrade-back"), "tok", time.Second).Result(); ok {
+				if fault == "down" && time.Since(back) < maxTTL-200*time.Millisecond {
+					t.Fatalf("a lock granted %v after the old Redis restarted empty; want none for max_ttl + drift", time.Since(back))
+				}
 				break
 			}
 			if time.Now().After(deadline) {
@@ -388,5 +395,47 @@ func TestUpgradeFromExcludesRedisPyOnTheOldRedis(t *testing.T) {
 		case named && overlaps != 0:
 			t.Fatalf("with upgrade_from: %d overlaps between %d holds through the proxy and %d by redis-py on the old Redis", overlaps, len(ours), len(theirs))
 		}
+	}
+}
+
+// An old client holds L on the old Redis, which then restarts empty
+// (kill -9, no persistence): the old client still believes it holds L, so
+// the proxy refuses L for max_ttl + drift after the restart, as it would
+// count no master that lost its data. The control, with the restart rule
+// off, grants L at once: the check can fail.
+func TestUpgradeFromOldRedisRestartedEmptyStillVetoes(t *testing.T) {
+	for _, rule := range []string{"strict", "off"} {
+		t.Run(rule, func(t *testing.T) {
+			// "strict" runs the run-id rule, which the strict rule
+			// includes: the old Redis's restart is seen by this proxy.
+			const maxTTL, ttl = 8 * time.Second, 6 * time.Second
+			mode := map[string]string{"strict": "run-id", "off": "off"}[rule]
+			u := newUpgrade(t, true, func(cfg *config.Config) { cfg.MaxTTL, cfg.RestartQuarantine = maxTTL, mode })
+			ctx := context.Background()
+			key := uniqueKey("upgrade-restart")
+			if ok, err := u.direct.SetNX(ctx, key, "old-client", ttl).Result(); !ok || err != nil {
+				t.Fatalf("the old client's SET NX = %v, %v", ok, err)
+			}
+			held := time.Now().Add(ttl - 500*time.Millisecond)
+			u.old.Kill()
+			if err := u.old.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			cl := u.c.client(2)
+			granted := false
+			for time.Now().Before(held) {
+				if ok, _ := cl.SetNX(ctx, key, "proxy-client", ttl).Result(); ok {
+					granted = true
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			switch {
+			case rule == "strict" && granted:
+				t.Fatal("the proxy granted L while the old client's lock, forgotten by the restarted old Redis, was still valid")
+			case rule == "off" && !granted:
+				t.Fatal("control: with no restart rule the proxy never granted L; the test shows nothing")
+			}
+		})
 	}
 }

@@ -428,6 +428,19 @@ func (c *Cluster) apply(m []slotRange) {
 	c.retireIdle()
 }
 
+// shardLinks is the link of every shard master.
+func (c *Cluster) shardLinks() []*Link {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ls []*Link
+	for _, sh := range c.shards {
+		if sh.link != nil {
+			ls = append(ls, sh.link)
+		}
+	}
+	return ls
+}
+
 // markerSlot picks a shard's marker slot: the highest it owns whose key was
 // never answered MOVED or ASK there; -1 when none.
 func markerSlot(sh *shard, slots []*shard) int {

@@ -1,5 +1,6 @@
 -- The continuity check (see continuity.go). KEYS[1]: the marker. ARGV: [1]
--- master_replid, [2] the marker's epoch, [3] evicted_keys, [4] the least
+-- master_replid, [2] the marker's epoch, [3] evicted_keys ('*': evictions
+-- are no loss, see marker.lua), [4] the least
 -- total_commands_processed, as the link's last marker check read them;
 -- [5] the highest sequence the link knows for that epoch; [6] the longest
 -- TTL in ms among the commands before it that set one (0: none).
@@ -10,7 +11,7 @@ local repl = redis.call('INFO', 'replication')
 if string.match(repl, 'role:([^\r\n]*)') ~= 'master' or string.match(repl, 'master_replid:([^\r\n]*)') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then return 0 end
 local stats = redis.call('INFO', 'stats')
-if (string.match(stats, 'evicted_keys:([^\r\n]*)') or '0') ~= ARGV[3] then return 0 end
+if ARGV[3] ~= '*' and (string.match(stats, 'evicted_keys:([^\r\n]*)') or '0') ~= ARGV[3] then return 0 end
 if (tonumber(string.match(stats, 'total_commands_processed:([^\r\n]*)')) or 0) < tonumber(ARGV[4]) then return 0 end
 -- Every check moves the sequence on: a copy of the data from before a
 -- check the link saw has a lower one.

@@ -194,6 +194,10 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	if l.opt.ClusterNode {
 		cluster = "1"
 	}
+	evictionsNoLoss := ""
+	if l.opt.Veto {
+		evictionsNoLoss = "1"
+	}
 	restore := ""
 	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {
 		restore = r.epoch + " " + strconv.FormatInt(max(0, time.Until(r.end).Milliseconds()+1), 10)
@@ -201,7 +205,7 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	args := []string{verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
 		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy,
-		strconv.FormatInt(l.settle().Milliseconds(), 10), restore}
+		strconv.FormatInt(l.settle().Milliseconds(), 10), restore, evictionsNoLoss}
 	return resp.AppendCommand(dst, l.opt.book.tell(args)...)
 }
 
@@ -405,7 +409,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
-	if policy := string(e[7].Str); policy != "" {
+	if policy := string(e[7].Str); policy != "" && !l.opt.Veto {
 		return mr, evictionWhy(policy)
 	}
 	ms := func(v resp.Value) time.Duration { return time.Duration(v.Int) * time.Millisecond }

@@ -180,7 +180,8 @@ type Link struct {
 	// vetted: a marker check of this master was sent after the tables of
 	// enough other masters were read, so an older copy of its data would
 	// have shown (book.go).
-	vetted bool
+	vetted   bool
+	vetTimer *time.Timer // checks again soon while not vetted
 	// restore is the end the other masters' records gave the hold of this
 	// master's current epoch: the next marker check writes it into the
 	// master's own record, which is then whole again (book.go).
@@ -295,6 +296,8 @@ func NewLink(opt Options) *Link {
 	l.timer.Stop()
 	l.retryTimer = time.AfterFunc(time.Hour, l.retryDue)
 	l.retryTimer.Stop()
+	l.vetTimer = time.AfterFunc(time.Hour, l.check)
+	l.vetTimer.Stop()
 	return l
 }
 
@@ -731,6 +734,7 @@ func (l *Link) Close() error {
 	}
 	l.timer.Stop()
 	l.retryTimer.Stop()
+	l.vetTimer.Stop()
 	l.mu.Lock()
 	l.closed = true
 	retained := append(l.retained, l.retry...)

@@ -3,8 +3,9 @@
 -- processed at the link's last check, [3] the run_id that count was read
 -- in, [4] '1' on a Redis Cluster node, [5] a loss the link saw itself, to
 -- record now with that reason ('' when none), [6] the proxy's settle time
--- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8...]
--- the epochs the proxy knows of other markers: pairs of epoch and highest
+-- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8] '1'
+-- when evictions are no loss (the upgrade's old Redis, whose clients had
+-- that risk before), [9...] the epochs the proxy knows of other markers: pairs of epoch and highest
 -- sequence ('R': retired).
 local function field(info, name)
   return string.match(info, name .. ':([^\r\n]*)')
@@ -72,9 +73,9 @@ if m[1] and (m[9] or '') ~= node and change == '' then
   loss('foreign', now)
 end
 
-if evicts ~= '' then
+if evicts ~= '' and ARGV[8] ~= '1' then
   loss('evicting', now)
-elseif m[6] and m[3] == runid and m[6] ~= evicted then
+elseif m[6] and m[3] == runid and m[6] ~= evicted and ARGV[8] ~= '1' then
   loss('evicted', now)
 elseif ARGV[3] == runid and cmds < (tonumber(ARGV[2]) or 0) then
   loss('reset', now)
@@ -110,7 +111,7 @@ end
 -- The other markers' epochs: each keeps its highest sequence any proxy saw,
 -- or that it was retired, so that a proxy which never saw a newer copy of
 -- a master's data can tell an older one.
-for i = 8, #ARGV - 1, 2 do
+for i = 9, #ARGV - 1, 2 do
   local f = 's:' .. ARGV[i]
   local v = ARGV[i + 1]
   if v == 'R' then
@@ -134,7 +135,7 @@ if #seen > 256 then
   -- Keep what this proxy knows: the oldest of the rest go first, one
   -- whole table at a time.
   local keep = {}
-  for i = 8, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
+  for i = 9, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
   for i = 1, #seen, 2 do
     if not keep['s:' .. seen[i]] then redis.call('HDEL', KEYS[1], 's:' .. seen[i]) end
   end

@@ -181,14 +181,15 @@ func (p *Pool) Health() []Health {
 	return hs
 }
 
-// WaitUp waits until at least want backends are up, or ctx ends.
+// WaitUp waits until at least want backends are up and checked (their
+// marker read and vetted: see Health.Unsure), or ctx ends.
 func (p *Pool) WaitUp(ctx context.Context, want int) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		up := 0
 		for _, m := range p.members {
-			if m.Health().Up {
+			if h := m.Health(); h.Up && !h.Unsure {
 				up++
 			}
 		}

@@ -9,6 +9,9 @@ import (
 // The link's side of the book (book.go): what each marker check of its
 // master teaches the pool, and what the pool's other masters tell of it.
 
+// vetRetry is how soon a master not yet vetted is checked again.
+const vetRetry = 25 * time.Millisecond
+
 // markerReadLocked applies what a marker check read (h, mr) at now: an
 // older copy of the data than one seen is noted as a loss and not taken as
 // current; otherwise the continuity checks that follow compare it. It
@@ -32,14 +35,24 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 			b.retire(prev, now)
 		}
 		f.seq = max(f.seq, b.highest(f.epoch))
+		if l.opt.Veto {
+			f.evicted = "*" // the old Redis's clients had that risk before
+		}
 		l.cont.expect(f)
 	}
 	b.seen(mr.cont.epoch, mr.cont.seq, now)
 	b.table(mr.table, now)
 	l.markerSeenLocked(h)
 	l.keepBrokenWhileLossUnrecordedLocked()
-	if !l.vetted && b.tablesBefore(l.opt.Index, h.sent) >= l.tablesNeeded() {
-		l.vetted = true
+	if !l.vetted {
+		if b.tablesBefore(l.opt.Index, h.sent) >= l.tablesNeeded() {
+			l.vetted = true
+		} else {
+			// The others' tables are on their way (every link checks
+			// its master as it connects): check again soon rather than
+			// at the next period.
+			l.vetTimer.Reset(vetRetry)
+		}
 	}
 	if l.restore.epoch != "" && (mr.whole || l.restore.epoch != l.cont.epoch) {
 		l.restore.epoch = ""

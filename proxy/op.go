@@ -119,6 +119,7 @@ type op struct {
 	result      resp.Value
 	vetoVote    quorum.Vote // the veto's answer (veto.go), Pending until it comes
 	vetoReply   resp.Value
+	vetoCounts  bool // the veto's answer counts: its data went on unbroken for the hold
 
 	// Set at the decision, read by final in the client's goroutine after
 	// the done signal.
@@ -210,7 +211,7 @@ func (o *op) Receive(node int, r netio.Result) {
 		o.setVia(node, r.Via)
 	}
 	if node == o.e.n {
-		o.vetoVote, o.vetoReply = vote, r.V
+		o.vetoVote, o.vetoReply, o.vetoCounts = vote, r.V, r.Counts
 	} else {
 		o.replies[node] = r.V
 		o.tally.Record(node, vote, r.Counts)
@@ -302,7 +303,14 @@ func (o *op) decideByMajority() bool {
 	eff := o.rules.effects(o)
 	outcome := o.tally.Outcome()
 	if o.e.veto && eff&effVeto != 0 {
-		outcome = quorum.WithVeto(outcome, o.vetoVote)
+		veto := o.vetoVote
+		if veto == quorum.Granted && !o.vetoCounts {
+			// The old Redis granted, but may have lost its data within the
+			// hold (a restart, a flush, another server at its address):
+			// an old client may hold the lock that it forgot.
+			veto = quorum.Unknown
+		}
+		outcome = quorum.WithVeto(outcome, veto)
 	}
 	var success bool
 	switch outcome {

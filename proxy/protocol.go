@@ -77,6 +77,15 @@ const msgCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
 // msgReservedKey refuses a command on the proxy's own keys.
 const msgReservedKey = "ERR redlock-proxy: keys starting with 'redlock-proxy:' are the proxy's own"
 
+// msgVouchUnsupported answers VOUCH where the backends cannot be vouched
+// for.
+const msgVouchUnsupported = "ERR redlock-proxy: VOUCH needs the proxy's own backends"
+
+// msgVouchRefused says why VOUCH wrote nothing.
+func msgVouchRefused(why string) string {
+	return "ERR redlock-proxy: VOUCH refused, nothing written: " + why
+}
+
 func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
 }

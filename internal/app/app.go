@@ -178,9 +178,12 @@ func (a *App) start() error {
 		o := netio.Options{
 			Addr: cfg.UpgradeFrom, Timeout: cfg.BackendTimeout, Logger: log.With("role", "upgrade_from"),
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Invalidated: invalidated,
-			// Not a vote: no marker is kept on it and no quarantine applies
-			// (the old clients had its durability); its clients are watched.
-			WatchClients: true, Veto: true,
+			// Not a vote, but a veto that follows a vote's rule: after any
+			// loss of its data (a restart, a flush, another server at its
+			// address) it grants nothing for the hold, since an old client
+			// may hold a lock it forgot. Its evictions are no loss (its
+			// clients had that risk before). Its clients are watched.
+			Restart: rule, WatchClients: true, Veto: true,
 		}
 		if cfg.UpgradeFromPassword != "" {
 			o.Username, o.Password = cfg.UpgradeFromUsername, cfg.UpgradeFromPassword

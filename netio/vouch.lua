@@ -1,0 +1,29 @@
+-- Vouching for a brand-new master (see vouch.go). KEYS[1]: its marker.
+-- ARGV: [1] 'check' or 'write', [2] the hold in ms, [3] '1' on a Redis
+-- Cluster node. It answers {1, ''} when the master may be vouched for (and
+-- under 'write', was), or {0, why not}.
+local repl = redis.call('INFO', 'replication')
+if string.match(repl, 'role:([^\r\n]*)') ~= 'master' then return {0, 'it is not a master'} end
+local marked = redis.call('EXISTS', KEYS[1])
+local keys = redis.call('DBSIZE') - marked
+if keys > 0 then return {0, 'it holds ' .. keys .. ' keys'} end
+if marked == 1 then
+  local m = redis.call('HMGET', KEYS[1], 'seq', 'why', 'until')
+  if (tonumber(m[1]) or 0) > 0 or (tonumber(m[3]) or 0) > 0 or (m[2] ~= 'new' and m[2] ~= 'vouched') then
+    return {0, 'its replication marker shows it was used (' .. (m[2] or '') .. ')'}
+  end
+end
+if ARGV[1] ~= 'write' then return {1, ''} end
+local server = redis.call('INFO', 'server')
+local stats = redis.call('INFO', 'stats')
+local runid = string.match(server, 'run_id:([^\r\n]*)') or ''
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local long = now - tonumber(ARGV[2]) - 1000
+local epoch = runid .. ':' .. t[1] .. '.' .. t[2]
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'replid', string.match(repl, 'master_replid:([^\r\n]*)') or '', 'lost', long, 'run', runid,
+  'started', long, 'hold', ARGV[2], 'evicted', string.match(stats, 'evicted_keys:([^\r\n]*)') or '0', 'epoch', epoch,
+  'why', 'vouched', 'seq', 0, 'until', 0, 'whole', epoch, 'settle', 0)
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'node', redis.call('CLUSTER', 'MYID')) end
+return {1, ''}
