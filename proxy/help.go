@@ -97,7 +97,7 @@ var docs = map[string]cmdDoc{
 	"vouch": {"server", "Vouch for brand-new masters, so that they count at once instead of after max_ttl + drift: refused, writing nothing, " +
 		"unless every master of every backend holds no key and no sign of use. The risk is the operator's: masters that lost locks " +
 		"which others still hold would count at once.", nil},
-	"wait":    {"server", "Answers 0 at once: the backends have no replicas, and every lock command already waited for a majority of masters.", []docArg{integer("numreplicas"), integer("timeout")}},
+	"wait": {"server", "Answers 0 at once: the backends have no replicas, and every lock command already waited for a majority of masters.", []docArg{integer("numreplicas"), integer("timeout")}},
 	"subscribe": {"pubsub", "Accepted so that clients that open a subscription connection (StackExchange.Redis) can connect; " +
 		"nothing is ever published here.", []docArg{many(str("channel"))}},
 	"psubscribe":   {"pubsub", "Accepted as SUBSCRIBE is; nothing is ever published here.", []docArg{many(str("pattern"))}},
