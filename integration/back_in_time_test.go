@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
@@ -76,22 +78,30 @@ func (b *backInTime) lost(what string) {
 	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
 		b.t.Fatalf("after %s, A's lock is on masters %v; want only on master 2 (the test shows nothing)", what, h)
 	}
-	ctx := context.Background()
-	ok, _ := b.c.client(2).SetNX(ctx, b.key, "B", backInTimeTTL).Result()
-	if !time.Now().Before(b.heldUntil) {
-		b.t.Fatalf("the machine was too slow: A's lock ran out before B tried")
-	}
-	if ok {
+	if b.rivalGets(proxyClient(b.t, b.c.app.Addr(), 2)) {
 		b.t.Fatalf("after %s, B got L while A's lock was still valid (health %+v)", what, b.c.app.Pool().Health())
 	}
-	other := proxyClient(b.t, startSecondProxyStrict(b.t, b.c), 2)
-	ok, _ = other.SetNX(ctx, b.key, "B", backInTimeTTL).Result()
-	if !time.Now().Before(b.heldUntil) {
-		b.t.Fatalf("the machine was too slow: A's lock ran out before B tried through a new proxy")
-	}
-	if ok {
+	if b.rivalGets(proxyClient(b.t, startSecondProxyStrict(b.t, b.c), 2)) {
 		b.t.Fatalf("after %s, B got L through a proxy started after it while A's lock was still valid", what)
 	}
+}
+
+// rivalGets has B try L through cl a few times over a second (a proxy
+// that refused once may count a master at its next check), and reports
+// whether B got it while A's lock was valid.
+func (b *backInTime) rivalGets(cl *redis.Client) bool {
+	b.t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ok, _ := cl.SetNX(ctx, b.key, "B", backInTimeTTL).Result()
+		if !time.Now().Before(b.heldUntil) {
+			b.t.Fatalf("the machine was too slow: A's lock ran out before B tried")
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // startSecondProxyStrict runs another proxy with the cluster's settings.
@@ -317,5 +327,100 @@ func TestOneServerVotesOnce(t *testing.T) {
 			t.Fatalf("no backend refused as the same server: %+v", hs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// snapshot copies each master's replication marker to database 1: an
+// older copy of its data, which SWAPDB brings back within the same run
+// with everything INFO reports unchanged.
+func snapshot(t *testing.T, masters []*redisproc.Server) {
+	t.Helper()
+	for _, m := range masters {
+		if _, err := m.Do("COPY", "redlock-proxy:marker", "redlock-proxy:marker", "DB", "1", "REPLACE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// swapBack brings the copies of snapshot back (SWAPDB 0 1).
+func swapBack(t *testing.T, masters []*redisproc.Server) {
+	t.Helper()
+	for _, m := range masters {
+		if _, err := m.Do("SWAPDB", "0", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The data of masters 0 and 1 goes back, within one run, to a copy taken
+// before A's grant: the run, the replication ids, the counters and the
+// marker's epoch are all as they were; only its sequence is lower.
+func TestDataRolledBackWithinARunDoesNotHandOutAHeldLock(t *testing.T) {
+	b := newBackInTime(t, startRedis(t, 3))
+	snapshot(t, b.c.servers[:2])
+	b.acquire("rolled-back")
+	swapBack(t, b.c.servers[:2])
+	b.lost("the data brought back to a copy taken before the grant")
+	for _, h := range b.c.app.Pool().Health()[:2] {
+		if !strings.Contains(h.QuarantineReason, "older copy") {
+			t.Fatalf("master %d after its data went back: reason %q", h.Node, h.QuarantineReason)
+		}
+	}
+}
+
+// The copy brought back is older than a loss the masters recorded since:
+// its epoch is one that loss retired.
+func TestDataRolledBackToARetiredEpochDoesNotHandOutAHeldLock(t *testing.T) {
+	b := newBackInTime(t, startRedis(t, 3))
+	snapshot(t, b.c.servers[:2])
+	for _, m := range b.c.servers[:2] {
+		// A loss recorded with the data intact: an eviction policy seen.
+		m.Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+		m.Do("CONFIG", "SET", "maxmemory", "1gb")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, m := range b.c.servers[:2] {
+		m.Do("CONFIG", "SET", "maxmemory", "0")
+		m.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	}
+	waitAllCount(t, b.c)
+	b.acquire("rolled-back-epoch")
+	swapBack(t, b.c.servers[:2])
+	b.lost("the data brought back to a copy from before a recorded loss")
+}
+
+// A proxy that never saw the newer data: the only proxy that did stops
+// before the masters' data goes back, and a proxy started after it learns
+// the masters' sequences from the master whose data did not go back.
+func TestProxyStartedAfterDataWentBackSeesIt(t *testing.T) {
+	servers := startRedis(t, 3)
+	strict := func(cfg *config.Config) {
+		cfg.MaxTTL = 10 * time.Second
+		cfg.BackendTimeout = 200 * time.Millisecond
+		cfg.RestartQuarantine = "strict"
+	}
+	first := clusterOver(t, servers, strict)
+	waitAllCount(t, first)
+	snapshot(t, servers[:2])
+	key := uniqueKey("rolled-back-unseen")
+	const ttl = 9 * time.Second
+	if ok, err := first.client(2).SetNX(context.Background(), key, "A", ttl).Result(); !ok || err != nil {
+		t.Fatalf("A's SET NX = %v, %v", ok, err)
+	}
+	heldUntil := time.Now().Add(ttl - 200*time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // the first proxy tells master 2 what it saw
+	first.stopApp()
+	swapBack(t, servers[:2])
+	if h := first.holders(key, "A"); len(h) != 1 || h[0] != 2 {
+		t.Fatalf("A's lock is on masters %v; want only on master 2", h)
+	}
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.Addr)
+	}
+	second, _ := startApp(t, addrs, strict)
+	b := &backInTime{t: t, key: key, heldUntil: heldUntil}
+	if b.rivalGets(proxyClient(t, second.Addr(), 2)) {
+		t.Fatal("B got L through a proxy started after the data went back, while A's lock was still valid")
 	}
 }

@@ -1,6 +1,8 @@
 package netio
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,20 +16,22 @@ import (
 // for two rules that one master's own marker cannot decide:
 //
 //   - what a master serves never goes back. Every continuity check moves
-//     its marker's sequence on, and every marker check tells each master
-//     the highest sequence this proxy saw for every other master's epoch,
-//     and the epochs that were retired by a loss. A master whose marker
-//     shows a retired epoch, or a sequence below one any proxy saw for its
-//     epoch, holds an older copy of its data (swapped out, restored from a
-//     backup, a database swapped in): a loss, dated now. Each master keeps
-//     what it was told, so a proxy that never saw the newer copy can tell
-//     too, once it read the others' tables.
+//     its proxy's count in the marker on (a field no other proxy writes,
+//     so no other proxy's checks hide it), and every marker check tells
+//     each master the highest count of each proxy this proxy saw for every
+//     other master's epoch, and the epochs that were retired by a loss. A
+//     master whose marker shows a retired epoch, or a count below one seen
+//     for its epoch, holds an older copy of its data (swapped out, restored
+//     from a backup, a database swapped in): a loss, dated now. Each
+//     master keeps what it was told, so a proxy that never saw the newer
+//     copy can tell too, once it read the others' tables.
 //   - a loss costs only the locks the master may have held: the other
 //     masters' records of grant deadlines bound them (quorum.RecordsEnd).
 //
 // Links call it with their own lock held; it never calls back into a link
 // or a cluster.
 type book struct {
+	id       string // this proxy's, in the markers' counts (random per pool)
 	mu       sync.Mutex
 	n        int
 	backends []bookBackend // by node
@@ -44,11 +48,12 @@ type bookBackend struct {
 	tables   time.Time // when a table of this backend was first read
 }
 
-// epochSeen is what the book knows of one epoch of some marker: the
-// sequences seen, each with when it was learned (increasing in both), and
-// since when it is known to be retired.
+// epochSeen is what the book knows of one epoch of some marker: for each
+// proxy, the counts of its continuity checks seen (each with when it was
+// learned, increasing in both), and since when the epoch is known to be
+// retired.
 type epochSeen struct {
-	seqs    []seqAt
+	counts  map[string][]seqAt
 	retired time.Time
 	touched time.Time
 }
@@ -65,7 +70,16 @@ const (
 )
 
 func newBook(n int) *book {
-	return &book{n: n, backends: make([]bookBackend, n), epochs: map[string]*epochSeen{}}
+	return &book{id: newProxyID(), n: n, backends: make([]bookBackend, n), epochs: map[string]*epochSeen{}}
+}
+
+// newProxyID is a random name for this proxy's counts in the markers.
+func newProxyID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // setCluster tells the book that node is a Redis Cluster whose shards'
@@ -170,33 +184,39 @@ func (b *book) tablesBefore(node int, at time.Time) int {
 	return n
 }
 
-// seen records that epoch was seen with sequence seq at at.
-func (b *book) seen(epoch string, seq int64, at time.Time) {
+// seen records that proxy's count in epoch was seen at seq at at.
+func (b *book) seen(epoch, proxy string, seq int64, at time.Time) {
 	if b == nil || epoch == "" {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.seenLocked(epoch, seq, at)
+	b.seenLocked(epoch, proxy, seq, at)
 }
 
-func (b *book) seenLocked(epoch string, seq int64, at time.Time) {
+func (b *book) epochLocked(epoch string, at time.Time) *epochSeen {
 	e := b.epochs[epoch]
 	if e == nil {
-		e = &epochSeen{}
+		e = &epochSeen{counts: map[string][]seqAt{}}
 		b.epochs[epoch] = e
 	}
 	e.touched = at
-	if n := len(e.seqs); n > 0 && e.seqs[n-1].seq >= seq {
+	return e
+}
+
+func (b *book) seenLocked(epoch, proxy string, seq int64, at time.Time) {
+	e := b.epochLocked(epoch, at)
+	ss := e.counts[proxy]
+	if n := len(ss); n > 0 && ss[n-1].seq >= seq {
 		return
 	}
-	e.seqs = append(e.seqs, seqAt{seq, at})
+	ss = append(ss, seqAt{seq, at})
 	// Keep one entry older than the window: the highest learned before it.
 	i := 0
-	for i+1 < len(e.seqs) && at.Sub(e.seqs[i+1].at) > bookSeqWindow {
+	for i+1 < len(ss) && at.Sub(ss[i+1].at) > bookSeqWindow {
 		i++
 	}
-	e.seqs = e.seqs[i:]
+	e.counts[proxy] = ss[i:]
 }
 
 // retire records that epoch was ended by a loss, learned at at.
@@ -210,19 +230,13 @@ func (b *book) retire(epoch string, at time.Time) {
 }
 
 func (b *book) retireLocked(epoch string, at time.Time) {
-	e := b.epochs[epoch]
-	if e == nil {
-		e = &epochSeen{}
-		b.epochs[epoch] = e
-	}
-	if e.retired.IsZero() {
+	if e := b.epochLocked(epoch, at); e.retired.IsZero() {
 		e.retired = at
 	}
-	e.touched = at
 }
 
 // table takes what a master said it was told of other epochs (pairs of
-// epoch and sequence or "R"), learned at at.
+// "EPOCH|PROXY" and a count, or "EPOCH" and "R"), learned at at.
 func (b *book) table(pairs []string, at time.Time) {
 	if b == nil {
 		return
@@ -230,10 +244,14 @@ func (b *book) table(pairs []string, at time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i+1] == "R" {
-			b.retireLocked(pairs[i], at)
-		} else if seq, err := strconv.ParseInt(pairs[i+1], 10, 64); err == nil {
-			b.seenLocked(pairs[i], seq, at)
+		epoch, proxy, counted := strings.Cut(pairs[i], "|")
+		switch {
+		case pairs[i+1] == "R":
+			b.retireLocked(epoch, at)
+		case counted:
+			if seq, err := strconv.ParseInt(pairs[i+1], 10, 64); err == nil {
+				b.seenLocked(epoch, proxy, seq, at)
+			}
 		}
 	}
 	b.pruneLocked()
@@ -260,9 +278,10 @@ func (b *book) pruneLocked() {
 }
 
 // stale reports whether a marker read by a check sent at sent, showing
-// epoch and seq, is older than what the book had learned before sent: a
-// retired epoch, or a lower sequence than one seen for it.
-func (b *book) stale(epoch string, seq int64, sent time.Time) bool {
+// epoch and each proxy's count in it, is older than what the book had
+// learned before sent: a retired epoch, or a lower count of some proxy's
+// checks than one seen.
+func (b *book) stale(epoch string, counts map[string]int64, sent time.Time) bool {
 	if b == nil || epoch == "" {
 		return false
 	}
@@ -275,25 +294,17 @@ func (b *book) stale(epoch string, seq int64, sent time.Time) bool {
 	if !e.retired.IsZero() && e.retired.Before(sent) {
 		return true
 	}
-	for i := len(e.seqs) - 1; i >= 0; i-- {
-		if e.seqs[i].at.Before(sent) {
-			return seq < e.seqs[i].seq
+	for proxy, ss := range e.counts {
+		for i := len(ss) - 1; i >= 0; i-- {
+			if ss[i].at.Before(sent) {
+				if counts[proxy] < ss[i].seq {
+					return true
+				}
+				break
+			}
 		}
 	}
 	return false
-}
-
-// highest is the highest sequence the book knows for epoch.
-func (b *book) highest(epoch string) int64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e := b.epochs[epoch]; e != nil && len(e.seqs) > 0 {
-		return e.seqs[len(e.seqs)-1].seq
-	}
-	return 0
 }
 
 // tell appends what the book knows of the epochs touched last, as the
@@ -317,11 +328,14 @@ func (b *book) tell(args []string) []string {
 		if i == bookEpochs {
 			break
 		}
-		switch {
-		case !a.e.retired.IsZero():
+		if !a.e.retired.IsZero() {
 			args = append(args, a.epoch, "R")
-		case len(a.e.seqs) > 0:
-			args = append(args, a.epoch, strconv.FormatInt(a.e.seqs[len(a.e.seqs)-1].seq, 10))
+			continue
+		}
+		for proxy, ss := range a.e.counts {
+			if len(ss) > 0 {
+				args = append(args, a.epoch+"|"+proxy, strconv.FormatInt(ss[len(ss)-1].seq, 10))
+			}
 		}
 	}
 	return args

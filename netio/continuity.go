@@ -44,8 +44,9 @@ type contState struct {
 	// statistics reset).
 	run, replid, epoch, evicted string
 	cmds                        int64
-	// seq is the highest sequence the link knows the marker reached in
-	// this epoch: a check that finds it lower sees an older copy.
+	// seq is the highest count of this proxy's checks the link saw
+	// answered in this epoch: a check that finds it lower sees an older
+	// copy.
 	seq int64
 
 	armed   bool          // a marker check was read on this connection: checks can be sent
@@ -79,10 +80,11 @@ func (c *contState) expect(f contState) {
 	c.armed, c.broken = true, false
 }
 
-// encode writes the check for key, with the TTL whose deadline it records.
-func (c *contState) encode(key string, ttl time.Duration) []byte {
+// encode writes the check for key, by proxy, with the TTL whose deadline
+// it records.
+func (c *contState) encode(key, proxy string, ttl time.Duration) []byte {
 	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted,
-		strconv.FormatInt(c.cmds, 10), strconv.FormatInt(c.seq, 10), strconv.FormatInt(ttl.Milliseconds(), 10))
+		strconv.FormatInt(c.cmds, 10), proxy, strconv.FormatInt(c.seq, 10), strconv.FormatInt(ttl.Milliseconds(), 10))
 	return c.cmd
 }
 
@@ -100,7 +102,7 @@ func (l *Link) appendCheckLocked() {
 	until, ttl := l.cont.until, l.cont.ttl
 	l.cont.pending, l.cont.until, l.cont.ttl = 0, time.Time{}, 0
 	l.queueLocked(entry{rcv: contReceiver{l: l, gen: l.gen, sent: time.Now()}, deadline: until, script: contScript, cont: true},
-		l.cont.encode(l.mkey, ttl))
+		l.cont.encode(l.mkey, l.proxyID, ttl))
 }
 
 // contReceiver is the receiver of a continuity check's reply when it
@@ -133,7 +135,7 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		return hs, false, false, 0 // its receiver already released what it held
 	}
 	// Unbroken, the check answers the master's clock (ms), which the clock
-	// check reads, and the marker's new sequence.
+	// check reads, and this proxy's new count.
 	ok = v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[0].Int > 0
 	if ok {
 		l.cont.seq = max(l.cont.seq, v.Elems[1].Int)

@@ -63,18 +63,19 @@ const MarkerKey = "redlock-proxy:marker"
 // once per run, so that all proxies read the same instants. Each recorded
 // loss gets a new epoch (the run and the instant), which the continuity
 // check compares, and its reason ("why"), which every proxy then reports
-// alike. Every continuity check moves the marker's sequence ("seq") on and
-// records the latest deadline of the grants before it ("until"); the
+// alike. Every continuity check moves its proxy's count on ("c:PROXY")
+// and records the latest deadline of the grants before it ("until"); the
 // record is whole ("whole" names the epoch) once the hold passed since the
 // loss, or once a proxy restored it from the other masters' records
 // (book.go). The marker also keeps what proxies told it of the other
-// masters' epochs ("s:EPOCH": the highest sequence seen, or "R" retired).
+// masters' epochs ("s:EPOCH|PROXY": the highest count seen; "s:EPOCH":
+// "R", retired). A new epoch starts the counts again.
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
 // run_id, uptime s, eviction policy ("" unless it may evict), epoch,
 // master_replid, evicted_keys, commands processed, lost (ms of its clock),
 // started (ms), why the latest loss was recorded, now (ms of its clock),
-// seq, ms left of the latest recorded deadline, whole (1 or 0), the
+// each proxy's count (pairs), ms left of the latest recorded deadline, whole (1 or 0), the
 // longest settle time in ms any proxy asked for, the table of other
 // epochs (pairs)}.
 //
@@ -396,6 +397,7 @@ type markerReply struct {
 	whole  bool
 	settle time.Duration
 	table  []string
+	counts map[string]int64 // each proxy's count of its continuity checks in this epoch
 }
 
 // parseMarker reads the marker script's reply, or says why it cannot.
@@ -422,7 +424,13 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 			LostAt: e[12].Int, StartedAt: e[13].Int, Why: string(e[14].Str),
 		},
 	}
-	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int, seq: e[16].Int}
+	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int}
+	mr.counts = map[string]int64{}
+	for i := 0; i+1 < len(e[16].Elems); i += 2 {
+		n, _ := strconv.ParseInt(string(e[16].Elems[i+1].Str), 10, 64)
+		mr.counts[string(e[16].Elems[i].Str)] = n
+	}
+	mr.cont.seq = mr.counts[l.proxyID]
 	mr.clock = e[15].Int
 	mr.left, mr.whole, mr.settle = ms(e[17]), e[18].Int == 1, ms(e[19])
 	for _, v := range e[20].Elems {
@@ -649,6 +657,9 @@ func (l *Link) check() {
 	var b []byte
 	var h *handshake
 	if ok {
+		// What the link's own continuity checks saw goes to the others
+		// with this check's pairs.
+		l.opt.book.seen(l.cont.epoch, l.proxyID, l.cont.seq, time.Now())
 		b = l.appendMarker(nil, "EVALSHA", markerScript.Sha)
 		h = &handshake{l: l, gen: gen, key: l.mkey, loss: l.lossWhy, sent: time.Now()}
 	}

@@ -181,6 +181,7 @@ type Link struct {
 	// enough other masters were read, so an older copy of its data would
 	// have shown (book.go).
 	vetted   bool
+	proxyID  string      // this proxy's name in the marker's counts (the book's, or the link's own)
 	vetTimer *time.Timer // checks again soon while not vetted
 	// restore is the end the other masters' records gave the hold of this
 	// master's current epoch: the next marker check writes it into the
@@ -290,6 +291,10 @@ func NewLink(opt Options) *Link {
 	}
 	l.mkey = opt.MarkerKey
 	l.vetted = l.tablesNeeded() == 0
+	l.proxyID = newProxyID()
+	if opt.book != nil {
+		l.proxyID = opt.book.id
+	}
 	l.health = Health{Node: opt.Index, Addr: opt.Addr, Since: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)

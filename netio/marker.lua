@@ -1,12 +1,13 @@
--- The replication marker (see marker.go for what each loss means).
+-- The replication marker (see identity.go for what each loss means).
 -- KEYS[1]: the marker. ARGV: [1] the proxy's hold in ms, [2] the commands
 -- processed at the link's last check, [3] the run_id that count was read
 -- in, [4] '1' on a Redis Cluster node, [5] a loss the link saw itself, to
 -- record now with that reason ('' when none), [6] the proxy's settle time
 -- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8] '1'
 -- when evictions are no loss (the upgrade's old Redis, whose clients had
--- that risk before), [9...] the epochs the proxy knows of other markers: pairs of epoch and highest
--- sequence ('R': retired).
+-- that risk before), [9...] what the proxy knows of
+-- other markers' epochs: pairs of 'EPOCH|PROXY' and the highest count of
+-- that proxy's checks seen, or of 'EPOCH' and 'R' (retired).
 local function field(info, name)
   return string.match(info, name .. ':([^\r\n]*)')
 end
@@ -25,17 +26,17 @@ if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_
   evicts = field(memory, 'maxmemory_policy') or '?'
 end
 if role ~= 'master' then
-  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0, 0, 0, 0, 0, {}}
+  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0, {}, 0, 0, 0, {}}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replid2 = field(repl, 'master_replid2') or ''
 local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node',
-  'seq', 'until', 'whole', 'settle')
+  'until', 'whole', 'settle')
 local node = ''
 if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
 local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
-local settle = math.max(tonumber(m[13]) or 0, tonumber(ARGV[6]) or 0)
+local settle = math.max(tonumber(m[12]) or 0, tonumber(ARGV[6]) or 0)
 local started = tonumber(m[4])
 if m[3] ~= runid or not started then
   started = math.min(now, now - uptime * 1000 + 1000)
@@ -80,14 +81,14 @@ elseif m[6] and m[3] == runid and m[6] ~= evicted and ARGV[8] ~= '1' then
 elseif ARGV[3] == runid and cmds < (tonumber(ARGV[2]) or 0) then
   loss('reset', now)
 end
-local epoch, why, whole = m[7], m[8] or '', m[12] or ''
+local epoch, why, whole = m[7], m[8] or '', m[11] or ''
+local fresh = false
 if change ~= '' or not epoch then
   -- A new epoch: its run and the instant make it unique. Its record of
   -- deadlines is not whole: it may lack grants counted before the loss.
-  epoch, why = runid .. ':' .. t[1] .. '.' .. t[2], change
+  epoch, why, fresh = runid .. ':' .. t[1] .. '.' .. t[2], change, true
 end
-local seq = tonumber(m[10]) or 0
-local untilms = tonumber(m[11]) or 0
+local untilms = tonumber(m[10]) or 0
 -- The record is whole again once every lock it may have lacked has
 -- expired: the hold passed since the loss and since the run's start, or a
 -- proxy restored it from the other masters' records.
@@ -102,15 +103,16 @@ if ARGV[7] ~= '' then
   end
 end
 if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted
-    or m[7] ~= epoch or (m[9] or '') ~= node or (m[12] or '') ~= whole or tonumber(m[11] or 0) ~= untilms
-    or tonumber(m[13]) ~= settle then
+    or m[7] ~= epoch or (m[9] or '') ~= node or (m[11] or '') ~= whole or tonumber(m[10] or 0) ~= untilms
+    or tonumber(m[12]) ~= settle then
   redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
-    'evicted', evicted, 'epoch', epoch, 'why', why, 'seq', seq, 'until', untilms, 'whole', whole, 'settle', settle)
+    'evicted', evicted, 'epoch', epoch, 'why', why, 'until', untilms, 'whole', whole, 'settle', settle)
   if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
 end
--- The other markers' epochs: each keeps its highest sequence any proxy saw,
--- or that it was retired, so that a proxy which never saw a newer copy of
--- a master's data can tell an older one.
+-- Each proxy's count of its continuity checks in this epoch ('c:PROXY'),
+-- and what proxies told this master of the other markers' epochs
+-- ('s:EPOCH|PROXY', the highest count seen, or 's:EPOCH', 'R'): a proxy
+-- which never saw a newer copy of a master's data can tell an older one.
 for i = 9, #ARGV - 1, 2 do
   local f = 's:' .. ARGV[i]
   local v = ARGV[i + 1]
@@ -118,22 +120,29 @@ for i = 9, #ARGV - 1, 2 do
     redis.call('HSET', KEYS[1], f, 'R')
   else
     local old = redis.call('HGET', KEYS[1], f)
-    if old ~= 'R' and (tonumber(old) or -1) < tonumber(v) then
+    if (tonumber(old) or -1) < tonumber(v) then
       redis.call('HSET', KEYS[1], f, v)
     end
   end
 end
 local all = redis.call('HGETALL', KEYS[1])
-local seen = {}
+local counts, seen, told = {}, {}, 0
 for i = 1, #all, 2 do
-  if string.sub(all[i], 1, 2) == 's:' then
+  local p = string.sub(all[i], 1, 2)
+  if p == 'c:' then
+    if fresh then
+      redis.call('HDEL', KEYS[1], all[i])
+    else
+      counts[#counts + 1] = string.sub(all[i], 3)
+      counts[#counts + 1] = all[i + 1]
+    end
+  elseif p == 's:' then
     seen[#seen + 1] = string.sub(all[i], 3)
     seen[#seen + 1] = all[i + 1]
   end
 end
-if #seen > 256 then
-  -- Keep what this proxy knows: the oldest of the rest go first, one
-  -- whole table at a time.
+if #seen > 512 then
+  -- Keep what this proxy told it: the rest go, all at once.
   local keep = {}
   for i = 9, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
   for i = 1, #seen, 2 do
@@ -143,4 +152,4 @@ end
 local isWhole = 0
 if whole == epoch then isWhole = 1 end
 return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started,
-  why, now, seq, untilms - now, isWhole, settle, seen}
+  why, now, counts, untilms - now, isWhole, settle, seen}

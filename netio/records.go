@@ -22,11 +22,11 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	if prev != "" && (f.run != l.cont.run && l.cont.run != "") {
 		prev = "" // another run: its epochs are not this one's to compare
 	}
-	if m.Change == "" && (b.stale(f.epoch, f.seq, h.sent) || (prev != "" && f.epoch != prev && epochBefore(f.epoch, prev)) ||
+	if m.Change == "" && (b.stale(f.epoch, mr.counts, h.sent) || (prev != "" && f.epoch != prev && epochBefore(f.epoch, prev)) ||
 		(prev != "" && f.epoch == prev && f.seq < l.cont.seq)) {
 		// What the master serves went back: the epoch a loss retired, or
-		// fewer checks than a proxy saw. The next marker check records it
-		// for every proxy; nothing counts until then.
+		// fewer of some proxy's checks than seen. The next marker check
+		// records it for every proxy; nothing counts until then.
 		l.seeLossLocked("rolledback")
 		l.cont.broken = true
 		rolled = true
@@ -34,13 +34,14 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 		if prev != "" && prev != f.epoch {
 			b.retire(prev, now)
 		}
-		f.seq = max(f.seq, b.highest(f.epoch))
 		if l.opt.Veto {
 			f.evicted = "*" // the old Redis's clients had that risk before
 		}
 		l.cont.expect(f)
 	}
-	b.seen(mr.cont.epoch, mr.cont.seq, now)
+	for proxy, n := range mr.counts {
+		b.seen(f.epoch, proxy, n, now)
+	}
 	b.table(mr.table, now)
 	l.markerSeenLocked(h)
 	l.keepBrokenWhileLossUnrecordedLocked()

@@ -8,9 +8,14 @@ local marked = redis.call('EXISTS', KEYS[1])
 local keys = redis.call('DBSIZE') - marked
 if keys > 0 then return {0, 'it holds ' .. keys .. ' keys'} end
 if marked == 1 then
-  local m = redis.call('HMGET', KEYS[1], 'seq', 'why', 'until')
-  if (tonumber(m[1]) or 0) > 0 or (tonumber(m[3]) or 0) > 0 or (m[2] ~= 'new' and m[2] ~= 'vouched') then
-    return {0, 'its replication marker shows it was used (' .. (m[2] or '') .. ')'}
+  local m = redis.call('HMGET', KEYS[1], 'why', 'until')
+  local used = (tonumber(m[2]) or 0) > 0 or (m[1] ~= 'new' and m[1] ~= 'vouched')
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'c:' then used = true end
+  end
+  if used then
+    return {0, 'its replication marker shows it was used (' .. (m[1] or '') .. ')'}
   end
 end
 if ARGV[1] ~= 'write' then return {1, ''} end
@@ -24,6 +29,6 @@ local epoch = runid .. ':' .. t[1] .. '.' .. t[2]
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'replid', string.match(repl, 'master_replid:([^\r\n]*)') or '', 'lost', long, 'run', runid,
   'started', long, 'hold', ARGV[2], 'evicted', string.match(stats, 'evicted_keys:([^\r\n]*)') or '0', 'epoch', epoch,
-  'why', 'vouched', 'seq', 0, 'until', 0, 'whole', epoch, 'settle', 0)
+  'why', 'vouched', 'until', 0, 'whole', epoch, 'settle', 0)
 if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'node', redis.call('CLUSTER', 'MYID')) end
 return {1, ''}
