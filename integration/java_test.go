@@ -108,7 +108,7 @@ func runJava(t *testing.T, family string, lt lockTarget, addrs ...string) map[st
 	for _, m := range javaCase.FindAllStringSubmatch(string(out), -1) {
 		name, why := m[2], ""
 		if m[1] == "FAIL" {
-			name, why, _ = strings.Cut(m[2], ": ")
+			name, why, _ = strings.Cut(m[2], " -- ")
 			why = "failed: " + why
 		} else if i := strings.LastIndex(name, " ("); i > 0 {
 			name = name[:i]
@@ -154,7 +154,8 @@ func javaProxies(t *testing.T) (lockTarget, []string) {
 
 // The number of cases of each family.
 const (
-	javaJedisCases = 5
+	javaJedisCases    = 5
+	javaShedLockCases = 6
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted
@@ -168,4 +169,17 @@ func TestJavaJedisAgainstLoneRedis(t *testing.T) {
 func TestJavaJedisThroughProxy(t *testing.T) {
 	lt, addrs := javaProxies(t)
 	requireJavaCases(t, runJava(t, "jedis", lt, addrs...), javaJedisCases)
+}
+
+// TestJavaShedLockAgainstLoneRedis runs ShedLock's Redis provider
+// (shedlock-provider-redis-spring) against one redis-server.
+func TestJavaShedLockAgainstLoneRedis(t *testing.T) {
+	requireJavaCases(t, runJava(t, "shedlock", loneTarget(t)), javaShedLockCases)
+}
+
+// TestJavaShedLockThroughProxy runs ShedLock's cases through two proxies
+// with a max_ttl of five minutes, its lockAtMostFor four.
+func TestJavaShedLockThroughProxy(t *testing.T) {
+	lt, addrs := javaProxies(t)
+	requireJavaCases(t, runJava(t, "shedlock", lt, addrs...), javaShedLockCases)
 }

@@ -7,12 +7,14 @@ import java.util.UUID;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.RedisClient;
 import redis.clients.jedis.params.SetParams;
 
 /**
  * Plain Jedis: SET key token NX PX to acquire, a compare-and-delete script
  * to release and a compare-and-pexpire script to extend (the single-instance
- * pattern of the Redis documentation).
+ * pattern of the Redis documentation), with the Jedis connection class and
+ * with the pooled RedisClient.
  */
 final class JedisCases {
     static final String RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -30,7 +32,7 @@ final class JedisCases {
     }
 
     static Jedis connect(String addr) {
-        return new Jedis(HostAndPort.from(addr), DefaultJedisClientConfig.builder().socketTimeoutMillis(10000).build());
+        return new Jedis(HostAndPort.from(addr), DefaultJedisClientConfig.builder().socketTimeoutMillis(10000).autoNegotiateProtocol(false).build());
     }
 
     static String token() {
@@ -107,25 +109,26 @@ final class JedisCases {
     static void contention(Main.Env env) throws Exception {
         String key = Main.key("jedis");
         int workers = 6;
-        Jedis[] conns = new Jedis[workers];
+        // RedisClient: Jedis's pooled client, which negotiates RESP3.
+        RedisClient[] conns = new RedisClient[workers];
         for (int w = 0; w < workers; w++) {
-            conns[w] = connect(env.addr(w));
+            conns[w] = RedisClient.create(HostAndPort.from(env.addr(w)));
         }
         try {
             Contention.assertExclusive(workers, 20, (w, body) -> {
                 String t = token();
-                while (!acquire(conns[w], key, t, 10000)) {
+                while (!"OK".equals(conns[w].set(key, t, SetParams.setParams().nx().px(10000)))) {
                     Main.sleep(5);
                 }
                 try {
                     body.run();
                 } finally {
-                    Main.check(release(conns[w], key, t) == 1, "a release returned 0");
+                    Main.check((Long) conns[w].eval(RELEASE, List.of(key), List.of(t)) == 1, "a release returned 0");
                 }
             });
         } finally {
-            for (Jedis j : conns) {
-                j.close();
+            for (RedisClient c : conns) {
+                c.close();
             }
         }
         env.masters().gone("after contention", key);

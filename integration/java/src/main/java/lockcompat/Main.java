@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * LOCK_ADDRS are addresses that serve the same masters (several proxies, or
  * the lone Redis once); the cases lock through the first unless they say
- * otherwise. Prints one line per case ("PASS name" or "FAIL name: why") and
+ * otherwise. Prints one line per case ("PASS name" or "FAIL name -- why") and
  * a closing "cases: N passed, M failed"; the exit status is 1 if any failed.
  */
 public final class Main {
@@ -106,7 +106,7 @@ public final class Main {
                     System.out.printf("PASS %s (%d ms)%n", c.getKey(), (System.nanoTime() - start) / 1_000_000);
                 } catch (Throwable e) {
                     failed++;
-                    System.out.printf("FAIL %s: %s%n", c.getKey(), describe(e));
+                    System.out.printf("FAIL %s -- %s%n", c.getKey(), describe(e));
                 }
                 System.out.flush();
             }

@@ -25,7 +25,7 @@ final class Masters implements AutoCloseable {
         this.addrs = addrs;
         for (String a : addrs) {
             direct.add(new Jedis(HostAndPort.from(a),
-                    DefaultJedisClientConfig.builder().socketTimeoutMillis(5000).build()));
+                    DefaultJedisClientConfig.builder().socketTimeoutMillis(5000).autoNegotiateProtocol(false).build()));
         }
     }
 
