@@ -156,6 +156,7 @@ func javaProxies(t *testing.T) (lockTarget, []string) {
 const (
 	javaJedisCases    = 5
 	javaShedLockCases = 6
+	javaSpringCases   = 8
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted
@@ -182,4 +183,17 @@ func TestJavaShedLockAgainstLoneRedis(t *testing.T) {
 func TestJavaShedLockThroughProxy(t *testing.T) {
 	lt, addrs := javaProxies(t)
 	requireJavaCases(t, runJava(t, "shedlock", lt, addrs...), javaShedLockCases)
+}
+
+// TestJavaSpringLockRegistryAgainstLoneRedis runs Spring Integration's
+// RedisLockRegistry, SPIN_LOCK and PUB_SUB_LOCK, against one redis-server.
+func TestJavaSpringLockRegistryAgainstLoneRedis(t *testing.T) {
+	requireJavaCases(t, runJava(t, "spring", loneTarget(t)), javaSpringCases)
+}
+
+// TestJavaSpringLockRegistryThroughProxy runs the same cases through two
+// proxies over five masters.
+func TestJavaSpringLockRegistryThroughProxy(t *testing.T) {
+	lt, addrs := javaProxies(t)
+	requireJavaCases(t, runJava(t, "spring", lt, addrs...), javaSpringCases)
 }
