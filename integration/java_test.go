@@ -157,6 +157,7 @@ const (
 	javaJedisCases    = 5
 	javaShedLockCases = 6
 	javaSpringCases   = 8
+	javaRedissonCases = 9
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted
@@ -196,4 +197,17 @@ func TestJavaSpringLockRegistryAgainstLoneRedis(t *testing.T) {
 func TestJavaSpringLockRegistryThroughProxy(t *testing.T) {
 	lt, addrs := javaProxies(t)
 	requireJavaCases(t, runJava(t, "spring", lt, addrs...), javaSpringCases)
+}
+
+// TestJavaRedissonAgainstLoneRedis runs Redisson's locks and semaphores
+// against one redis-server.
+func TestJavaRedissonAgainstLoneRedis(t *testing.T) {
+	requireJavaCases(t, runJava(t, "redisson", loneTarget(t)), javaRedissonCases)
+}
+
+// TestJavaRedissonThroughProxy runs the same cases through two proxies over
+// five masters.
+func TestJavaRedissonThroughProxy(t *testing.T) {
+	lt, addrs := javaProxies(t)
+	requireJavaCases(t, runJava(t, "redisson", lt, addrs...), javaRedissonCases)
 }
