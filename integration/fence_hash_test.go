@@ -13,16 +13,7 @@ import (
 // (Redisson's owner, "client id:thread id", is the same for every grant to
 // one thread, so only the grant's own state tells grants apart).
 func TestFenceOnHashLocks(t *testing.T) {
-	const (
-		acquire = `if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 1
-end
-return 0`
-		release = `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('hdel', KEYS[1], ARGV[1]) end return 0`
-		owner   = "6a0c5f18-8c2a-4e6b-a5f2-5c1e6d3b2f10:1"
-	)
+	const owner = "6a0c5f18-8c2a-4e6b-a5f2-5c1e6d3b2f10:1"
 	c := newCluster(t, 5)
 	ctx := context.Background()
 	a := c.client(2)
@@ -30,7 +21,7 @@ return 0`
 	key := uniqueKey("fencehash")
 	var prev int64
 	for i := 0; i < 3; i++ {
-		if got := replyText(a.Eval(ctx, acquire, []string{key}, owner, 10000).Result()); got != "1" {
+		if got := replyText(a.Eval(ctx, hashAcquire, []string{key}, owner, 10000).Result()); got != "1" {
 			t.Fatalf("grant %d: acquire = %s, want 1", i, got)
 		}
 		n := fence(t, a, key, owner)
@@ -43,7 +34,7 @@ return 0`
 		if other := fence(t, b, key, "another-client:1"); other != 0 {
 			t.Fatalf("grant %d: FENCE of another owner = %d, want nil", i, other)
 		}
-		if got := replyText(b.Eval(ctx, release, []string{key}, owner).Result()); got != "1" {
+		if got := replyText(b.Eval(ctx, hashRelease, []string{key}, owner).Result()); got != "1" {
 			t.Fatalf("grant %d: release = %s, want 1", i, got)
 		}
 		if n := fence(t, a, key, owner); n != 0 {

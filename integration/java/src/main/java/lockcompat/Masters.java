@@ -88,23 +88,31 @@ final class Masters implements AutoCloseable {
      * that holds it with a PTTL in (lo, hi] milliseconds.
      */
     void stringHeld(String step, String key, String value, long lo, long hi) {
-        eventually(step, () -> {
-            List<String> seen = each(j -> {
-                String v = j.get(key);
-                return value.equals(v) ? "held pttl " + j.pttl(key) : String.valueOf(v);
-            });
-            int n = 0;
-            for (String s : seen) {
-                if (s.startsWith("held pttl ")) {
-                    long p = Long.parseLong(s.substring("held pttl ".length()));
-                    if (p <= lo || p > hi) {
-                        return key + ": PTTL not in (" + lo + ", " + hi + "]: " + describe(seen);
-                    }
-                    n++;
+        eventually(step, () -> heldWithin(key + " held by " + value, each(j -> {
+            String v = j.get(key);
+            return value.equals(v) ? HELD + j.pttl(key) : String.valueOf(v);
+        }), lo, hi));
+    }
+
+    private static final String HELD = "held pttl ";
+
+    /**
+     * Judges the masters' answers, HELD and the PTTL for each that holds:
+     * null when a majority hold with a PTTL in (lo, hi] on each holder,
+     * else what is wrong.
+     */
+    private String heldWithin(String what, List<String> seen, long lo, long hi) {
+        int n = 0;
+        for (String s : seen) {
+            if (s.startsWith(HELD)) {
+                long p = Long.parseLong(s.substring(HELD.length()));
+                if (p <= lo || p > hi) {
+                    return what + ": PTTL not in (" + lo + ", " + hi + "]: " + describe(seen);
                 }
+                n++;
             }
-            return n >= majority() ? null : key + " held by " + value + " on " + n + " masters: " + describe(seen);
-        });
+        }
+        return n >= majority() ? null : what + " on " + n + " masters, want " + majority() + ": " + describe(seen);
     }
 
     /** Returns the value a majority of masters hold under key, or null. */
@@ -149,24 +157,10 @@ final class Masters implements AutoCloseable {
      * PTTL in (lo, hi] milliseconds on each of them.
      */
     void hashHeld(String step, String key, Map<String, String> fields, long lo, long hi) {
-        eventually(step, () -> {
-            List<String> seen = each(j -> {
-                Map<String, String> h = j.hgetAll(key);
-                return h.equals(fields) ? "held pttl " + j.pttl(key) : h.toString();
-            });
-            int n = 0;
-            for (String s : seen) {
-                if (s.startsWith("held pttl ")) {
-                    long p = Long.parseLong(s.substring("held pttl ".length()));
-                    if (p <= lo || p > hi) {
-                        return key + ": PTTL not in (" + lo + ", " + hi + "]: " + describe(seen);
-                    }
-                    n++;
-                }
-            }
-            return n >= majority() ? null
-                    : key + " holds " + fields + " on " + n + " masters, want " + majority() + ": " + describe(seen);
-        });
+        eventually(step, () -> heldWithin(key + " holding " + fields, each(j -> {
+            Map<String, String> h = j.hgetAll(key);
+            return h.equals(fields) ? HELD + j.pttl(key) : h.toString();
+        }), lo, hi));
     }
 
     @Override

@@ -70,6 +70,16 @@ final class RedissonCases {
         }
     }
 
+    /** Two clients, on the first two lock addresses, and their RLocks of one new name. */
+    record Two(RedissonClient a, RedissonClient b, String name, RLock la, RLock lb) {
+        static Two open(Clients cs, Main.Env env, long watchdogMs) {
+            RedissonClient a = cs.open(env.addr(), watchdogMs);
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            return new Two(a, b, name, a.getLock(name), b.getLock(name));
+        }
+    }
+
     /** The hash field an RLock of client c held by the current thread counts in. */
     static String owner(RedissonClient c) {
         return owner(c, Thread.currentThread().getId());
@@ -82,11 +92,12 @@ final class RedissonCases {
     static void lifecycle(Main.Env env) throws Exception {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
-            RedissonClient a = cs.open(env.addr());
-            RedissonClient b = cs.open(env.addr(1));
-            String name = Main.key("redisson");
-            RLock la = a.getLock(name);
-            RLock lb = b.getLock(name);
+            Two t = Two.open(cs, env, 0);
+            RedissonClient a = t.a();
+            RedissonClient b = t.b();
+            String name = t.name();
+            RLock la = t.la();
+            RLock lb = t.lb();
             la.lock(10, TimeUnit.SECONDS);
             m.hashHeld("lock", name, Map.of(owner(a), "1"), 8000, 10000);
             Main.check(la.isLocked() && la.isHeldByCurrentThread(), "isLocked()/isHeldByCurrentThread() false after lock()");
@@ -109,11 +120,12 @@ final class RedissonCases {
     static void reentrancy(Main.Env env) throws Exception {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
-            RedissonClient a = cs.open(env.addr());
-            RedissonClient b = cs.open(env.addr(1));
-            String name = Main.key("redisson");
-            RLock la = a.getLock(name);
-            RLock lb = b.getLock(name);
+            Two t = Two.open(cs, env, 0);
+            RedissonClient a = t.a();
+            RedissonClient b = t.b();
+            String name = t.name();
+            RLock la = t.la();
+            RLock lb = t.lb();
             la.lock(10, TimeUnit.SECONDS);
             la.lock(10, TimeUnit.SECONDS);
             m.hashHeld("lock twice", name, Map.of(owner(a), "2"), 8000, 10000);
@@ -139,11 +151,12 @@ final class RedissonCases {
         Masters m = env.masters();
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (Clients cs = new Clients()) {
-            RedissonClient a = cs.open(env.addr());
-            RedissonClient b = cs.open(env.addr(1));
-            String name = Main.key("redisson");
-            RLock la = a.getLock(name);
-            RLock lb = b.getLock(name);
+            Two t = Two.open(cs, env, 0);
+            RedissonClient a = t.a();
+            RedissonClient b = t.b();
+            String name = t.name();
+            RLock la = t.la();
+            RLock lb = t.lb();
             la.lock(10, TimeUnit.SECONDS);
             CompletableFuture<long[]> got = CompletableFuture.supplyAsync(() -> {
                 try {
@@ -178,11 +191,11 @@ final class RedissonCases {
     static void watchdog(Main.Env env) throws Exception {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
-            RedissonClient a = cs.open(env.addr(), 2000);
-            RedissonClient b = cs.open(env.addr(1));
-            String name = Main.key("redisson");
-            RLock la = a.getLock(name);
-            RLock lb = b.getLock(name);
+            Two t = Two.open(cs, env, 2000);
+            RedissonClient a = t.a();
+            String name = t.name();
+            RLock la = t.la();
+            RLock lb = t.lb();
             la.lock();
             long end = System.nanoTime() + 5_000_000_000L;
             while (System.nanoTime() < end) {
@@ -198,11 +211,12 @@ final class RedissonCases {
     static void forceUnlock(Main.Env env) throws Exception {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
-            RedissonClient a = cs.open(env.addr());
-            RedissonClient b = cs.open(env.addr(1));
-            String name = Main.key("redisson");
-            RLock la = a.getLock(name);
-            RLock lb = b.getLock(name);
+            Two t = Two.open(cs, env, 0);
+            RedissonClient a = t.a();
+            RedissonClient b = t.b();
+            String name = t.name();
+            RLock la = t.la();
+            RLock lb = t.lb();
             la.lock(10, TimeUnit.SECONDS);
             m.hashHeld("lock", name, Map.of(owner(a), "1"), 8000, 10000);
             Main.check(lb.forceUnlock(), "forceUnlock() of a held lock returned false");

@@ -36,21 +36,42 @@ final class ShedLockCases {
                 "defaults: lockAtLeastFor unlock by SET XX PX", (Main.Case) ShedLockCases::defaultsAtLeast);
     }
 
-    /** Provider over its own connection; safe: safeUpdate(true). */
-    static RedisLockProvider provider(List<LettuceConnectionFactory> opened, String addr, boolean safe) {
-        LettuceConnectionFactory f = SpringCases.factory(addr);
-        opened.add(f);
-        RedisLockProvider.Builder b = new RedisLockProvider.Builder(f);
-        return safe ? b.safeUpdate(true).build() : b.build();
-    }
+    /** One job's lock and the providers that contend for it, each over its own connection. */
+    static final class Job implements AutoCloseable {
+        final String name = Main.key("shedlock");
+        /** The key ShedLock keeps the job's lock under (its default prefix and environment). */
+        final String key = "job-lock:default:" + name;
+        private final List<LettuceConnectionFactory> opened = new ArrayList<>();
 
-    static LockConfiguration config(String name, Duration atMost, Duration atLeast) {
-        return new LockConfiguration(Instant.now(), name, atMost, atLeast);
-    }
+        /** A provider; safe: built with safeUpdate(true). */
+        RedisLockProvider provider(String addr, boolean safe) {
+            LettuceConnectionFactory f = SpringCases.factory(addr);
+            opened.add(f);
+            RedisLockProvider.Builder b = new RedisLockProvider.Builder(f);
+            return safe ? b.safeUpdate(true).build() : b.build();
+        }
 
-    /** The key ShedLock keeps a job's lock under (its default prefix and environment). */
-    static String key(String name) {
-        return "job-lock:default:" + name;
+        LockConfiguration config(Duration atMost, Duration atLeast) {
+            return new LockConfiguration(Instant.now(), name, atMost, atLeast);
+        }
+
+        /** Locks through p, failing when refused. */
+        SimpleLock lock(RedisLockProvider p, LockConfiguration c, String what) {
+            return p.lock(c).orElseThrow(() -> new AssertionError(what + " returned empty"));
+        }
+
+        /** Fails unless p is refused the job's lock. */
+        void refused(RedisLockProvider p, String what) {
+            Optional<SimpleLock> l = p.lock(config(AT_MOST, Duration.ZERO));
+            Main.check(l.isEmpty(), what);
+        }
+
+        @Override
+        public void close() {
+            for (LettuceConnectionFactory f : opened) {
+                f.destroy();
+            }
+        }
     }
 
     /** Returns the value the masters' majority hold under key, failing when none does. */
@@ -63,101 +84,71 @@ final class ShedLockCases {
         return v[0];
     }
 
-    static void close(List<LettuceConnectionFactory> opened) {
-        for (LettuceConnectionFactory f : opened) {
-            f.destroy();
-        }
-    }
-
     static void lifecycle(Main.Env env) {
         Masters m = env.masters();
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            RedisLockProvider a = provider(opened, env.addr(), true);
-            RedisLockProvider b = provider(opened, env.addr(1), true);
-            String name = Main.key("shedlock");
-            String key = key(name);
-            Optional<SimpleLock> la = a.lock(config(name, AT_MOST, Duration.ZERO));
-            Main.check(la.isPresent(), "lock() of a free job lock returned empty");
-            String v = holder(m, key);
-            m.stringHeld("lock", key, v, AT_MOST_MS - 5000, AT_MOST_MS);
-            Main.check(b.lock(config(name, AT_MOST, Duration.ZERO)).isEmpty(), "a second client got a held job lock");
-            m.stringHeld("refused", key, v, AT_MOST_MS - 5000, AT_MOST_MS);
-            la.get().unlock();
-            m.gone("unlock", key);
-            Optional<SimpleLock> lb = b.lock(config(name, AT_MOST, Duration.ZERO));
-            Main.check(lb.isPresent(), "lock() after the unlock returned empty");
-            String w = holder(m, key);
-            Main.check(!w.equals(v), "the second holder's value is the first one's");
-            lb.get().unlock();
-            m.gone("unlock", key);
-        } finally {
-            close(opened);
+        try (Job job = new Job()) {
+            RedisLockProvider a = job.provider(env.addr(), true);
+            RedisLockProvider b = job.provider(env.addr(1), true);
+            SimpleLock la = job.lock(a, job.config(AT_MOST, Duration.ZERO), "lock() of a free job lock");
+            String v = holder(m, job.key);
+            m.stringHeld("lock", job.key, v, AT_MOST_MS - 5000, AT_MOST_MS);
+            job.refused(b, "a second client got a held job lock");
+            m.stringHeld("refused", job.key, v, AT_MOST_MS - 5000, AT_MOST_MS);
+            la.unlock();
+            m.gone("unlock", job.key);
+            SimpleLock lb = job.lock(b, job.config(AT_MOST, Duration.ZERO), "lock() after the unlock");
+            Main.check(!holder(m, job.key).equals(v), "the second holder's value is the first one's");
+            lb.unlock();
+            m.gone("unlock", job.key);
         }
     }
 
     static void atLeast(Main.Env env) {
         Masters m = env.masters();
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            RedisLockProvider a = provider(opened, env.addr(), true);
-            RedisLockProvider b = provider(opened, env.addr(1), true);
-            String name = Main.key("shedlock");
-            String key = key(name);
-            LockConfiguration c = config(name, AT_MOST, Duration.ofMillis(2000));
-            SimpleLock la = a.lock(c).orElseThrow(() -> new AssertionError("lock() of a free job lock returned empty"));
-            String v = holder(m, key);
+        try (Job job = new Job()) {
+            RedisLockProvider a = job.provider(env.addr(), true);
+            RedisLockProvider b = job.provider(env.addr(1), true);
+            LockConfiguration c = job.config(AT_MOST, Duration.ofMillis(2000));
+            SimpleLock la = job.lock(a, c, "lock() of a free job lock");
+            String v = holder(m, job.key);
             la.unlock();
             long left = Duration.between(Instant.now(), c.getLockAtLeastUntil()).toMillis();
-            m.stringHeld("unlock before lockAtLeastFor", key, v, 0, Math.max(left, 1));
-            Main.check(b.lock(config(name, AT_MOST, Duration.ZERO)).isEmpty(),
-                    "a second client got the job lock within lockAtLeastFor");
+            m.stringHeld("unlock before lockAtLeastFor", job.key, v, 0, Math.max(left, 1));
+            job.refused(b, "a second client got the job lock within lockAtLeastFor");
             Main.sleep(Math.max(0, Duration.between(Instant.now(), c.getLockAtLeastUntil()).toMillis()) + 100);
-            m.stringNowhere("lockAtLeastFor passed", key, v);
-            SimpleLock lb = b.lock(config(name, AT_MOST, Duration.ZERO))
-                    .orElseThrow(() -> new AssertionError("lock() after lockAtLeastFor returned empty"));
-            lb.unlock();
-            m.gone("unlock", key);
-        } finally {
-            close(opened);
+            m.stringNowhere("lockAtLeastFor passed", job.key, v);
+            job.lock(b, job.config(AT_MOST, Duration.ZERO), "lock() after lockAtLeastFor").unlock();
+            m.gone("unlock", job.key);
         }
     }
 
     static void extend(Main.Env env) {
         Masters m = env.masters();
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            RedisLockProvider a = provider(opened, env.addr(), true);
-            RedisLockProvider b = provider(opened, env.addr(1), true);
-            String name = Main.key("shedlock");
-            String key = key(name);
-            SimpleLock la = a.lock(config(name, Duration.ofSeconds(10), Duration.ZERO))
-                    .orElseThrow(() -> new AssertionError("lock() of a free job lock returned empty"));
-            String v = holder(m, key);
-            m.stringHeld("lock", key, v, 8000, 10000);
+        try (Job job = new Job()) {
+            RedisLockProvider a = job.provider(env.addr(), true);
+            RedisLockProvider b = job.provider(env.addr(1), true);
+            SimpleLock la = job.lock(a, job.config(Duration.ofSeconds(10), Duration.ZERO), "lock() of a free job lock");
+            String v = holder(m, job.key);
+            m.stringHeld("lock", job.key, v, 8000, 10000);
             SimpleLock extended = la.extend(AT_MOST, Duration.ZERO)
                     .orElseThrow(() -> new AssertionError("extend() of a held job lock returned empty"));
-            m.stringHeld("extend", key, v, AT_MOST_MS - 5000, AT_MOST_MS);
-            Main.check(b.lock(config(name, AT_MOST, Duration.ZERO)).isEmpty(), "a second client got an extended job lock");
+            m.stringHeld("extend", job.key, v, AT_MOST_MS - 5000, AT_MOST_MS);
+            job.refused(b, "a second client got an extended job lock");
             extended.unlock();
-            m.gone("unlock", key);
-        } finally {
-            close(opened);
+            m.gone("unlock", job.key);
         }
     }
 
     static void executor(Main.Env env) throws Exception {
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            String name = Main.key("shedlock");
+        try (Job job = new Job()) {
             AtomicInteger inside = new AtomicInteger();
             AtomicInteger overlaps = new AtomicInteger();
             AtomicInteger runs = new AtomicInteger();
             List<DefaultLockingTaskExecutor> executors = new ArrayList<>();
             for (int w = 0; w < 4; w++) {
-                executors.add(new DefaultLockingTaskExecutor(provider(opened, env.addr(w), true)));
+                executors.add(new DefaultLockingTaskExecutor(job.provider(env.addr(w), true)));
             }
-            Runnable job = () -> {
+            Runnable task = () -> {
                 if (inside.incrementAndGet() > 1) {
                     overlaps.incrementAndGet();
                 }
@@ -165,33 +156,25 @@ final class ShedLockCases {
                 Main.sleep(15);
                 inside.decrementAndGet();
             };
-            Contention.run(4, 25, (w, body) -> executors.get(w).executeWithLock(job, config(name, AT_MOST, Duration.ZERO)));
+            Contention.run(4, 25, (w, body) -> executors.get(w).executeWithLock(task, job.config(AT_MOST, Duration.ZERO)));
             Main.check(overlaps.get() == 0, overlaps.get() + " runs of the job overlapped another");
             Main.check(runs.get() > 0, "the job never ran");
             Main.log(runs.get() + " of 100 attempts ran the job");
-            env.masters().gone("after the runs", key(name));
-        } finally {
-            close(opened);
+            env.masters().gone("after the runs", job.key);
         }
     }
 
     static void defaults(Main.Env env) {
         Masters m = env.masters();
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            RedisLockProvider a = provider(opened, env.addr(), false);
-            RedisLockProvider b = provider(opened, env.addr(1), false);
-            String name = Main.key("shedlock");
-            String key = key(name);
-            SimpleLock la = a.lock(config(name, AT_MOST, Duration.ZERO))
-                    .orElseThrow(() -> new AssertionError("lock() of a free job lock returned empty"));
-            String v = holder(m, key);
-            m.stringHeld("lock", key, v, AT_MOST_MS - 5000, AT_MOST_MS);
-            Main.check(b.lock(config(name, AT_MOST, Duration.ZERO)).isEmpty(), "a second client got a held job lock");
+        try (Job job = new Job()) {
+            RedisLockProvider a = job.provider(env.addr(), false);
+            RedisLockProvider b = job.provider(env.addr(1), false);
+            SimpleLock la = job.lock(a, job.config(AT_MOST, Duration.ZERO), "lock() of a free job lock");
+            String v = holder(m, job.key);
+            m.stringHeld("lock", job.key, v, AT_MOST_MS - 5000, AT_MOST_MS);
+            job.refused(b, "a second client got a held job lock");
             la.unlock();
-            m.gone("unlock", key);
-        } finally {
-            close(opened);
+            m.gone("unlock", job.key);
         }
     }
 
@@ -203,17 +186,13 @@ final class ShedLockCases {
      */
     static void defaultsAtLeast(Main.Env env) {
         Masters m = env.masters();
-        List<LettuceConnectionFactory> opened = new ArrayList<>();
-        try {
-            RedisLockProvider a = provider(opened, env.addr(), false);
-            String name = Main.key("shedlock");
-            String key = key(name);
-            LockConfiguration c = config(name, AT_MOST, Duration.ofMillis(2000));
-            SimpleLock la = a.lock(c).orElseThrow(() -> new AssertionError("lock() of a free job lock returned empty"));
-            String v = holder(m, key);
+        try (Job job = new Job()) {
+            RedisLockProvider a = job.provider(env.addr(), false);
+            SimpleLock la = job.lock(a, job.config(AT_MOST, Duration.ofMillis(2000)), "lock() of a free job lock");
+            String v = holder(m, job.key);
             if (!env.proxied()) {
                 la.unlock();
-                m.stringHeld("unlock before lockAtLeastFor", key, v, 0, 2000);
+                m.stringHeld("unlock before lockAtLeastFor", job.key, v, 0, 2000);
                 return;
             }
             try {
@@ -222,9 +201,7 @@ final class ShedLockCases {
             } catch (RuntimeException e) {
                 Main.check(Main.describe(e).contains("needs NX"), "unlock failed otherwise: " + Main.describe(e));
             }
-            m.stringHeld("unlock refused", key, v, AT_MOST_MS - 5000, AT_MOST_MS);
-        } finally {
-            close(opened);
+            m.stringHeld("unlock refused", job.key, v, AT_MOST_MS - 5000, AT_MOST_MS);
         }
     }
 
