@@ -93,27 +93,22 @@ final class RedissonCases {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
             Two t = Two.open(cs, env, 0);
-            RedissonClient a = t.a();
-            RedissonClient b = t.b();
-            String name = t.name();
-            RLock la = t.la();
-            RLock lb = t.lb();
-            la.lock(10, TimeUnit.SECONDS);
-            m.hashHeld("lock", name, Map.of(owner(a), "1"), 8000, 10000);
-            Main.check(la.isLocked() && la.isHeldByCurrentThread(), "isLocked()/isHeldByCurrentThread() false after lock()");
-            long ttl = la.remainTimeToLive();
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock", t.name(), Map.of(owner(t.a()), "1"), 8000, 10000);
+            Main.check(t.la().isLocked() && t.la().isHeldByCurrentThread(), "isLocked()/isHeldByCurrentThread() false after lock()");
+            long ttl = t.la().remainTimeToLive();
             Main.check(ttl > 8000 && ttl <= 10000, "remainTimeToLive() = " + ttl);
-            Main.check(!lb.tryLock(), "another client got a held lock");
-            Main.check(lb.isLocked() && !lb.isHeldByCurrentThread(), "another client's view of the held lock is wrong");
-            m.hashHeld("refused", name, Map.of(owner(a), "1"), 7000, 10000);
-            la.unlock();
-            m.gone("unlock", name);
-            Main.check(!la.isLocked(), "isLocked() after unlock()");
-            Main.check(la.remainTimeToLive() == -2, "remainTimeToLive() of a free lock = " + la.remainTimeToLive());
-            Main.check(lb.tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the unlock returned false");
-            m.hashHeld("lock after unlock", name, Map.of(owner(b), "1"), 8000, 10000);
-            lb.unlock();
-            m.gone("unlock", name);
+            Main.check(!t.lb().tryLock(), "another client got a held lock");
+            Main.check(t.lb().isLocked() && !t.lb().isHeldByCurrentThread(), "another client's view of the held lock is wrong");
+            m.hashHeld("refused", t.name(), Map.of(owner(t.a()), "1"), 7000, 10000);
+            t.la().unlock();
+            m.gone("unlock", t.name());
+            Main.check(!t.la().isLocked(), "isLocked() after unlock()");
+            Main.check(t.la().remainTimeToLive() == -2, "remainTimeToLive() of a free lock = " + t.la().remainTimeToLive());
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the unlock returned false");
+            m.hashHeld("lock after unlock", t.name(), Map.of(owner(t.b()), "1"), 8000, 10000);
+            t.lb().unlock();
+            m.gone("unlock", t.name());
         }
     }
 
@@ -121,24 +116,19 @@ final class RedissonCases {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
             Two t = Two.open(cs, env, 0);
-            RedissonClient a = t.a();
-            RedissonClient b = t.b();
-            String name = t.name();
-            RLock la = t.la();
-            RLock lb = t.lb();
-            la.lock(10, TimeUnit.SECONDS);
-            la.lock(10, TimeUnit.SECONDS);
-            m.hashHeld("lock twice", name, Map.of(owner(a), "2"), 8000, 10000);
-            Main.check(la.getHoldCount() == 2, "getHoldCount() = " + la.getHoldCount());
-            la.unlock();
-            m.hashHeld("first unlock", name, Map.of(owner(a), "1"), 7000, 10000);
-            Main.check(la.isLocked(), "the lock is free after the first of two unlocks");
-            Main.check(!lb.tryLock(), "another client got the lock after the first of two unlocks");
-            la.unlock();
-            m.gone("last unlock", name);
-            Main.check(lb.tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the last unlock returned false");
-            lb.unlock();
-            m.gone("unlock", name);
+            t.la().lock(10, TimeUnit.SECONDS);
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock twice", t.name(), Map.of(owner(t.a()), "2"), 8000, 10000);
+            Main.check(t.la().getHoldCount() == 2, "getHoldCount() = " + t.la().getHoldCount());
+            t.la().unlock();
+            m.hashHeld("first unlock", t.name(), Map.of(owner(t.a()), "1"), 7000, 10000);
+            Main.check(t.la().isLocked(), "the lock is free after the first of two unlocks");
+            Main.check(!t.lb().tryLock(), "another client got the lock after the first of two unlocks");
+            t.la().unlock();
+            m.gone("last unlock", t.name());
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the last unlock returned false");
+            t.lb().unlock();
+            m.gone("unlock", t.name());
         }
     }
 
@@ -152,15 +142,10 @@ final class RedissonCases {
         ExecutorService pool = Executors.newSingleThreadExecutor();
         try (Clients cs = new Clients()) {
             Two t = Two.open(cs, env, 0);
-            RedissonClient a = t.a();
-            RedissonClient b = t.b();
-            String name = t.name();
-            RLock la = t.la();
-            RLock lb = t.lb();
-            la.lock(10, TimeUnit.SECONDS);
+            t.la().lock(10, TimeUnit.SECONDS);
             CompletableFuture<long[]> got = CompletableFuture.supplyAsync(() -> {
                 try {
-                    boolean ok = lb.tryLock(8, 10, TimeUnit.SECONDS);
+                    boolean ok = t.lb().tryLock(8, 10, TimeUnit.SECONDS);
                     return new long[] {ok ? System.nanoTime() : -1, Thread.currentThread().getId()};
                 } catch (InterruptedException e) {
                     throw new IllegalStateException(e);
@@ -169,15 +154,15 @@ final class RedissonCases {
             Main.sleep(500);
             Main.check(!got.isDone(), "the waiter returned while the lock was held");
             long released = System.nanoTime();
-            la.unlock();
+            t.la().unlock();
             long[] r = got.get(10, TimeUnit.SECONDS);
             Main.check(r[0] > 0, "the waiter gave up");
             long handoff = (r[0] - released) / 1_000_000;
             Main.log("hand-off " + handoff + " ms");
             Main.check(handoff < 4000, "the waiter got the lock " + handoff + " ms after the release: it was not woken");
-            m.hashHeld("waiter holds", name, Map.of(owner(b, r[1]), "1"), 7000, 10000);
-            lb.unlockAsync(r[1]).toCompletableFuture().get(10, TimeUnit.SECONDS);
-            m.gone("unlock", name);
+            m.hashHeld("waiter holds", t.name(), Map.of(owner(t.b(), r[1]), "1"), 7000, 10000);
+            t.lb().unlockAsync(r[1]).toCompletableFuture().get(10, TimeUnit.SECONDS);
+            m.gone("unlock", t.name());
         } finally {
             pool.shutdownNow();
         }
@@ -192,19 +177,15 @@ final class RedissonCases {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
             Two t = Two.open(cs, env, 2000);
-            RedissonClient a = t.a();
-            String name = t.name();
-            RLock la = t.la();
-            RLock lb = t.lb();
-            la.lock();
+            t.la().lock();
             long end = System.nanoTime() + 5_000_000_000L;
             while (System.nanoTime() < end) {
-                m.hashHeld("renewed", name, Map.of(owner(a), "1"), 0, 2000);
-                Main.check(!lb.tryLock(), "another client got a lock the watchdog renews");
+                m.hashHeld("renewed", t.name(), Map.of(owner(t.a()), "1"), 0, 2000);
+                Main.check(!t.lb().tryLock(), "another client got a lock the watchdog renews");
                 Main.sleep(400);
             }
-            la.unlock();
-            m.gone("unlock", name);
+            t.la().unlock();
+            m.gone("unlock", t.name());
         }
     }
 
@@ -212,21 +193,16 @@ final class RedissonCases {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
             Two t = Two.open(cs, env, 0);
-            RedissonClient a = t.a();
-            RedissonClient b = t.b();
-            String name = t.name();
-            RLock la = t.la();
-            RLock lb = t.lb();
-            la.lock(10, TimeUnit.SECONDS);
-            m.hashHeld("lock", name, Map.of(owner(a), "1"), 8000, 10000);
-            Main.check(lb.forceUnlock(), "forceUnlock() of a held lock returned false");
-            m.gone("forceUnlock", name);
-            Main.check(!la.isLocked(), "isLocked() after forceUnlock()");
-            Main.check(!lb.forceUnlock(), "forceUnlock() of a free lock returned true");
-            Main.check(lb.tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after forceUnlock() returned false");
-            m.hashHeld("lock after forceUnlock", name, Map.of(owner(b), "1"), 8000, 10000);
-            lb.unlock();
-            m.gone("unlock", name);
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock", t.name(), Map.of(owner(t.a()), "1"), 8000, 10000);
+            Main.check(t.lb().forceUnlock(), "forceUnlock() of a held lock returned false");
+            m.gone("forceUnlock", t.name());
+            Main.check(!t.la().isLocked(), "isLocked() after forceUnlock()");
+            Main.check(!t.lb().forceUnlock(), "forceUnlock() of a free lock returned true");
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after forceUnlock() returned false");
+            m.hashHeld("lock after forceUnlock", t.name(), Map.of(owner(t.b()), "1"), 8000, 10000);
+            t.lb().unlock();
+            m.gone("unlock", t.name());
         }
     }
 
