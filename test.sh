@@ -7,8 +7,9 @@
 # phpredis, Laravel's cache and redis components and Symfony's lock
 # component, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests); a
-# dependency that is still missing fails the run.
+# compiler for the clock-jump tests, a JDK 17 and Maven with the Java lock
+# libraries from Maven Central); a dependency that is still missing fails
+# the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -44,6 +45,8 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 # wall clock in the clock-jump tests.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -51,7 +54,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc java javac mvn; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
@@ -60,6 +63,17 @@ symfony_ok || { echo "php with phpredis and php-symfony-lock are required and co
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
+
+# The Java lock libraries: resolved into the local Maven repository once
+# per machine (offline when they are there already), their class path
+# written for integration/java_test.go, which compiles the programs.
+echo "== mvn dependency:build-classpath (Java lock library tests)"
+(
+  cd integration/java
+  goal=org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath
+  mvn -B -q -o "$goal" -Dmdep.outputFile=target/classpath.txt >/dev/null 2>&1 ||
+    mvn -B -q "$goal" -Dmdep.outputFile=target/classpath.txt
+)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
