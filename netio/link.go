@@ -183,6 +183,7 @@ type Link struct {
 	vetted   bool
 	proxyID  string      // this proxy's name in the marker's counts (the book's, or the link's own)
 	vetTimer *time.Timer // checks again soon while not vetted
+	vetSince time.Time   // when the first check to vet the master was sent
 	// restore is the end the other masters' records gave the hold of this
 	// master's current epoch: the next marker check writes it into the
 	// master's own record, which is then whole again (book.go).

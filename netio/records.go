@@ -9,8 +9,12 @@ import (
 // The link's side of the book (book.go): what each marker check of its
 // master teaches the pool, and what the pool's other masters tell of it.
 
-// vetRetry is how soon a master not yet vetted is checked again.
-const vetRetry = 25 * time.Millisecond
+// vetRetry is how soon a master not yet vetted is checked again, and
+// vetWait how long its vetting waits for the others' tables at most.
+const (
+	vetRetry = 25 * time.Millisecond
+	vetWait  = 2 * time.Second
+)
 
 // markerReadLocked applies what a marker check read (h, mr) at now: an
 // older copy of the data than one seen is noted as a loss and not taken as
@@ -46,7 +50,13 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	l.markerSeenLocked(h)
 	l.keepBrokenWhileLossUnrecordedLocked()
 	if !l.vetted {
-		if b.tablesBefore(l.opt.Index, h.sent) >= l.tablesNeeded() {
+		if l.vetSince.IsZero() {
+			l.vetSince = h.sent
+		}
+		// Enough others' tables, or as many as could be read within
+		// vetWait: a master that is down cannot tell, and must not keep
+		// the others from counting.
+		if b.tablesBefore(l.opt.Index, h.sent) >= l.tablesNeeded() || h.sent.Sub(l.vetSince) >= vetWait {
 			l.vetted = true
 		} else {
 			// The others' tables are on their way (every link checks

@@ -22,7 +22,7 @@ import (
 type Config struct {
 	Timing         quorum.Timing    // drift and minimum validity (default quorum.DefaultTiming)
 	BackendTimeout time.Duration    // per-backend timeout of every command (default 50ms)
-	MaxTTL         time.Duration    // longest TTL a client may ask for (default 60s)
+	MaxTTL         time.Duration    // longest TTL a client may ask for (default 5m)
 	Limits         Limits           // input limits (see Limits)
 	MaxClients     int              // connected clients (default 10000)
 	IdleTimeout    time.Duration    // close a client idle this long (default 0: never)
@@ -53,7 +53,7 @@ func DefaultConfig() Config {
 	return Config{
 		Timing:         quorum.DefaultTiming(),
 		BackendTimeout: quorum.DefaultNodeTimeout,
-		MaxTTL:         60 * time.Second,
+		MaxTTL:         5 * time.Minute,
 		Limits:         DefaultLimits(),
 		MaxClients:     10000,
 		WriteTimeout:   10 * time.Second,

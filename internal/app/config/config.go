@@ -42,7 +42,7 @@ type Config struct {
 	DriftFloor       time.Duration `yaml:"drift_floor"`       // added to the drift (default 2ms)
 	MinValidity      time.Duration `yaml:"min_validity"`      // least validity a granted lock leaves (default 0)
 	BackendTimeout   time.Duration `yaml:"backend_timeout"`   // per-backend timeout of each command (default 50ms)
-	MaxTTL           time.Duration `yaml:"max_ttl"`           // longest TTL a client may ask for (default 60s)
+	MaxTTL           time.Duration `yaml:"max_ttl"`           // longest TTL a client may ask for (default 5m)
 	// RestartQuarantine is how a backend that may have lost writes is kept
 	// out of quorums for max_ttl + drift: "strict" (default: from what the
 	// master reports, its uptime and the replication marker the proxies keep

@@ -592,10 +592,10 @@ func TestValidateRefusals(t *testing.T) {
 		{"max_ttl negative", []string{"-max_ttl", "-1s"}, "max_ttl"},
 		{"backend_timeout 0", []string{"-backend_timeout", "0s"}, "backend_timeout"},
 		{"backend_timeout negative", []string{"-backend_timeout", "-5ms"}, "backend_timeout"},
-		{"backend_timeout = max_ttl", []string{"-backend_timeout", "60s"}, "backend_timeout"},
+		{"backend_timeout = max_ttl", []string{"-backend_timeout", "5m"}, "backend_timeout"},
 		{"backend_timeout > max_ttl", []string{"-backend_timeout", "5s", "-max_ttl", "1s"}, "backend_timeout"},
-		{"min_validity = max_ttl", []string{"-min_validity", "60s"}, "min_validity"},
-		{"min_validity > max_ttl", []string{"-min_validity", "2m"}, "min_validity"},
+		{"min_validity = max_ttl", []string{"-min_validity", "5m"}, "min_validity"},
+		{"min_validity > max_ttl", []string{"-min_validity", "6m"}, "min_validity"},
 		{"restart_quarantine maybe", []string{"-restart_quarantine", "maybe"}, "restart_quarantine"},
 		{"restart_quarantine empty", []string{"-restart_quarantine="}, "restart_quarantine"},
 		{"log_level loud", []string{"-log_level", "loud"}, "log_level"},
@@ -640,8 +640,8 @@ func TestValidateRefusalsFromFileAndDirect(t *testing.T) {
 		{"min_validity: -1ms\n", func(c *Config) { c.MinValidity = -time.Millisecond }, "min_validity"},
 		{"max_ttl: 0s\n", func(c *Config) { c.MaxTTL = 0 }, "max_ttl"},
 		{"backend_timeout: 0s\n", func(c *Config) { c.BackendTimeout = 0 }, "backend_timeout"},
-		{"backend_timeout: 1m\n", func(c *Config) { c.BackendTimeout = time.Minute }, "backend_timeout"},
-		{"min_validity: 1m\n", func(c *Config) { c.MinValidity = time.Minute }, "min_validity"},
+		{"backend_timeout: 5m\n", func(c *Config) { c.BackendTimeout = 5 * time.Minute }, "backend_timeout"},
+		{"min_validity: 5m\n", func(c *Config) { c.MinValidity = 5 * time.Minute }, "min_validity"},
 		{"restart_quarantine: maybe\n", func(c *Config) { c.RestartQuarantine = "maybe" }, "restart_quarantine"},
 		{"log_level: loud\n", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
 		{"log_format: xml\n", func(c *Config) { c.LogFormat = "xml" }, "log_format"},
@@ -899,10 +899,10 @@ func TestWarnings(t *testing.T) {
 		{"2 backends: even and fewer than 3", []string{"-backends", "a:1,b:2"}, []string{"backends", "backends"}},
 		{"backend_timeout 10s max_ttl 60s", []string{"-backend_timeout", "10s", "-max_ttl", "60s"}, []string{"backend_timeout"}},
 		{"restart_quarantine off", []string{"-restart_quarantine", "off"}, []string{"restart_quarantine"}},
-		{"all at once", []string{"-backends", "a:1,b:2,c:3,d:4", "-backend_timeout", "10s", "-restart_quarantine", "off"},
+		{"all at once", []string{"-backends", "a:1,b:2,c:3,d:4", "-backend_timeout", "40s", "-restart_quarantine", "off"},
 			[]string{"backends", "backend_timeout", "restart_quarantine"}},
 		{"5 backends: none", []string{"-backends", "a:1,b:2,c:3,d:4,e:5"}, nil},
-		{"backend_timeout 6s is exactly a tenth: none", []string{"-backend_timeout", "6s"}, nil},
+		{"backend_timeout 30s is exactly a tenth: none", []string{"-backend_timeout", "30s"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -940,15 +940,15 @@ func TestWarnings(t *testing.T) {
 		}
 	}
 	// The backend_timeout rule is stated as numbers.
-	_, w := mustLoad(t, "-backend_timeout", "7s")
-	if len(w) != 1 || !strings.Contains(w[0], "a tenth is 6s") {
-		t.Errorf("backend_timeout 7s: warnings %q; want one stating the tenth of max_ttl, 6s", w)
+	_, w := mustLoad(t, "-backend_timeout", "31s")
+	if len(w) != 1 || !strings.Contains(w[0], "a tenth is 30s") {
+		t.Errorf("backend_timeout 31s: warnings %q; want one stating the tenth of max_ttl, 30s", w)
 	}
 	// The refusal says what is refused (not below max_ttl), and that a
 	// tenth is only warned about.
-	_, _, err := Load([]string{"-backend_timeout", "60s"}, io.Discard)
-	if want := "backend_timeout: must be below max_ttl (1m0s), got 1m0s (above a tenth of max_ttl, 6s, it is accepted with a warning)"; err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("backend_timeout 60s: error %v; want one ending %q", err, want)
+	_, _, err := Load([]string{"-backend_timeout", "5m"}, io.Discard)
+	if want := "backend_timeout: must be below max_ttl (5m0s), got 5m0s (above a tenth of max_ttl, 30s, it is accepted with a warning)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("backend_timeout 5m: error %v; want one ending %q", err, want)
 	}
 }
 
@@ -975,7 +975,7 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(usage, "redlock-proxy -config config.example.yaml") {
 			t.Errorf("usage's file example is not config.example.yaml:\n%s", usage)
 		}
-		if !strings.Contains(usage, "The first start waits: over fresh masters") || !strings.Contains(usage, "(1m0.602s with the defaults)") {
+		if !strings.Contains(usage, "The first start waits: over fresh masters") || !strings.Contains(usage, "(5m3.002s with the defaults)") {
 			t.Errorf("usage does not state the first start's wait:\n%s", usage)
 		}
 		example := strings.Index(usage, "redlock-proxy -backends 10.0.0.11:6379,")
@@ -1074,8 +1074,8 @@ func TestConfigurationMistakesAreOneKind(t *testing.T) {
 			"invalid configuration: backend_tls_cert_file: open /nonexistent/c.pem: no such file or directory"},
 		{"backend TLS file without backend_tls", file("backend_tls_ca_file: " + dir + "backend-ca.pem\n"),
 			"FILE, line 1: backend_tls_ca_file: backend_tls_* settings need backend_tls: true"},
-		{"a rule, in the file", file("# comment\nbackend_timeout: 1m\n"),
-			"FILE, line 2: backend_timeout: must be below max_ttl (1m0s), got 1m0s (above a tenth of max_ttl, 6s, it is accepted with a warning)"},
+		{"a rule, in the file", file("# comment\nbackend_timeout: 5m\n"),
+			"FILE, line 2: backend_timeout: must be below max_ttl (5m0s), got 5m0s (above a tenth of max_ttl, 30s, it is accepted with a warning)"},
 		{"a rule of a list's element, in the file", file("users:\n  - name: default\n    password: x\n"),
 			`FILE, line 1: users[0].name: must be a name other than default (set requirepass for the default user), got "default"`},
 	} {
@@ -1093,7 +1093,7 @@ func TestConfigurationMistakesAreOneKind(t *testing.T) {
 	// A key the file set but a flag overrode is the flag's: no line of the
 	// file is named.
 	path := writeConfig(t, "backend_timeout: 10ms\n")
-	_, _, err := Load([]string{"-config", path, "-backend_timeout", "1m"}, io.Discard)
+	_, _, err := Load([]string{"-config", path, "-backend_timeout", "5m"}, io.Discard)
 	if want := "invalid configuration: backend_timeout: must be below max_ttl"; !strings.HasPrefix(fmtErr(err), want) {
 		t.Errorf("flag over the file: error %v; want one starting %q", err, want)
 	}

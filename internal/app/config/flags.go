@@ -25,7 +25,9 @@ config.example.yaml); flags given on the command line win over the file.
 The first start waits: over fresh masters (or masters no proxy has used)
 locks are refused for max_ttl + drift (%v with the defaults), since a
 master that may have forgotten locks never counts sooner. /readyz and
-INFO proxy say how long is left.
+INFO proxy say how long is left. Over brand-new masters an operator may
+instead run VOUCH (redis-cli -p 7379 VOUCH): refused unless every master is
+empty and unused.
 
 Flags:
 `
