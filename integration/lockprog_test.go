@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // Lock programs in other runtimes (integration/python, integration/php)
@@ -41,10 +44,24 @@ func loneTarget(t *testing.T) lockTarget {
 	return lockTarget{addr: s.Addr, masters: []*redis.Client{d}, settle: 2 * time.Second}
 }
 
+// proxyTarget is a proxy over five fresh masters, with max_ttl at five
+// minutes: the libraries' long locks (a scheduler's, Symfony Lock's
+// default 300 s) are within it.
 func proxyTarget(t *testing.T) lockTarget {
-	c := newCluster(t, 5)
+	c := newCluster(t, 5, longMaxTTL)
 	return lockTarget{addr: c.app.Addr(), masters: c.direct, settle: 2 * time.Second}
 }
+
+// longMaxTTL sets max_ttl to five minutes.
+func longMaxTTL(c *config.Config) { c.MaxTTL = 5 * time.Minute }
+
+// Scenarios every lock program with no-expiry calls runs: a lone Redis
+// grants a lock that never expires; the proxy refuses it and writes
+// nothing.
+var (
+	noExpiryLone  = traceScenario{"no-expiry", []string{"no-expiry", "release"}}
+	noExpiryProxy = traceScenario{"no-expiry", []string{"refused-no-expiry", "release"}}
+)
 
 // traceStep is one line of the program's trace.
 type traceStep struct {
@@ -56,6 +73,8 @@ type traceStep struct {
 	TTLms  int64  `json:"ttl_ms"` // the TTL the lock was given...
 	AgeMs  int64  `json:"age_ms"` // ...this long before the step, when the step did not set it
 	Error  string `json:"error"`
+	// Hex: Token, Holder and Other are hex-encoded (binary tokens).
+	Hex bool `json:"hex"`
 	// Shape "owners": the lock is a sorted set of owners scored with their
 	// deadlines (Symfony's RedisStore), held in Mode "write" (exclusive,
 	// with the "__write__" member) or "read" (shared).
@@ -325,8 +344,51 @@ func (lt lockTarget) stringCheck(st traceStep, ttl, age time.Duration) (check fu
 		check = func() error { return lt.nowhere(st.Key, st.Token) }
 	case "contention":
 		check = func() error { return lt.nowhere(st.Key, "") }
+	case "no-expiry":
+		// A lone Redis granted a lock that never expires.
+		check = func() error { return lt.heldForever(st.Key, st.Token) }
+	case "refused-no-expiry":
+		// The proxy refused it: nothing was written anywhere.
+		check = func() error {
+			if !strings.Contains(st.Error, "expir") {
+				return fmt.Errorf("the refusal %q does not say the lock needs an expiry", st.Error)
+			}
+			return lt.nowhere(st.Key, "")
+		}
 	}
 	return check
+}
+
+// heldForever reports whether every master holds token under key with no
+// TTL (a lock that never expires, as one Redis grants it).
+func (lt lockTarget) heldForever(key, token string) error {
+	for i, s := range lt.state(key) {
+		switch {
+		case s.err != nil:
+			return fmt.Errorf("master %d: %w", i, s.err)
+		case s.value != token || s.pttl != -1:
+			return fmt.Errorf("master %d holds %q with PTTL %v; want %q with no TTL", i, s.value, s.pttl, token)
+		}
+	}
+	return nil
+}
+
+// parseTraceStep decodes one trace line, and its hex-encoded tokens.
+func parseTraceStep(line string) (traceStep, error) {
+	var st traceStep
+	if err := json.Unmarshal([]byte(line), &st); err != nil {
+		return st, err
+	}
+	if st.Hex {
+		for _, f := range []*string{&st.Token, &st.Holder, &st.Other} {
+			b, err := hex.DecodeString(*f)
+			if err != nil {
+				return st, fmt.Errorf("hex token %q: %w", *f, err)
+			}
+			*f = string(b)
+		}
+	}
+	return st, nil
 }
 
 // traceScenario is a scenario of a lock program and the trace it must
@@ -365,8 +427,8 @@ func runTraceProgram(t *testing.T, lt lockTarget, scenario string, argv ...strin
 	for sc.Scan() {
 		line := sc.Text()
 		trace.WriteString(line + "\n")
-		var st traceStep
-		if err := json.Unmarshal([]byte(line), &st); err != nil {
+		st, err := parseTraceStep(line)
+		if err != nil {
 			t.Errorf("trace line %q: %v", line, err)
 			continue
 		}
@@ -433,6 +495,10 @@ func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
 			traceStep{Step: "refused", Key: key, Token: "other", Holder: "tok", TTLms: 10000}},
 		{"old holder kept", func() { setOn(3, "old", 10*time.Second) }, traceStep{Step: "handoff", Key: key, Token: "new", Other: "old", TTLms: 10000}},
 		{"key left after contention", func() { setOn(1, "x", 10*time.Second) }, traceStep{Step: "contention", Key: key}},
+		{"no-expiry lock with a TTL", func() { setOn(5, "tok", 10*time.Second) }, traceStep{Step: "no-expiry", Key: key, Token: "tok"}},
+		{"no-expiry lock on a minority", func() { setOn(2, "tok", 0) }, traceStep{Step: "no-expiry", Key: key, Token: "tok"}},
+		{"refused lock written", func() { setOn(1, "tok", 0) }, traceStep{Step: "refused-no-expiry", Key: key, Error: "ERR needs an expiry"}},
+		{"refusal that does not say why", func() { setOn(0, "", 0) }, traceStep{Step: "refused-no-expiry", Key: key, Error: "ERR syntax error"}},
 	} {
 		tc.setup()
 		if err := lt.checkStep(tc.step); err == nil {
