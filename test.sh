@@ -3,7 +3,8 @@
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
-# the npm library tests, Debian's python3-redis for redis-py, PHP with
+# the npm library tests, Debian's python3-redis for redis-py, a Python
+# virtualenv with the PyPI lock libraries (integration/python/requirements.txt), PHP with
 # phpredis, Laravel's cache and redis components and Symfony's lock
 # component, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
@@ -44,6 +45,7 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 # wall clock in the clock-jump tests.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -60,6 +62,17 @@ symfony_ok || { echo "php with phpredis and php-symfony-lock are required and co
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
+
+# The PyPI lock libraries, at the versions pinned, in one virtualenv of
+# Debian's python3; made again only when the pins change.
+echo "== Python virtualenv (PyPI lock library tests)"
+venv=integration/python/.venv
+if ! cmp -s integration/python/requirements.txt "$venv/requirements.txt"; then
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r integration/python/requirements.txt
+  cp integration/python/requirements.txt "$venv/requirements.txt"
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
