@@ -4,7 +4,8 @@
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
 # the npm library tests, Debian's python3-redis for redis-py, a Python
-# virtualenv with the PyPI lock libraries (integration/python/requirements.txt), PHP with
+# virtualenv with the PyPI lock libraries (integration/python/requirements.txt),
+# the crates.io lock library's program (integration/rust, with rustup's cargo), PHP with
 # phpredis, Laravel's cache and redis components and Symfony's lock
 # component, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
@@ -73,6 +74,12 @@ if ! cmp -s integration/python/requirements.txt "$venv/requirements.txt"; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r integration/python/requirements.txt
   cp integration/python/requirements.txt "$venv/requirements.txt"
 fi
+
+# rslock from crates.io, at the versions Cargo.lock pins, built once (the
+# Rust toolchain is rustup's: Debian's is older than the crates need).
+echo "== cargo build (crates.io lock library tests)"
+command -v cargo >/dev/null || { echo "cargo is required (rustup's Rust toolchain) and was not found" >&2; exit 1; }
+cargo build --locked --quiet --manifest-path integration/rust/Cargo.toml
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -271,6 +271,23 @@ func (lt lockTarget) nowhere(key, token string) error {
 	return nil
 }
 
+// nowhereBut is nowhere(key, token), or, when token is empty, reports
+// whether no master holds any token under key but holder.
+func (lt lockTarget) nowhereBut(key, token, holder string) error {
+	if token != "" {
+		return lt.nowhere(key, token)
+	}
+	for i, s := range lt.state(key) {
+		if s.err != nil {
+			return fmt.Errorf("master %d: %w", i, s.err)
+		}
+		if s.value != "" && s.value != holder {
+			return fmt.Errorf("master %d holds %q under %q (PTTL %v); only the holder's %q may be there", i, s.value, key, s.pttl, holder)
+		}
+	}
+	return nil
+}
+
 // checkStep checks the masters against one trace step. The proxy answers
 // once a majority did a command, so the others may lag: it retries for a
 // while (settle) before it reports the last mismatch.
@@ -328,7 +345,9 @@ func (lt lockTarget) stringCheck(st traceStep, ttl, age time.Duration) (check fu
 		check = func() error { return lt.held(st.Key, st.Token, ttl, age) }
 	case "refused":
 		check = func() error {
-			if err := lt.nowhere(st.Key, st.Token); err != nil {
+			// A library that keeps no handle on a refused attempt's token
+			// gives none: then no master may hold any token but the holder's.
+			if err := lt.nowhereBut(st.Key, st.Token, st.Holder); err != nil {
 				return fmt.Errorf("the refused token: %w", err)
 			}
 			return lt.held(st.Key, st.Holder, ttl, age)
@@ -493,6 +512,8 @@ func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
 		{"still held after release", func() { setOn(1, "tok", 10*time.Second) }, traceStep{Step: "release", Key: key, Token: "tok"}},
 		{"refused token written", func() { setOn(5, "tok", 10*time.Second); lt.masters[4].Set(ctx, key, "other", 10*time.Second) },
 			traceStep{Step: "refused", Key: key, Token: "other", Holder: "tok", TTLms: 10000}},
+		{"refused attempt's unknown token written", func() { setOn(5, "tok", 10*time.Second); lt.masters[4].Set(ctx, key, "theirs", 10*time.Second) },
+			traceStep{Step: "refused", Key: key, Holder: "tok", TTLms: 10000}},
 		{"old holder kept", func() { setOn(3, "old", 10*time.Second) }, traceStep{Step: "handoff", Key: key, Token: "new", Other: "old", TTLms: 10000}},
 		{"key left after contention", func() { setOn(1, "x", 10*time.Second) }, traceStep{Step: "contention", Key: key}},
 		{"no-expiry lock with a TTL", func() { setOn(5, "tok", 10*time.Second) }, traceStep{Step: "no-expiry", Key: key, Token: "tok"}},
