@@ -6,8 +6,8 @@
 # the npm library tests, Debian's python3-redis for redis-py, a Python
 # virtualenv with the PyPI lock libraries (integration/python/requirements.txt),
 # the crates.io lock library's program (integration/rust, with rustup's cargo), PHP with
-# phpredis, Laravel's cache and redis components and Symfony's lock
-# component, promtool for the alert rules' unit tests, podman to build the
+# phpredis, Laravel's cache and redis components, Symfony's lock
+# component, malkusch/lock and Predis, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
 # compiler for the clock-jump tests); a
 # dependency that is still missing fails the run.
@@ -31,6 +31,11 @@ symfony_ok() {
     exit(extension_loaded("redis") && class_exists("Symfony\Component\Lock\Store\RedisStore") ? 0 : 1);' >/dev/null 2>&1
 }
 
+malkusch_ok() {
+  php -r 'require "Malkusch/Lock/autoload.php"; require "Predis/autoload.php";
+    exit(extension_loaded("redis") && class_exists("malkusch\lock\mutex\PHPRedisMutex") && class_exists("Predis\Client") ? 0 : 1);' >/dev/null 2>&1
+}
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
@@ -46,6 +51,7 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 # wall clock in the clock-jump tests.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
+malkusch_ok || missing+=(php-cli php-redis php-malkusch-lock php-predis)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
@@ -60,6 +66,7 @@ done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
 laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
 symfony_ok || { echo "php with phpredis and php-symfony-lock are required and could not be installed" >&2; exit 1; }
+malkusch_ok || { echo "php with phpredis, php-malkusch-lock and php-predis are required and could not be installed" >&2; exit 1; }
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
