@@ -4,13 +4,15 @@
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
 # the npm library tests, Debian's python3-redis for redis-py, a Python
-# virtualenv with the PyPI lock libraries (integration/python/requirements.txt),
-# the crates.io lock library's program (integration/rust, with rustup's cargo), PHP with
-# phpredis, Laravel's cache and redis components, Symfony's lock
-# component, malkusch/lock and Predis, promtool for the alert rules' unit tests, podman to build the
+# virtualenv with the PyPI lock libraries (integration/python/
+# requirements.txt), the crates.io lock library's program (integration/
+# rust, with rustup's cargo), PHP with phpredis, Laravel's cache and redis
+# components, Symfony's lock component, malkusch/lock and Predis,
+# ruby-redis, the Redis perl module and hiredis for the replays in those
+# languages, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests); a
-# dependency that is still missing fails the run.
+# compiler for the clock-jump tests); a dependency that is still missing
+# fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -52,6 +54,12 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
 malkusch_ok || missing+=(php-cli php-redis php-malkusch-lock php-predis)
+# The replays in their own language's client: ruby-redis, the Redis perl
+# module, hiredis for C++.
+ruby -e 'require "redis"' >/dev/null 2>&1 || missing+=(ruby ruby-redis)
+perl -MRedis -e 1 >/dev/null 2>&1 || missing+=(libredis-perl)
+[ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
@@ -60,13 +68,16 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
 laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
 symfony_ok || { echo "php with phpredis and php-symfony-lock are required and could not be installed" >&2; exit 1; }
 malkusch_ok || { echo "php with phpredis, php-malkusch-lock and php-predis are required and could not be installed" >&2; exit 1; }
+ruby -e 'require "redis"' >/dev/null 2>&1 || { echo "Debian's ruby-redis is required and could not be installed" >&2; exit 1; }
+perl -MRedis -e 1 >/dev/null 2>&1 || { echo "Debian's libredis-perl is required and could not be installed" >&2; exit 1; }
+[ -f /usr/include/hiredis/hiredis.h ] || { echo "Debian's libhiredis-dev is required and could not be installed" >&2; exit 1; }
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)

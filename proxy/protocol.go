@@ -29,6 +29,7 @@ const (
 	msgMaxClients        = "ERR max number of clients reached"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
+	msgExistsOneKey   = "ERR redlock-proxy: EXISTS takes one key: each lock is read on its own, by a majority of the backends"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
