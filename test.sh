@@ -11,8 +11,9 @@
 # ruby-redis, the Redis perl module and hiredis for the replays in those
 # languages, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests); a dependency that is still missing
-# fails the run.
+# compiler for the clock-jump tests, a JDK 17 and Maven with the Java lock
+# libraries from Maven Central); a dependency that is still missing fails
+# the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -61,6 +62,8 @@ perl -MRedis -e 1 >/dev/null 2>&1 || missing+=(libredis-perl)
 [ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -68,7 +71,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl java javac mvn; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
@@ -98,6 +101,17 @@ fi
 echo "== cargo build (crates.io lock library tests)"
 command -v cargo >/dev/null || { echo "cargo is required (rustup's Rust toolchain) and was not found" >&2; exit 1; }
 cargo build --locked --quiet --manifest-path integration/rust/Cargo.toml
+
+# The Java lock libraries: resolved into the local Maven repository once
+# per machine (offline when they are there already), their class path
+# written for integration/java_test.go, which compiles the programs.
+echo "== mvn dependency:build-classpath (Java lock library tests)"
+(
+  cd integration/java
+  goal=org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath
+  mvn -B -q -o "$goal" -Dmdep.outputFile=target/classpath.txt >/dev/null 2>&1 ||
+    mvn -B -q "$goal" -Dmdep.outputFile=target/classpath.txt
+)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
