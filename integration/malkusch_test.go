@@ -44,37 +44,38 @@ func requireMalkusch(t *testing.T, client string) (argv []string, version string
 
 var malkuschClients = []string{"phpredis", "predis"}
 
-// TestMalkuschRedisMutexAgainstLoneRedis runs both mutexes against one
-// redis-server: the reference every scenario must pass.
-func TestMalkuschRedisMutexAgainstLoneRedis(t *testing.T) {
+// eachMalkuschClient runs fn for each client, with the program's command
+// line for it.
+func eachMalkuschClient(t *testing.T, fn func(t *testing.T, argv []string)) {
 	for _, client := range malkuschClients {
 		t.Run(client, func(t *testing.T) {
 			argv, version := requireMalkusch(t, client)
 			t.Logf("php-malkusch-lock, php-predis %s", version)
-			testTraceScenarios(t, loneTarget(t), malkuschScenarios, argv...)
+			fn(t, argv)
 		})
 	}
+}
+
+// TestMalkuschRedisMutexAgainstLoneRedis runs both mutexes against one
+// redis-server: the reference every scenario must pass.
+func TestMalkuschRedisMutexAgainstLoneRedis(t *testing.T) {
+	eachMalkuschClient(t, func(t *testing.T, argv []string) {
+		testTraceScenarios(t, loneTarget(t), malkuschScenarios, argv...)
+	})
 }
 
 // TestMalkuschRedisMutexThroughProxy runs the same scenarios through the
 // proxy over five masters, checking each step on every master.
 func TestMalkuschRedisMutexThroughProxy(t *testing.T) {
-	for _, client := range malkuschClients {
-		t.Run(client, func(t *testing.T) {
-			argv, version := requireMalkusch(t, client)
-			t.Logf("php-malkusch-lock, php-predis %s", version)
-			testTraceScenarios(t, proxyTarget(t), malkuschScenarios, argv...)
-		})
-	}
+	eachMalkuschClient(t, func(t *testing.T, argv []string) {
+		testTraceScenarios(t, proxyTarget(t), malkuschScenarios, argv...)
+	})
 }
 
 // TestMalkuschContentionControlLosesUpdates runs the contention scenario
 // without the lock: the program must then report lost updates.
 func TestMalkuschContentionControlLosesUpdates(t *testing.T) {
-	for _, client := range malkuschClients {
-		t.Run(client, func(t *testing.T) {
-			argv, _ := requireMalkusch(t, client)
-			testContentionControl(t, `"step":"error"`, argv...)
-		})
-	}
+	eachMalkuschClient(t, func(t *testing.T, argv []string) {
+		testContentionControl(t, `"step":"error"`, argv...)
+	})
 }

@@ -62,37 +62,38 @@ print(", ".join(n + " " + version(n) for n in sys.argv[1:]))`, lib.name, "redis"
 	return []string{python, filepath.Join(dir, lib.program)}, strings.TrimSpace(string(out))
 }
 
-// TestPyPILockLibrariesAgainstLoneRedis runs each library against one
-// redis-server: the reference every scenario must pass.
-func TestPyPILockLibrariesAgainstLoneRedis(t *testing.T) {
+// eachPyPILibrary runs fn for each library, with its program's command
+// line.
+func eachPyPILibrary(t *testing.T, fn func(t *testing.T, lib pypiLibrary, argv []string)) {
 	for _, lib := range pypiLibraries {
 		t.Run(lib.name, func(t *testing.T) {
 			argv, versions := requirePyPILibrary(t, lib)
 			t.Log(versions)
-			testTraceScenarios(t, loneTarget(t), lib.scenarios, argv...)
+			fn(t, lib, argv)
 		})
 	}
+}
+
+// TestPyPILockLibrariesAgainstLoneRedis runs each library against one
+// redis-server: the reference every scenario must pass.
+func TestPyPILockLibrariesAgainstLoneRedis(t *testing.T) {
+	eachPyPILibrary(t, func(t *testing.T, lib pypiLibrary, argv []string) {
+		testTraceScenarios(t, loneTarget(t), lib.scenarios, argv...)
+	})
 }
 
 // TestPyPILockLibrariesThroughProxy runs the same scenarios through the
 // proxy over five masters, checking each step on every master.
 func TestPyPILockLibrariesThroughProxy(t *testing.T) {
-	for _, lib := range pypiLibraries {
-		t.Run(lib.name, func(t *testing.T) {
-			argv, versions := requirePyPILibrary(t, lib)
-			t.Log(versions)
-			testTraceScenarios(t, proxyTarget(t), lib.scenarios, argv...)
-		})
-	}
+	eachPyPILibrary(t, func(t *testing.T, lib pypiLibrary, argv []string) {
+		testTraceScenarios(t, proxyTarget(t), lib.scenarios, argv...)
+	})
 }
 
 // TestPyPILockLibrariesContentionControlLosesUpdates runs each contention
 // scenario without the lock: the program must then report lost updates.
 func TestPyPILockLibrariesContentionControlLosesUpdates(t *testing.T) {
-	for _, lib := range pypiLibraries {
-		t.Run(lib.name, func(t *testing.T) {
-			argv, _ := requirePyPILibrary(t, lib)
-			testContentionControl(t, `"step": "error"`, argv...)
-		})
-	}
+	eachPyPILibrary(t, func(t *testing.T, _ pypiLibrary, argv []string) {
+		testContentionControl(t, `"step": "error"`, argv...)
+	})
 }

@@ -167,7 +167,7 @@ function handoffScenario(string $name): void
 
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $name, $noLock, $opts) {
     check(extension_loaded('redis'), 'the phpredis extension is not loaded');
     switch ($scenario) {
         case 'lifecycle':
@@ -200,9 +200,4 @@ try {
         default:
             throw new CheckFailed("unknown scenario '$scenario'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});

@@ -138,7 +138,7 @@ function long(string $name): void
 
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $name, $noLock, $opts, $client) {
     check(in_array($client, ['phpredis', 'predis'], true), "unknown client '$client'");
     check($client !== 'phpredis' || extension_loaded('redis'), 'the phpredis extension is not loaded');
     switch ($scenario) {
@@ -166,9 +166,4 @@ try {
         default:
             throw new CheckFailed("unknown scenario '$scenario'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});

@@ -85,7 +85,7 @@ function cheprasov(string $key): void
 
 $scenario = $opts['scenario'] ?? '';
 $key = ($opts['prefix'] ?? $lib) . ":$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $lib, $key) {
     check(extension_loaded('redis'), 'the phpredis extension is not loaded');
     check($scenario === 'lifecycle', "unknown scenario '$scenario'");
     switch ($lib) {
@@ -98,9 +98,4 @@ try {
         default:
             throw new CheckFailed("unknown library '$lib'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});

@@ -208,7 +208,7 @@ function promote(string $name): void
 
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $name, $noLock, $opts) {
     check(extension_loaded('redis'), 'the phpredis extension is not loaded');
     switch ($scenario) {
         case 'lifecycle':
@@ -250,9 +250,4 @@ try {
         default:
             throw new CheckFailed("unknown scenario '$scenario'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});
