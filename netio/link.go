@@ -338,6 +338,9 @@ func (l *Link) Health() Health {
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	if now := time.Now(); now.Before(h.QuarantinedUntil) {
+		h.QuarantineReason += holdBound(l.watch.Early(), l.watch.Ceiling().Sub(now))
+	}
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken || !l.vetted
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -87,7 +88,13 @@ func (l *Link) holdEndLocked(now time.Time, settle time.Duration, whole bool) {
 	if !ok {
 		return
 	}
+	wasEarly := l.watch.Early()
 	l.watch.EndEarly(at, end)
+	if !wasEarly && l.watch.Early() && now.Before(end) {
+		l.log.Info("backend's hold ends early: the other masters' records show every lock it may have held expires by then",
+			"counts_in", end.Sub(now).Round(time.Millisecond), "counts_at", end.Format(time.RFC3339Nano),
+			"ceiling_in", l.watch.Ceiling().Sub(now).Round(time.Millisecond))
+	}
 	if !whole && l.cont.epoch != "" && !l.cont.broken {
 		l.restore.epoch, l.restore.end = l.cont.epoch, end
 	}
@@ -100,4 +107,13 @@ func (l *Link) tablesNeeded() int {
 		return 0
 	}
 	return min(quorum.ReadersNeeded(l.opt.book.n), l.opt.book.n-1)
+}
+
+// holdBound says what ends a hold in force: the locks the master may have
+// held, as the other masters' records show, or nothing but the ceiling.
+func holdBound(early bool, ceiling time.Duration) string {
+	if early {
+		return "; it counts again once the locks it may have held have expired, as the other masters' records show"
+	}
+	return fmt.Sprintf("; no record bounds the locks it may have held (too few other masters whole and reachable, or none used yet): it waits max_ttl + drift, %v left (an operator may VOUCH for brand-new masters)", ceiling.Round(time.Second))
 }
