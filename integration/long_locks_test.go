@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+)
+
+// A loss costs only the locks the master may have held: its hold ends
+// once the other masters' records of grant deadlines show they have all
+// expired, and lasts max_ttl + drift only where no record can tell.
+
+// vouched starts a proxy under the strict rule over servers, with
+// max_ttl, and vouches for the brand-new masters so that they count at
+// once.
+func vouched(t *testing.T, servers []*redisproc.Server, maxTTL time.Duration, rule string) *cluster {
+	t.Helper()
+	c := clusterOver(t, servers, func(cfg *config.Config) {
+		cfg.MaxTTL = maxTTL
+		cfg.BackendTimeout = 200 * time.Millisecond
+		cfg.RestartQuarantine = rule
+	})
+	if rule != "off" {
+		if err := c.client(2).Do(context.Background(), "VOUCH").Err(); err != nil {
+			t.Fatalf("VOUCH over brand-new masters: %v", err)
+		}
+	}
+	waitAllCount(t, c)
+	return c
+}
+
+// counting reports whether master i counts now.
+func (c *cluster) counting(i int) bool {
+	return c.app.Pool().Health()[i].Counts(time.Now())
+}
+
+// restartEmpty kills master i (kill -9, no persistence) and starts it
+// again, empty, on its port, and waits until the proxy is connected to it
+// again.
+func (c *cluster) restartEmpty(i int) {
+	c.t.Helper()
+	if err := c.servers[i].Restart(); err != nil {
+		c.t.Fatal(err)
+	}
+	waitFor(c.t.(*testing.T), fmt.Sprintf("the proxy to reach master %d again", i), func() bool {
+		h := c.app.Pool().Health()[i]
+		return h.Up && h.RunID != "" && h.Restarts > 0
+	})
+}
+
+// With only 2 s locks in use and max_ttl of 10 minutes, a master killed
+// and restarted empty counts again within seconds: once every lock it may
+// have held has expired, not after the ceiling.
+func TestShortLocksLetARestartedMasterCountAgainWithinSeconds(t *testing.T) {
+	c := vouched(t, startRedis(t, 3), 10*time.Minute, "strict")
+	ctx := context.Background()
+	cl := c.client(2)
+	var last time.Time
+	for i := 0; i < 20; i++ {
+		if ok, err := cl.SetNX(ctx, uniqueKey("short"), "tok", 2*time.Second).Result(); !ok || err != nil {
+			t.Fatalf("SET NX PX 2000 = %v, %v", ok, err)
+		}
+		last = time.Now().Add(2 * time.Second)
+	}
+	restarted := time.Now()
+	c.restartEmpty(0)
+	if c.counting(0) {
+		t.Fatal("the restarted master counts at once, while locks it may have held are still valid")
+	}
+	deadline := restarted.Add(15 * time.Second)
+	for !c.counting(0) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted master still does not count 15 s after its restart (max_ttl is 10 min): %+v", c.app.Pool().Health()[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if now := time.Now(); now.Before(last) {
+		t.Fatalf("the restarted master counts %v before the last 2 s lock it may have held expired", last.Sub(now))
+	}
+	t.Logf("the restarted master counts again %v after its restart", time.Since(restarted).Round(time.Millisecond))
+	if ok, err := cl.SetNX(ctx, uniqueKey("after"), "tok", 2*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX after the master counts again = %v, %v", ok, err)
+	}
+}
+
+// A holds a 15 s lock on five masters; three of them restart empty, one
+// after another. B never gets the lock while A's validity lasts, and the
+// three count again soon after A's lock would have expired. The control
+// (restart_quarantine off: no hold, no deadline read) shows the second
+// holder.
+func TestHeldLockOutlivesThreeMastersRestartedEmpty(t *testing.T) {
+	for _, rule := range []string{"strict", "off"} {
+		t.Run(rule, func(t *testing.T) {
+			c := vouched(t, startRedis(t, 5), 10*time.Minute, rule)
+			ctx := context.Background()
+			key := uniqueKey("outlives")
+			const ttl = 15 * time.Second
+			cl := c.client(2)
+			if ok, err := cl.SetNX(ctx, key, "A", ttl).Result(); !ok || err != nil {
+				t.Fatalf("A's SET NX = %v, %v", ok, err)
+			}
+			validUntil := time.Now().Add(ttl - 300*time.Millisecond)
+			second := func() bool {
+				ok, err := cl.SetNX(ctx, key, "B", ttl).Result()
+				if err != nil && err != redis.Nil {
+					t.Fatalf("B's SET NX: %v", err)
+				}
+				return ok && time.Now().Before(validUntil)
+			}
+			for i := 0; i < 3; i++ {
+				c.restartEmpty(i)
+				time.Sleep(1500 * time.Millisecond) // its hold computed, its record restored
+				if second() {
+					if rule == "off" {
+						return // the control saw the second holder
+					}
+					t.Fatalf("B got L after %d masters restarted empty, while A's lock was valid", i+1)
+				}
+			}
+			for time.Now().Before(validUntil) {
+				if second() {
+					if rule == "off" {
+						return
+					}
+					t.Fatal("B got L while A's lock was valid")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if rule == "off" {
+				t.Fatal("control: with no hold B never got L while A held it; the test shows nothing")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !(c.counting(0) && c.counting(1) && c.counting(2)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the restarted masters do not count 10 s after A's lock expired (max_ttl is 10 min): %+v", c.app.Pool().Health()[:3])
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// Every master lost at once: no record is left anywhere, so each waits
+// the ceiling, max_ttl + drift, although only 1 s locks were in use.
+func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
+	const maxTTL = 6 * time.Second
+	c := vouched(t, startRedis(t, 3), maxTTL, "strict")
+	ctx := context.Background()
+	if ok, err := c.client(2).SetNX(ctx, uniqueKey("all-lost"), "tok", time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	lost := time.Now()
+	for i := range c.servers {
+		if err := c.servers[i].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for time.Since(lost) < maxTTL-500*time.Millisecond {
+		for i := range c.servers {
+			if c.counting(i) {
+				t.Fatalf("master %d counts %v after every master lost its data; want max_ttl + drift", i, time.Since(lost))
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitAllCount(t, c)
+}
