@@ -22,7 +22,7 @@ var connectionCommands = []*command{
 }
 
 func cmdPing(c *client, args [][]byte) {
-	if c.subscriptions > 0 && !c.resp3 {
+	if c.subscriptions > 0 && !c.resp3.Load() {
 		msg := []byte{}
 		if len(args) == 2 {
 			msg = args[1]
@@ -145,7 +145,7 @@ func (c *client) describe() string {
 	b.WriteString(" age=")
 	b.WriteString(itoa(int64(time.Since(c.created).Seconds())))
 	b.WriteString(" db=0 resp=")
-	if c.resp3 {
+	if c.resp3.Load() {
 		b.WriteString("3")
 	} else {
 		b.WriteString("2")
@@ -168,7 +168,7 @@ func helpReply(cmd string, lines ...string) resp.Value {
 }
 
 func cmdHello(c *client, args [][]byte) {
-	proto3 := c.resp3
+	proto3 := c.resp3.Load()
 	if len(args) >= 2 {
 		v, ok := resp.ParseInt(args[1])
 		if !ok {
@@ -211,7 +211,7 @@ func cmdHello(c *client, args [][]byte) {
 	if setname != nil {
 		c.name = append(c.name[:0], setname...)
 	}
-	c.resp3 = proto3
+	c.resp3.Store(proto3)
 	var b []byte
 	b = resp.AppendMapHeader(b, 7, proto3)
 	b = resp.AppendBulkString(b, "server")
@@ -288,7 +288,7 @@ func cmdAuth(c *client, args [][]byte) {
 
 // cmdReset returns the connection to its initial state, as Redis's RESET.
 func cmdReset(c *client, args [][]byte) {
-	c.resp3 = false
+	c.resp3.Store(false)
 	c.name = c.name[:0]
 	if c.trk != nil {
 		c.s.track.off(c)

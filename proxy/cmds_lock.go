@@ -28,7 +28,7 @@ var lockCommands = []*command{
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
 	c.noteTracking(o, c.cmdKeys)
 	c.s.eng.start(o, cmd, sc)
-	c.slots = append(c.slots, slot{op: o, resp3: c.resp3})
+	c.slots = append(c.slots, slot{op: o, resp3: c.resp3.Load()})
 	c.inflight++
 }
 

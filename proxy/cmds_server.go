@@ -51,7 +51,7 @@ func cmdConfig(c *client, args [][]byte) {
 				}
 			}
 		}
-		if c.resp3 {
+		if c.resp3.Load() {
 			b := resp.AppendMapHeader(nil, len(kv)/2, true)
 			for _, v := range kv {
 				b = appendReply(b, v, true)
@@ -121,7 +121,7 @@ func cmdCommand(c *client, args [][]byte) {
 				names = append(names, strings.ToLower(string(a)))
 			}
 		}
-		c.replyRaw(appendDocs(nil, names, c.resp3))
+		c.replyRaw(appendDocs(nil, names, c.resp3.Load()))
 	case is(sub, "list") && len(args) == 2:
 		v := resp.Value{Kind: resp.KindArray}
 		for _, cmd := range sortedCommands() {

@@ -96,7 +96,7 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgReservedKey)
 		return
 	}
-	if c.subscriptions > 0 && !c.resp3 && !subscribedAllowed(cmd.name) {
+	if c.subscriptions > 0 && !c.resp3.Load() && !subscribedAllowed(cmd.name) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}

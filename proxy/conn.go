@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -31,6 +32,13 @@ type slot struct {
 // client is one connection. Its goroutine reads a batch of pipelined
 // commands, starts them all (lock commands run concurrently on the
 // backends), then writes their replies in order.
+//
+// Its fields belong to that goroutine, except: resp3 (atomic: read by the
+// pusher and by invalidations sent from other goroutines, its own or a
+// client redirecting to it); the push queue's state (pmu) and the writes
+// to nc (wmu), shared with the pusher; and s, nc, id, set before the
+// goroutine starts. The tracker reads none of the tracking settings (trk):
+// it keeps its own copy, taken under its lock.
 type client struct {
 	s   *Server
 	nc  net.Conn
@@ -41,7 +49,7 @@ type client struct {
 	name          []byte
 	libName       []byte
 	libVer        []byte
-	resp3         bool
+	resp3         atomic.Bool // RESP3 (HELLO 3); see above for who reads it
 	authed        bool
 	closeAfter    bool
 	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
@@ -228,11 +236,11 @@ func (c *client) writeRaw(b []byte) error {
 // reply queues an immediate answer, after any earlier command still deciding.
 func (c *client) reply(v resp.Value) {
 	if len(c.slots) == 0 {
-		c.out = appendReply(c.out, v, c.resp3)
+		c.out = appendReply(c.out, v, c.resp3.Load())
 		return
 	}
 	a := len(c.scratch)
-	c.scratch = appendReply(c.scratch, v, c.resp3)
+	c.scratch = appendReply(c.scratch, v, c.resp3.Load())
 	c.slots = append(c.slots, slot{a: a, b: len(c.scratch)})
 }
 
@@ -275,6 +283,6 @@ func (c *client) reserveRead() {
 
 // await queues the reply of ops already started.
 func (c *client) await(ops ...*op) {
-	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3})
+	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3.Load()})
 	c.inflight += len(ops)
 }
