@@ -26,11 +26,12 @@ var infoSections = []struct {
 }{
 	{"server", true, (*Server).infoServer},
 	{"clients", true, (*Server).infoClients},
+	{"memory", true, (*Server).infoMemory},
 	{"persistence", true, func(*Server) string { return "loading:0\r\nasync_loading:0\r\n" }},
 	{"stats", true, (*Server).infoStats},
 	{"replication", true, func(*Server) string { return "role:master\r\nconnected_slaves:0\r\n" }},
 	{"proxy", true, (*Server).infoProxy},
-	{"keyspace", true, func(*Server) string { return "" }},
+	{"keyspace", true, (*Server).keyspaceInfo},
 }
 
 func cmdInfo(c *client, args [][]byte) {
@@ -79,7 +80,34 @@ func (s *Server) infoServer() string {
 }
 
 func (s *Server) infoClients() string {
-	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+	// No command blocks a client here (BLPOP and the like are not served).
+	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\nblocked_clients:0\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+}
+
+// infoMemory is the proxy process's own memory (the locks live on the
+// backends): the Go heap in use, and what the Go runtime took from the
+// system. The proxy has no maxmemory (CONFIG GET maxmemory says 0).
+func (s *Server) infoMemory() string {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return fmt.Sprintf("used_memory:%d\r\nused_memory_human:%s\r\nused_memory_runtime:%d\r\nused_memory_runtime_human:%s\r\n"+
+		"maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:go\r\n",
+		m.HeapAlloc, bytesHuman(m.HeapAlloc), m.Sys, bytesHuman(m.Sys))
+}
+
+// bytesHuman writes a size as Redis's INFO does (1.50M).
+func bytesHuman(n uint64) string {
+	f := float64(n)
+	for _, u := range []string{"B", "K", "M", "G", "T"} {
+		if f < 1024 || u == "T" {
+			if u == "B" {
+				return fmt.Sprintf("%dB", n)
+			}
+			return fmt.Sprintf("%.2f%s", f, u)
+		}
+		f /= 1024
+	}
+	return ""
 }
 
 func (s *Server) infoStats() string {

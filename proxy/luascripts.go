@@ -165,3 +165,31 @@ local c = redis.call('get', KEYS[3])
 if not c or c < ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
 return 1`))
 )
+
+// The operator's view of the key space (keyspace.go, lockinfo.go): reads
+// that change nothing.
+var (
+	// scanScript is SCAN with the arguments given (cursor, then COUNT,
+	// MATCH, TYPE). KEYS[1] only routes it: on a Redis Cluster backend, to
+	// the shard that owns its slot, whose master's keys it scans.
+	scanScript = resp.NewScript([]byte(`return redis.call('scan', unpack(ARGV))`))
+	// digestScript answers, for each key, false when it holds no string,
+	// else {SHA1 of its value, PTTL}: what the majority view needs to
+	// compare values across backends, whatever their length.
+	digestScript = resp.NewScript([]byte(`local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('get', k)
+  if type(v) == 'string' then out[i] = {redis.sha1hex(v), redis.call('pttl', k)} else out[i] = false end
+end
+return out`))
+	// lockInfoScript reads a lock (KEYS[1]) and its FENCE state (KEYS[2]):
+	// {value (false when none, not a string, or longer than ARGV[1]),
+	// PTTL, the state's token, accepted ballot, accepted number, the
+	// value's length}.
+	lockInfoScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+local n = 0
+if type(v) ~= 'string' then v = false else n = #v end
+if n > tonumber(ARGV[1]) then v = false end
+local s = redis.call('hmget', KEYS[2], 'tok', 'ab', 'av')
+return {v, redis.call('pttl', KEYS[1]), s[1], s[2], s[3], n}`))
+)

@@ -27,6 +27,7 @@ const (
 	msgWrongPass         = "WRONGPASS invalid username-password pair or user is disabled."
 	msgAuthNotConfigured = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	msgMaxClients        = "ERR max number of clients reached"
+	msgInvalidCursor     = "ERR invalid cursor"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
@@ -34,6 +35,9 @@ const (
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
+	// msgScanCursorTooLarge: a backend's cursor, times the places SCAN
+	// walks, would not fit the 64 bits of a cursor.
+	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
 )
 
 // msgProtocol is the reply to a malformed request (a ProtocolError, whose

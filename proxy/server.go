@@ -108,6 +108,7 @@ type Server struct {
 	nextID   atomic.Int64
 	shutdown chan struct{}
 	track    tracker // client-side caching (tracking.go)
+	ksCache  keyspaceCache
 }
 
 // New returns a server over the given backends.
