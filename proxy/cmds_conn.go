@@ -190,7 +190,7 @@ func cmdHello(c *client, args [][]byte) {
 				c.replyErr(msgWrongPass)
 				return
 			}
-			c.setAuthed(true)
+			c.login(string(args[j+1]))
 			j += 2
 		case is(args[j], "setname") && more >= 1:
 			if !validClientName(args[j+1]) {
@@ -261,6 +261,12 @@ func (c *client) setAuthed(v bool) {
 	c.rd.authed = v
 }
 
+// login authenticates the connection as user.
+func (c *client) login(user string) {
+	c.user = user
+	c.setAuthed(true)
+}
+
 // The proxy has no users of its own unless a password is configured; the
 // default user then accepts any password, as Redis's nopass default user.
 func cmdAuth(c *client, args [][]byte) {
@@ -282,7 +288,7 @@ func cmdAuth(c *client, args [][]byte) {
 		c.replyErr(msgWrongPass)
 		return
 	}
-	c.setAuthed(true)
+	c.login(string(user))
 	c.replyRaw(rawOK)
 }
 
@@ -295,6 +301,7 @@ func cmdReset(c *client, args [][]byte) {
 		c.trk = nil
 	}
 	c.subscriptions = 0
+	c.user = "default"
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)
 }

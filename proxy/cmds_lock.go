@@ -117,7 +117,8 @@ func cmdDel(c *client, args [][]byte) {
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("del", ruleDel, c.done)
-		c.cmd = appendDelCmd(c.cmd[:0], k)
+		ops[i].forcedBy, ops[i].forcedKey = c, append([]byte(nil), k...)
+		c.cmd = appendDelCmd(c.cmd[:0], k, c.s.cfg.Limits.MaxToken)
 		if c.cmdKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1])
 		}
@@ -128,15 +129,16 @@ func cmdDel(c *client, args [][]byte) {
 
 // appendDelCmd encodes a forced delete of key and of its FENCE state, which
 // lives exactly as long as its grant (as a release deletes it too).
-func appendDelCmd(b []byte, key []byte) []byte {
-	b = resp.AppendArrayHeader(b, 5)
+func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
+	b = resp.AppendArrayHeader(b, 6)
 	b = resp.AppendBulkString(b, "EVALSHA")
 	b = resp.AppendBulkString(b, delScript.Sha)
 	b = resp.AppendBulkString(b, "2")
 	b = resp.AppendBulk(b, key)
 	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(fenceStatePrefix, key))
 	b = keyslot.Companion(b, fenceStatePrefix, key)
-	return append(b, '\r', '\n')
+	b = append(b, '\r', '\n')
+	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
 // The newer release primitives of Valkey 9 (DELIFEQ) and Redis 8.4 (DELEX

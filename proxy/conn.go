@@ -51,6 +51,7 @@ type client struct {
 	libVer        []byte
 	resp3         atomic.Bool // RESP3 (HELLO 3); see above for who reads it
 	authed        bool
+	user          string // the user it authenticated as ("default" until AUTH)
 	closeAfter    bool
 	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
 
@@ -89,7 +90,7 @@ type client struct {
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
 		s: s, nc: nc, id: s.nextID.Add(1), done: make(chan struct{}, maxBatch+s.cfg.Limits.MaxArgs),
-		authed: !s.passwordSet(), created: time.Now(),
+		authed: !s.passwordSet(), user: "default", created: time.Now(),
 	}
 	c.rd = newReader(nc, &s.cfg.Limits)
 	c.rd.authed = c.authed

@@ -114,10 +114,10 @@ func (s *Server) infoStats() string {
 	st := &s.stats
 	return fmt.Sprintf("total_connections_received:%d\r\ntotal_commands_processed:%d\r\n"+
 		"lock_granted:%d\r\nlock_refused:%d\r\nlock_extended:%d\r\nlock_extend_refused:%d\r\nlock_released:%d\r\nlock_release_refused:%d\r\n"+
-		"lock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nundo_expired:%d\r\nrejected_commands:%d\r\n",
+		"lock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nundo_expired:%d\r\nrejected_commands:%d\r\nforced_unlocks:%d\r\n",
 		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.extended.Load(), st.extendRefused.Load(),
 		st.released.Load(), st.releaseRefused.Load(), st.noQuorum.Load(),
-		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.undoExpired.Load(), st.rejected.Load())
+		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.undoExpired.Load(), st.rejected.Load(), st.forced.Load())
 }
 
 func (s *Server) infoProxy() string {

@@ -43,10 +43,14 @@ return n`))
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
 	// delScript is DEL of a lock key (KEYS[1]) that also deletes its FENCE
-	// state (KEYS[2]); it answers as DEL of the lock key.
-	delScript = resp.NewScript([]byte(`local n = redis.call('del', KEYS[1])
+	// state (KEYS[2]). It answers {DEL's answer, the value it deleted}: the
+	// value (the holder's token, for the log of a forced unlock) is false
+	// when it was not a string or was longer than ARGV[1] (max_token).
+	delScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+if type(v) ~= 'string' or #v > tonumber(ARGV[1]) then v = false end
+local n = redis.call('del', KEYS[1])
 redis.call('del', KEYS[2])
-return n`))
+return {n, v}`))
 	// getScript is GET bounded like readScript.
 	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')

@@ -18,6 +18,9 @@ type Observer interface {
 	Undo(result string)
 	// Clients is called with the number of connected clients when it changes.
 	Clients(n int)
+	// ForcedUnlock is called for each DEL that a majority carried out: a
+	// held lock forced open (the log says whose).
+	ForcedUnlock()
 }
 
 // What became of an undo.
@@ -67,6 +70,7 @@ type stats struct {
 	undoExpired              atomic.Uint64
 	late                     atomic.Uint64 // grants revoked: their reply would have left after their validity
 	rejected                 atomic.Uint64
+	forced                   atomic.Uint64 // DELs a majority carried out
 	connsTotal               atomic.Uint64
 	clients                  atomic.Int64
 }
@@ -138,5 +142,12 @@ func (s *stats) undone(result string) {
 	}
 	if s.obs != nil {
 		s.obs.Undo(result)
+	}
+}
+
+func (s *stats) forcedUnlock() {
+	s.forced.Add(1)
+	if s.obs != nil {
+		s.obs.ForcedUnlock()
 	}
 }

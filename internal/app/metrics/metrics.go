@@ -35,6 +35,7 @@ type Metrics struct {
 	undoFail    prometheus.Counter
 	undoExpired prometheus.Counter
 	clients     prometheus.Gauge
+	forced      prometheus.Counter
 
 	backendLatency  []prometheus.Observer
 	backendErrors   []prometheus.Counter
@@ -89,6 +90,8 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 	}, []string{"result"})
 	m.undoOK, m.undoExpired, m.undoFail = undo.WithLabelValues(proxy.UndoOK), undo.WithLabelValues(proxy.UndoExpired), undo.WithLabelValues(proxy.UndoFailed)
 	m.clients = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connected_clients", Help: "Client connections open."})
+	m.forced = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "forced_unlocks_total",
+		Help: "DELs that a majority of the backends carried out: held locks forced open (each logged at WARN with the key, the holder's token and the client)."})
 
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "backend_request_duration_seconds",
@@ -110,7 +113,7 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 		m.backendConns = append(m.backendConns, conns.WithLabelValues(a))
 		m.backendRestarts = append(m.backendRestarts, rst.WithLabelValues(a))
 	}
-	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, lat, errs, tmo, conns, rst, &state{addrs: addrs, health: health})
+	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, m.forced, lat, errs, tmo, conns, rst, &state{addrs: addrs, health: health})
 	return m
 }
 
@@ -159,6 +162,9 @@ func (m *Metrics) Undo(result string) {
 
 // Clients implements proxy.Observer.
 func (m *Metrics) Clients(n int) { m.clients.Set(float64(n)) }
+
+// ForcedUnlock implements proxy.Observer.
+func (m *Metrics) ForcedUnlock() { m.forced.Inc() }
 
 // Reply implements netio.Events.
 func (m *Metrics) Reply(node int, latency time.Duration, isError bool) {
