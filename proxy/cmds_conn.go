@@ -245,7 +245,11 @@ func (s *Server) checkAuth(user, pass []byte) bool {
 	if !s.passwordSet() {
 		return string(user) == "default"
 	}
-	want, ok := s.cfg.Users[string(user)]
+	u, ok := s.cfg.Users[string(user)]
+	want := u.Password
+	if u.Rules != nil && u.Rules.Off {
+		ok = false // a disabled user (off)
+	}
 	if string(user) == "default" {
 		want, ok = s.cfg.RequirePass, s.cfg.RequirePass != ""
 	}
@@ -261,9 +265,9 @@ func (c *client) setAuthed(v bool) {
 	c.rd.authed = v
 }
 
-// login authenticates the connection as user.
+// login authenticates the connection as user, under its rules.
 func (c *client) login(user string) {
-	c.user = user
+	c.user, c.acl = user, c.s.acls[user]
 	c.setAuthed(true)
 }
 
@@ -301,7 +305,7 @@ func cmdReset(c *client, args [][]byte) {
 		c.trk = nil
 	}
 	c.subscriptions = 0
-	c.user = "default"
+	c.user, c.acl = "default", nil
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)
 }

@@ -156,10 +156,14 @@ func commandTable(cmds []*command) resp.Value {
 			flags.Elems = append(flags.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(f)})
 		}
 		empty := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		cats := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		for _, cat := range aclCategories[cmd.name] {
+			cats.Elems = append(cats.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte("@" + cat)})
+		}
 		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
 			resp.BulkValue([]byte(cmd.name)), resp.IntValue(int64(cmd.arity)), flags,
 			resp.IntValue(int64(cmd.first)), resp.IntValue(int64(cmd.last)), resp.IntValue(int64(cmd.step)),
-			empty, empty, empty, empty,
+			cats, empty, empty, empty,
 		}})
 	}
 	return v

@@ -28,7 +28,7 @@ type command struct {
 var commands map[string]*command
 
 func init() {
-	commands = table(slices.Concat(lockCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands)...)
+	commands = table(slices.Concat(lockCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands)...)
 }
 
 // table indexes the commands by name. A name registered twice is a
@@ -91,6 +91,12 @@ func (c *client) exec(args [][]byte) {
 	if !c.authed && !cmd.noAuth {
 		c.replyErr(msgNoAuth)
 		return
+	}
+	if c.acl != nil {
+		if msg := c.aclRefusal(cmd, args); msg != "" {
+			c.replyErr(msg)
+			return
+		}
 	}
 	if cmd.first > 0 && reservedKey(args, cmd.first, cmd.last, cmd.step) {
 		c.replyErr(msgReservedKey)

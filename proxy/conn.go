@@ -51,7 +51,8 @@ type client struct {
 	libVer        []byte
 	resp3         atomic.Bool // RESP3 (HELLO 3); see above for who reads it
 	authed        bool
-	user          string // the user it authenticated as ("default" until AUTH)
+	user          string   // the user it authenticated as ("default" until AUTH)
+	acl           *userACL // that user's rules (nil: everything allowed)
 	closeAfter    bool
 	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
 

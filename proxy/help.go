@@ -89,6 +89,8 @@ var docs = map[string]cmdDoc{
 	"type":   {"keyspace", "string when a majority of the backends hold the key with the same value, else none.", []docArg{key("key")}},
 	"lockinfo": {"keyspace", "Who holds a lock: the holder's token, its remaining validity, its fencing number (when FENCE numbered the grant), " +
 		"and what each backend holds (value, PTTL, fencing number, or why it did not answer). A read: it changes nothing.", []docArg{key("key")}},
+	"acl": {"connection", "ACL WHOAMI: the user this connection authenticated as; ACL CAT: the command categories, or the commands of one. " +
+		"Users and their ACL rules (which commands, which keys) are set in the proxy's configuration.", []docArg{str("subcommand"), opt(str("category"))}},
 	"help":   {"connection", "What this server serves: its commands, and what a nil reply may mean.", []docArg{opt(str("command"))}},
 	"ping":   {"connection", "PONG, from the proxy itself.", []docArg{opt(str("message"))}},
 	"echo":   {"connection", "The message, from the proxy itself.", []docArg{str("message")}},

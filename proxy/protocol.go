@@ -56,6 +56,29 @@ func msgWrongArgs(name string) string {
 	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
 }
 
+// msgNoPermCommand is Redis's refusal of a command the user may not run
+// (id is "name" or "name|subcommand").
+func msgNoPermCommand(id string) string {
+	return "NOPERM this user has no permissions to run the '" + id + "' command"
+}
+
+// msgNoPermKey is Redis's refusal of a key the user may not access as the
+// command would.
+const msgNoPermKey = "NOPERM this user has no permissions to access one of the keys used as arguments"
+
+func msgUnknownCategory(cat []byte) string {
+	return "ERR Unknown category '" + string(cString(cat, 128)) + "'"
+}
+
+func msgUnknownSubcommandOrArgs(sub []byte, cmd string) string {
+	return "ERR unknown subcommand or wrong number of arguments for '" + string(cString(sub, 128)) + "'. Try " + cmd + " HELP."
+}
+
+func msgACLNotServed(sub []byte) string {
+	return "ERR redlock-proxy: ACL " + strings.ToUpper(string(cString(sub, 128))) +
+		" is not served: users and their rules are set in the proxy's configuration (users:, with rules:); ACL WHOAMI and ACL CAT are served"
+}
+
 func msgUnknownSubcommand(sub, cmd string) string {
 	b := append([]byte("ERR unknown subcommand '"), cString([]byte(sub), 128)...)
 	b = append(b, "'. Try "...)

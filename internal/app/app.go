@@ -196,9 +196,13 @@ func (a *App) start() error {
 	}
 	a.pool.Start()
 
-	users := map[string]string{}
+	users := map[string]proxy.User{}
 	for _, u := range cfg.Users {
-		users[u.Name] = u.Password
+		rules, err := u.ACL()
+		if err != nil {
+			return err
+		}
+		users[u.Name] = proxy.User{Password: u.Password, Rules: rules}
 	}
 	a.srv = proxy.New(proxy.Config{
 		Scripts:            scripts,

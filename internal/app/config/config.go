@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -131,10 +132,22 @@ func Procs(setting, cpus int) int {
 	return max(1, cpus/2)
 }
 
-// UserConfig is a client user: AUTH name password.
+// UserConfig is a client user: AUTH name password, and what it may do.
 type UserConfig struct {
 	Name     string `yaml:"name"`
 	Password string `yaml:"password"`
+	// Rules are Redis ACL rules (the part of a users.acl line after the
+	// name), applied from no command and no key; empty: every command on
+	// every key.
+	Rules string `yaml:"rules"`
+}
+
+// ACL is the user's rules, read; nil when it has none.
+func (u UserConfig) ACL() (*acl.Rules, error) {
+	if strings.TrimSpace(u.Rules) == "" {
+		return nil, nil
+	}
+	return acl.Parse(u.Rules)
 }
 
 // List is a list of strings, written in YAML as a sequence or as one
