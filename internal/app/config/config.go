@@ -638,3 +638,32 @@ func configPath(args []string) (path string) {
 func (c *Config) Timing() quorum.Timing {
 	return quorum.Timing{DriftFactor: c.DriftFactor, DriftFloor: c.DriftFloor, MinValidity: c.MinValidity}
 }
+
+// Summary is the configuration in one line, for -check: the backends and
+// the majority, where it listens, and the settings an operator checks
+// first. It holds no secret.
+func Summary(c Config) string {
+	var b strings.Builder
+	n := len(c.Backends)
+	if n == 0 {
+		fmt.Fprintf(&b, "%d embedded demo backends (not for production)", c.EmbeddedBackends)
+	} else {
+		fmt.Fprintf(&b, "%d backends (%s), majority %d", n, strings.Join(c.Backends, ", "), quorum.Majority(n))
+	}
+	if c.UpgradeFrom != "" {
+		fmt.Fprintf(&b, ", upgrade_from %s", c.UpgradeFrom)
+	}
+	fmt.Fprintf(&b, "; listen %s", c.Listen)
+	if c.TLSCertFile != "" {
+		b.WriteString(" (TLS)")
+	}
+	admin := c.Admin
+	if admin == "" {
+		admin = "off"
+	}
+	fmt.Fprintf(&b, ", admin %s; max_ttl %v, backend_timeout %v, restart_quarantine %s; %d users", admin, c.MaxTTL, c.BackendTimeout, c.RestartQuarantine, len(c.Users))
+	if c.RequirePass != "" {
+		b.WriteString(" and requirepass")
+	}
+	return b.String()
+}

@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// The binary as an operator runs it: -version prints the version, the
+// revision and the Go version; -check validates a configuration without
+// serving, like nginx -t: 0 and a one-line summary when it is good, 1 and
+// the usual message when it is not (here a rule a user cannot have, and a
+// file that is not there).
+func TestCommandLineVersionAndCheck(t *testing.T) {
+	bin := buildBinary(t)
+	runBin := func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String(), errb.String(), code
+	}
+
+	out, _, code := runBin("-version")
+	if code != 0 || !strings.HasPrefix(out, "redlock-proxy ") || !strings.Contains(out, "revision ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+		t.Errorf("-version = %q, exit %d; want one line with the version, the revision and %s", out, code, runtime.Version())
+	}
+
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("backends: [10.0.0.11:6379, 10.0.0.12:6379, 10.0.0.13:6379]\nusers:\n  - name: orders\n    password: p\n    rules: \"~orders:* +@all\"\n"), 0o600)
+	out, errOut, code := runBin("-check", "-config", good)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "redlock-proxy: configuration OK: 3 backends") || !strings.Contains(out, "majority 2") || errOut != "" {
+		t.Errorf("-check of a good file: exit %d, stdout %q, stderr %q; want 0 and one summary line", code, out, errOut)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("backends: [10.0.0.11:6379]\nusers:\n  - name: orders\n    password: p\n    rules: \"~orders:* +@lock\"\n"), 0o600)
+	out, errOut, code = runBin("-check", "-config", bad)
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "redlock-proxy: invalid configuration: ") || !strings.Contains(errOut, "line 2: users[0].rules: \"+@lock\": unknown command category") {
+		t.Errorf("-check of a bad file: exit %d, stdout %q, stderr %q; want 1 and the usual one-line message", code, out, errOut)
+	}
+	_, errOut, code = runBin("-check", "-config", filepath.Join(dir, "missing.yaml"))
+	if code != 1 || !strings.HasPrefix(errOut, "redlock-proxy: config: open ") {
+		t.Errorf("-check of a missing file: exit %d, stderr %q; want 1", code, errOut)
+	}
+}
