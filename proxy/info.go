@@ -166,7 +166,7 @@ func (s *Server) infoProxy() string {
 		if h.Writes > 0 {
 			batch = float64(h.Sent) / float64(h.Writes)
 		}
-		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
+		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,losses=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
 			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors, h.Sent, h.Writes, batch)
 		switch state {
 		case "quarantined":
@@ -234,7 +234,7 @@ func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
 		if now.Before(s.QuarantinedUntil) {
 			q = s.QuarantinedUntil.Sub(now).Milliseconds()
 		}
-		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,restarts=%d\r\n",
+		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,losses=%d\r\n",
 			i, j, s.Addr, s.ID, s.Slots, s.SlotCount, state, q, s.MarkerSlot, s.RunID, s.Connects, s.Restarts)
 		switch state {
 		case "quarantined":

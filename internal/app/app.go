@@ -260,6 +260,10 @@ func (a *App) AdminAddr() string {
 // Pool exposes the backend links (for tests and the benchmark harness).
 func (a *App) Pool() *netio.Pool { return a.pool }
 
+// Metrics exposes the metrics (for tests: the names of every metric, also
+// those a scrape shows only for some kinds of backend).
+func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
 // ErrUndosPending is returned by Run when undos of partial acquisitions
 // had not run when the shutdown grace ended: those locks stay on their
 // masters until their TTL. main exits with status 3 for it.
