@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The binary as an operator runs it: -version prints the version, the
@@ -55,5 +57,37 @@ func TestCommandLineVersionAndCheck(t *testing.T) {
 	_, errOut, code = runBin("-check", "-config", filepath.Join(dir, "missing.yaml"))
 	if code != 1 || !strings.HasPrefix(errOut, "redlock-proxy: config: open ") {
 		t.Errorf("-check of a missing file: exit %d, stderr %q; want 1", code, errOut)
+	}
+}
+
+// JSON logs write durations as the text logs do ("1m0.602s"), not as bare
+// nanoseconds: the quarantine of fresh masters and the start-up summary.
+func TestJSONLogsWriteReadableDurations(t *testing.T) {
+	servers := startRedis(t, 3)
+	p := startProxyProcess(t, servers, freeAddr(t), "-admin", "", "-log_format", "json", "-max_ttl", "30s")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.logs.String(), `"counts_in"`) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	var seen int
+	for _, line := range strings.Split(strings.TrimSpace(p.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		for _, k := range []string{"max_ttl", "backend_timeout", "counts_in", "quarantine_hold"} {
+			v, ok := rec[k]
+			if !ok {
+				continue
+			}
+			seen++
+			s, isString := v.(string)
+			if _, err := time.ParseDuration(s); !isString || err != nil {
+				t.Errorf("%s = %#v in %s; want a duration such as 30s", k, v, line)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("only %d durations in the JSON log:\n%s", seen, p.logs.String())
 	}
 }

@@ -56,9 +56,20 @@ func NewLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	lvl.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lvl}
 	if cfg.LogFormat == "json" {
+		opts.ReplaceAttr = readableDurations
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// readableDurations writes durations in JSON logs as Go writes them
+// ("1m0.602s", "250ms"), as the text format does, rather than as bare
+// nanoseconds.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // New listens for clients and the admin HTTP server, then starts the
