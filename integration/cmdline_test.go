@@ -54,6 +54,12 @@ func TestCommandLineVersionAndCheck(t *testing.T) {
 	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "redlock-proxy: invalid configuration: ") || !strings.Contains(errOut, "line 2: users[0].rules: \"+@lock\": unknown command category") {
 		t.Errorf("-check of a bad file: exit %d, stdout %q, stderr %q; want 1 and the usual one-line message", code, out, errOut)
 	}
+	tabbed := filepath.Join(dir, "tabbed.yaml")
+	os.WriteFile(tabbed, []byte("max_ttl: 30s\nbackends:\n\t- 10.0.0.11:6379\n"), 0o600)
+	_, errOut, code = runBin("-check", "-config", tabbed)
+	if want := "tabbed.yaml, line 3: indent with spaces"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("-check of a file indented with a tab: exit %d, stderr %q; want 1 and %q", code, errOut, want)
+	}
 	_, errOut, code = runBin("-check", "-config", filepath.Join(dir, "missing.yaml"))
 	if code != 1 || !strings.HasPrefix(errOut, "redlock-proxy: config: open ") {
 		t.Errorf("-check of a missing file: exit %d, stderr %q; want 1", code, errOut)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -149,9 +151,22 @@ func (c *client) serve() {
 				}
 				c.write(appendReply(nil, resp.ErrorValue(msg), false))
 			}
+			c.s.notePlainText(c, err)
 			return
 		}
 	}
+}
+
+// notePlainText logs, once per process, a client that spoke plain text to
+// the TLS listener: its connection fails the handshake and closes, and
+// without the log nothing would say why.
+func (s *Server) notePlainText(c *client, err error) {
+	var rec tls.RecordHeaderError
+	if !errors.As(err, &rec) || !s.plainTextSeen.CompareAndSwap(false, true) {
+		return
+	}
+	s.cfg.Logger.Warn("a client spoke plain text to the TLS listener; its connection is closed (clients must use TLS, as redis-cli --tls does; logged once)",
+		"client", c.nc.RemoteAddr().String())
 }
 
 // setReadDeadline bounds the next read: a command already started must be

@@ -115,7 +115,7 @@ func msgUnknownCommand(args [][]byte) string {
 }
 
 // unknownCommandHint follows Redis's unknown-command reply.
-const unknownCommandHint = "(redlock-proxy serves lock commands only; HELP lists them)"
+const unknownCommandHint = "(redlock-proxy serves lock commands only; COMMAND LIST lists them, redis-cli's help @lock describes them)"
 
 // redisUnknownCommand is Redis's own reply to a command it does not have.
 func redisUnknownCommand(args [][]byte) string {
@@ -201,7 +201,7 @@ func msgConfigUnsupported(sub []byte) string {
 }
 
 func msgNotServed(name []byte) string {
-	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; HELP lists what is"
+	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; COMMAND LIST lists what is"
 }
 
 func msgNoReplyForCase(c string) string {

@@ -111,6 +111,8 @@ type Server struct {
 	track    tracker // client-side caching (tracking.go)
 	ksCache  keyspaceCache
 	acls     map[string]*userACL // the users' compiled rules (acl.go); none: everything allowed
+	// plainTextSeen: a plain-text client on the TLS listener was logged.
+	plainTextSeen atomic.Bool
 }
 
 // User is a client user: its password, and its ACL rules (nil: it may run

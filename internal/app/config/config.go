@@ -468,6 +468,19 @@ func (c *Config) ReadYAML(data []byte, name string) error {
 	return err
 }
 
+// tabIndented is the first line (from 1) whose indentation holds a tab,
+// or 0: the YAML parser's own words for it ("found character that cannot
+// start any token") do not say what to do.
+func tabIndented(data []byte) int {
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+		if bytes.IndexByte(indent, '\t') >= 0 && len(bytes.TrimSpace(line)) > 0 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // readYAML is ReadYAML, and also returns the line of each top-level key.
 func (c *Config) readYAML(data []byte, name string) (lines map[string]int, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -475,6 +488,9 @@ func (c *Config) readYAML(data []byte, name string) (lines map[string]int, err e
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
+		}
+		if line := tabIndented(data); line > 0 {
+			return nil, fmt.Errorf("%w: %s, line %d: indent with spaces: YAML does not allow tabs in indentation", ErrInvalid, name, line)
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 	}
