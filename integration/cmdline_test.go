@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,5 +96,46 @@ func TestJSONLogsWriteReadableDurations(t *testing.T) {
 	}
 	if seen < 3 {
 		t.Errorf("only %d durations in the JSON log:\n%s", seen, p.logs.String())
+	}
+}
+
+// shutdown_delay makes the drain the Kubernetes example documents: at
+// SIGTERM /readyz turns 503 at once, while the listener still accepts and
+// serves clients for the delay; then it closes, and the process exits 0.
+func TestShutdownDelayDrainsBeforeTheListenerCloses(t *testing.T) {
+	servers := startRedis(t, 3)
+	addr, admin := freeAddr(t), freeAddr(t)
+	p := startProxyProcess(t, servers, addr, "-admin", admin, "-restart_quarantine", "run-id", "-shutdown_delay", "2s")
+	waitHTTP(t, "http://"+admin+"/readyz", 200)
+	if err := p.cmd.Process.Signal(sigterm()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitHTTP(t, "http://"+admin+"/readyz", 503)
+	if _, body := httpGet(t, "http://"+admin+"/readyz"); !strings.Contains(body, "shutting down") {
+		t.Errorf("/readyz during the delay: %q", body)
+	}
+	// A new client is still accepted and served during the delay.
+	cl := proxyClient(t, addr, 2)
+	if ok, err := cl.SetNX(t.Context(), uniqueKey("drain"), "t", 5*time.Second).Result(); !ok || err != nil {
+		t.Errorf("SET NX during shutdown_delay = %v, %v; want it served", ok, err)
+	}
+	if time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("the checks took %v, too near the 2s delay to show anything", time.Since(start))
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Errorf("exit: %v; want 0", err)
+		}
+		if d := time.Since(start); d < 2*time.Second {
+			t.Errorf("exited %v after SIGTERM, before shutdown_delay", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the proxy did not exit")
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Error("the listener still accepts after the shutdown")
 	}
 }

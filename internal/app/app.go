@@ -298,6 +298,12 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	a.draining.Store(true) // a load balancer stops sending clients here
+	if d := a.cfg.ShutdownDelay; d > 0 && err == nil {
+		// Clients are still served (and new ones accepted) while the load
+		// balancer sees /readyz at 503 and stops sending them.
+		a.log.Info("shutting down: /readyz answers 503; still serving for shutdown_delay", "shutdown_delay", d)
+		time.Sleep(d)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
 	stopWatch() // before the backends close: their closing is no lost quorum

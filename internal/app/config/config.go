@@ -63,6 +63,7 @@ type Config struct {
 	CommandTimeout  time.Duration `yaml:"command_timeout"`   // a started command must arrive whole within this (default 10s)
 	WriteTimeout    time.Duration `yaml:"write_timeout"`     // give up on a client that does not read its replies (default 10s)
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`    // at SIGTERM, how long commands in flight and their undos may take to finish (default 5s)
+	ShutdownDelay   time.Duration `yaml:"shutdown_delay"`    // at SIGTERM, how long /readyz answers 503 while clients are still served, before the listener closes (default 0)
 	MaxArgs         int           `yaml:"max_args"`          // arguments per command (default 4096)
 	MaxBulk         int           `yaml:"max_bulk"`          // bytes per argument (default 512 KiB)
 	MaxInline       int           `yaml:"max_inline"`        // bytes per inline command line (default 64 KiB)
@@ -345,6 +346,8 @@ func (c *Config) Validate() (warnings []string, err error) {
 		return nil, invalid("write_timeout", "must be positive, got %v", c.WriteTimeout)
 	case c.ShutdownGrace <= 0:
 		return nil, invalid("shutdown_grace", "must be positive, got %v", c.ShutdownGrace)
+	case c.ShutdownDelay < 0:
+		return nil, invalid("shutdown_delay", "must not be negative (0: close the listener at once), got %v", c.ShutdownDelay)
 	case c.MaxArgs < 3:
 		return nil, invalid("max_args", "must be at least 3 (SET key value), got %d", c.MaxArgs)
 	case c.MaxBulk < 1024:
@@ -578,6 +581,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.DurationVar(&c.CommandTimeout, "command_timeout", c.CommandTimeout, "a started command must arrive whole within this")
 	fs.DurationVar(&c.WriteTimeout, "write_timeout", c.WriteTimeout, "give up on a client that does not read its replies")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", c.ShutdownGrace, "at SIGTERM, how long commands in flight and their undos may take to finish")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown_delay", c.ShutdownDelay, "at SIGTERM, how long /readyz answers 503 while clients are still served, before the listener closes (for a load balancer to stop sending clients)")
 	fs.IntVar(&c.MaxArgs, "max_args", c.MaxArgs, "arguments per command")
 	fs.IntVar(&c.MaxBulk, "max_bulk", c.MaxBulk, "bytes per argument")
 	fs.IntVar(&c.MaxInline, "max_inline", c.MaxInline, "bytes per inline command line")
