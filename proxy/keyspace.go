@@ -309,6 +309,11 @@ func (s *Server) majorityView(keys [][]byte) []viewed {
 func (s *Server) fullScan(a scanArgs, each func(v viewed)) string {
 	var cursor uint64
 	for {
+		select {
+		case <-s.shutdown:
+			return msgShutdownWalk
+		default:
+		}
 		next, keys, msg := s.scanStep(cursor, a)
 		if msg != "" {
 			return msg
@@ -406,24 +411,55 @@ func (s *Server) keyspace() (keyspaceStats, string) {
 
 // keyspaceCache keeps INFO keyspace's count for a second: monitoring that
 // polls INFO (redis-cli --stat, every second) does not walk the key space
-// more often, and concurrent INFOs share one walk.
+// more often, and concurrent INFOs share one walk. INFO waits for a walk at
+// most keyspaceWait, then answers with the last count (or none): with hung
+// backends a walk takes a backend timeout per step, and INFO is what an
+// operator runs then.
 type keyspaceCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	ks   keyspaceStats
-	good bool
+	mu      sync.Mutex
+	at      time.Time
+	ks      keyspaceStats
+	good    bool
+	walking chan struct{} // closed when the walk under way ends; nil when none is
 }
 
+// keyspaceWait is how long INFO waits for a walk of the key space.
+const keyspaceWait = 500 * time.Millisecond
+
 // keyspaceInfo is INFO's keyspace section: db0's keys, those with a TTL and
-// their mean TTL, as of at most a second ago; nothing when the walk failed.
+// their mean TTL, as of at most a second ago when the walk answers in time;
+// nothing when no walk succeeded yet.
 func (s *Server) keyspaceInfo() string {
 	kc := &s.ksCache
 	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	if time.Since(kc.at) >= time.Second {
-		ks, msg := s.keyspace()
-		kc.ks, kc.good, kc.at = ks, msg == "", time.Now()
+	if time.Since(kc.at) >= time.Second && kc.walking == nil {
+		done := make(chan struct{})
+		kc.walking = done
+		s.wg.Add(1) // INFO runs in a client goroutine: the group is not empty
+		go func() { // owned by the server: Shutdown waits for it, and it stops at shutdown
+			defer s.wg.Done()
+			ks, msg := s.keyspace()
+			kc.mu.Lock()
+			if msg == "" {
+				kc.ks, kc.good = ks, true
+			}
+			kc.at, kc.walking = time.Now(), nil
+			kc.mu.Unlock()
+			close(done)
+		}()
 	}
+	wait := kc.walking
+	kc.mu.Unlock()
+	if wait != nil {
+		t := time.NewTimer(keyspaceWait)
+		select {
+		case <-wait:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
 	if !kc.good || kc.ks.keys == 0 {
 		return "" // as Redis, no line for an empty database
 	}

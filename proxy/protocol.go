@@ -35,6 +35,8 @@ const (
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
+	// msgShutdownWalk: KEYS or DBSIZE stopped by a shutdown.
+	msgShutdownWalk = "ERR redlock-proxy: shutting down: the walk of the key space stopped"
 	// msgScanCursorTooLarge: a backend's cursor, times the places SCAN
 	// walks, would not fit the 64 bits of a cursor.
 	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
