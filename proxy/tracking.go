@@ -31,13 +31,12 @@ import (
 // client's goroutine (which reads and changes it, CLIENT CACHING included);
 // other goroutines never read it: the tracker keeps its own copy (trackSub).
 type trackOpts struct {
-	redirect            int64
-	bcast               bool
-	prefixes            []string
-	optin, optout       bool
-	noloop              bool
-	caching             int8 // CLIENT CACHING for the next command: 1 yes, -1 no
-	cachingSetByCommand bool
+	redirect      int64
+	bcast         bool
+	prefixes      []string
+	optin, optout bool
+	noloop        bool
+	caching       int8 // CLIENT CACHING for the next command: 1 yes, -1 no
 }
 
 // trackSub is the tracker's copy of a tracking client's settings, taken
@@ -417,14 +416,6 @@ func (c *client) trackingInfo() resp.Value {
 		resp.BulkValue([]byte("redirect")), resp.IntValue(redir),
 		resp.BulkValue([]byte("prefixes")), {Kind: resp.KindArray, Elems: prefixes},
 	}}
-}
-
-// trackFlags is the netio flag for a command of c whose keys are tracked.
-func trackFlags(tracked bool) netio.SendFlags {
-	if tracked {
-		return netio.Tracked
-	}
-	return 0
 }
 
 // commandKeys lists the keys a command names (for tracking).
