@@ -476,6 +476,9 @@ func cmdExists(c *client, args [][]byte) {
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("exists", ruleExists, c.done)
 		c.cmd = appendBoundedRead(c.cmd[:0], getScript, k, c.s.cfg.Limits.MaxToken)
+		if c.cmdKeys != nil {
+			c.noteTracking(ops[i], keys[i:i+1]) // a tracking client's keys are tracked by the backends too
+		}
 		c.s.eng.start(ops[i], c.cmd, getScript)
 	}
 	c.await(ops...)
