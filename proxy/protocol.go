@@ -279,3 +279,10 @@ func msgVoteRefused(ref *script.Refusal) string {
 // msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
 const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
 	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
+
+// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
+// less in ARGV[arg], as SET without an expiry is refused.
+func msgScriptNeedsExpiry(arg int) string {
+	return fmt.Sprintf("ERR redlock-proxy: the lock script's TTL (ARGV[%d]) must be above 0: a TTL of 0 asks for a lock that never expires, "+
+		"and the proxy never writes a lock that cannot expire", arg)
+}
