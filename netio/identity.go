@@ -302,7 +302,7 @@ func (h *handshake) Receive(tag int, r Result) {
 		return
 	}
 	l.mu.Lock()
-	current := h.gen == l.gen && l.conn != nil
+	current := h.gen == l.gen && l.conn != nil && l.failed != h.gen
 	l.mu.Unlock()
 	if !current {
 		return
@@ -539,7 +539,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	}
 	now := time.Now()
 	l.mu.Lock()
-	if gen != l.gen || l.conn == nil {
+	if gen != l.gen || l.conn == nil || l.failed == gen {
 		l.mu.Unlock()
 		return
 	}
