@@ -53,7 +53,12 @@ const MarkerKey = "redlock-proxy:marker"
 //     link no longer trusts (its slot left this node, even if it came
 //     back, or the link moved the marker to another slot): "moved";
 //   - a clock that jumped ahead, which expires keys early (the link
-//     tells, clock.go): "clock".
+//     tells, clock.go): "clock";
+//   - for the master of a Sentinel-managed group, a marker last checked
+//     under an older config epoch of the group than the one its
+//     Sentinels confirm now (or under none): a failover since, whatever
+//     the master says of itself (a failback to a master never demoted):
+//     "switched" (sentinel.go).
 //
 // The run's start ("started", the latest its uptime allows) is recorded
 // once per run, so that all proxies read the same instants. Each recorded
@@ -66,7 +71,8 @@ const MarkerKey = "redlock-proxy:marker"
 // Cluster node (the record names the node, CLUSTER MYID), [5] a loss the
 // link saw itself, recorded now with that reason: "moved" (it does not
 // trust the key) or "clock" (the master's clock jumped ahead, clock.go);
-// "" when none.
+// "" when none, [6] the group's config epoch its Sentinels confirm, for
+// the master of a Sentinel-managed group ("" otherwise).
 //
 // It returns {role, change, ms since lost, ms since started, hold ms,
 // run_id, uptime s, eviction policy ("" unless it may evict), epoch,
@@ -95,7 +101,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replid2 = field(repl, 'master_replid2') or ''
-local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node')
+local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node', 'sepoch')
 local node = ''
 if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
 local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
@@ -135,6 +141,14 @@ end
 if m[1] and (m[9] or '') ~= node and change == '' then
   loss('foreign', now)
 end
+local sepoch = tonumber(m[10])
+if ARGV[6] ~= '' then
+  local e = tonumber(ARGV[6])
+  if not sepoch or sepoch < e then
+    if m[1] then loss('switched', now) end
+    sepoch = e
+  end
+end
 
 if evicts ~= '' then
   loss('evicting', now)
@@ -147,10 +161,11 @@ local epoch, why = m[7], m[8] or ''
 if change ~= '' or not epoch then
   epoch, why = t[1] .. '.' .. t[2], change
 end
-if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch or (m[9] or '') ~= node then
+if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted or m[7] ~= epoch or (m[9] or '') ~= node or tonumber(m[10]) ~= sepoch then
   redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
     'evicted', evicted, 'epoch', epoch, 'why', why)
   if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
+  if sepoch then redis.call('HSET', KEYS[1], 'sepoch', sepoch) end
 end
 return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started, why, now}`))
 
@@ -265,9 +280,13 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	if l.opt.ClusterNode {
 		cluster = "1"
 	}
+	sepoch := ""
+	if l.sent != nil {
+		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	}
 	return resp.AppendCommand(dst, verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
-		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy)
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy, sepoch)
 }
 
 // SetMarkerKey moves the marker to key (a shard of a Redis Cluster whose
@@ -637,6 +656,8 @@ func quarantineWhy(why string) string {
 		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
 	case "clock":
 		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
+	case "switched":
+		return "its Sentinels switched the group's master to it (a failover, or a failback to a master never demoted): it may lack the locks granted on the master before"
 	case "moved":
 		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
 	case "marked", "unmarked":

@@ -217,7 +217,9 @@ func (w *Watch) QuarantinedUntil() time.Time { return w.until }
 // eviction count was reset); "reset" (the statistics were reset, which
 // hides evictions); "replaced" (another server than the one this proxy
 // knew answers at the address); "clock" (its wall clock jumped ahead,
-// which expires keys early); "marked" (a loss another check recorded);
+// which expires keys early); "switched" (a Sentinel-managed group's
+// master switched to it: a failover, or a failback to a master never
+// demoted); "marked" (a loss another check recorded);
 // "unmarked" (no marker check could run).
 func (w *Watch) Reason() string { return w.why }
 
