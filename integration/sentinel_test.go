@@ -583,7 +583,7 @@ func TestSentinelOverTLSWithAuth(t *testing.T) {
 // A failback to a master the Sentinels never demoted: the group fails over
 // from M to R, R counts once its hold has passed, a lock is taken on it;
 // then a second failover names M again, which was never a replica (the
-// Sentinels cannot demote it here: its REPLICAOF is disabled), so it has
+// Sentinels cannot demote it here: see refuseDemotion), so it has
 // the same run, replication id and marker as before, and lacks the lock.
 // A plain master that lost the lock (deleted behind the proxy's back, as
 // a master beyond a partition would miss it) makes M's vote decide. The
@@ -599,12 +599,8 @@ func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing
 		second bool // the second client gets the lock
 	}{{"follows", "run-id", false, false}, {"after", "run-id", true, false}, {"control-no-quarantine", "off", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			group, err := redisproc.StartGroup(t.TempDir(), "locks-a", redisproc.GroupOptions{
-				MasterArgs: []string{"--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", ""}})
-			if err != nil {
-				t.Fatalf("Sentinel group: %v (run ./test.sh, which installs redis-server and redis-sentinel)", err)
-			}
-			t.Cleanup(group.Stop)
+			group := sentinelGroups(t, 1)[0]
+			refuseDemotion(t, group.Servers[0])
 			plain := startRedis(t, 2)
 			backends := []string{group.Entry(), plain[0].Addr, plain[1].Addr}
 			const maxTTL = 5 * time.Second
@@ -659,5 +655,17 @@ func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing
 				}
 			}
 		})
+	}
+}
+
+// refuseDemotion makes s refuse REPLICAOF and SLAVEOF (an ACL on the
+// default user, which the Sentinels use): a master the Sentinels fail
+// over from then stays a master with its data, as one does until they
+// demote it (some seconds after the failover), for as long as a test
+// needs.
+func refuseDemotion(t *testing.T, s *redisproc.Server) {
+	t.Helper()
+	if v, err := s.Do("ACL", "SETUSER", "default", "-replicaof", "-slaveof"); err != nil || v != "OK" {
+		t.Fatalf("ACL SETUSER on %s: %q %v", s.Addr, v, err)
 	}
 }

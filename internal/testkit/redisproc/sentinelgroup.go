@@ -46,7 +46,6 @@ type GroupOptions struct {
 	DownAfter       time.Duration // down-after-milliseconds (default 300ms)
 	FailoverTimeout time.Duration // failover-timeout (default 2s)
 	ServerArgs      []string      // more redis-server arguments for the master and replicas
-	MasterArgs      []string      // more redis-server arguments for the first master only
 	// SentinelPassword makes the Sentinels require it (requirepass), of
 	// their clients and of each other.
 	SentinelPassword string
@@ -106,7 +105,7 @@ func StartGroup(dir, name string, opt GroupOptions) (*Group, error) {
 	}
 	g := &Group{Name: name, opt: opt}
 	quick := append([]string{"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}, opt.ServerArgs...)
-	m, err := Start(dir, append(quick[:len(quick):len(quick)], opt.MasterArgs...)...)
+	m, err := Start(dir, quick...)
 	if err != nil {
 		return nil, err
 	}
