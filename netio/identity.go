@@ -656,6 +656,8 @@ func quarantineWhy(why string) string {
 		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
 	case "clock":
 		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
+	case "takeover":
+		return "a majority of the cluster's other masters named it the new owner of another master's slots (a failover): it may lack the locks granted on the old master, which may have counted until then"
 	case "switched":
 		return "its Sentinels switched the group's master to it (a failover, or a failback to a master never demoted): it may lack the locks granted on the master before"
 	case "moved":

@@ -143,7 +143,8 @@ func (f *follower) poke() {
 	}
 }
 
-// sentinelConn is a connection to one Sentinel.
+// sentinelConn is a connection to one Sentinel (or to a Redis Cluster
+// node, for the slot map a round asks it for: clusterconfirm.go).
 type sentinelConn struct {
 	net.Conn
 	rd *resp.Reader

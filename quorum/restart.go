@@ -85,6 +85,7 @@ type Watch struct {
 	runID string
 	boot  time.Time // estimated start of the backend's current run
 	until time.Time // votes do not count before this instant; it only moves later
+	from  time.Time // the loss (or start) the quarantine in force counts from
 	why   string    // what the quarantine in force is for
 }
 
@@ -141,17 +142,17 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		if w.Rule.Mode == RuleRunID && w.trusted.set && rec == trusted {
 			return
 		}
-		w.quarantine(now, at.Add(hold), why)
+		w.quarantine(now, at, at.Add(hold), why)
 	}
 	if m == nil {
 		if w.Rule.Mode == RuleRunID {
 			if restarted {
-				w.quarantine(now, boot.Add(hold), "restarted")
+				w.quarantine(now, boot, boot.Add(hold), "restarted")
 			}
 			return restarted
 		}
 		// Nothing says what happened to its data: assume it was lost now.
-		w.quarantine(now, now.Add(hold), "unmarked")
+		w.quarantine(now, now, now.Add(hold), "unmarked")
 		return restarted
 	}
 	// The recorded loss first: where the start ends the hold within a
@@ -190,11 +191,11 @@ func (w *Watch) changedRun(id Identity, boot time.Time) bool {
 	return true // nothing proves it is the same run
 }
 
-// quarantine keeps the backend out until then, unless that is already
-// past or a longer quarantine is in force.
-func (w *Watch) quarantine(now, until time.Time, why string) {
+// quarantine keeps the backend out until then, for a loss at from,
+// unless that is already past or a longer quarantine is in force.
+func (w *Watch) quarantine(now, from, until time.Time, why string) {
 	if until.After(now) && until.After(w.until) {
-		w.until = until
+		w.until, w.from = until, from
 		w.why = why
 	}
 }
@@ -205,6 +206,10 @@ func (w *Watch) Counts(now time.Time) bool { return !now.Before(w.until) }
 // QuarantinedUntil is the instant the backend's votes start counting again
 // (zero or past when they count).
 func (w *Watch) QuarantinedUntil() time.Time { return w.until }
+
+// LostAt is the instant the quarantine in force counts from: when the
+// backend may last have lost writes (or started).
+func (w *Watch) LostAt() time.Time { return w.from }
 
 // Reason says what the quarantine in force is for: "started" (the backend
 // started less than the hold ago); "new" (no marker: a master no proxy has
@@ -219,7 +224,9 @@ func (w *Watch) QuarantinedUntil() time.Time { return w.until }
 // knew answers at the address); "clock" (its wall clock jumped ahead,
 // which expires keys early); "switched" (a Sentinel-managed group's
 // master switched to it: a failover, or a failback to a master never
-// demoted); "marked" (a loss another check recorded);
+// demoted); "takeover" (a Redis Cluster master confirmed as the new
+// owner of another master's slots); "marked" (a loss another check
+// recorded);
 // "unmarked" (no marker check could run).
 func (w *Watch) Reason() string { return w.why }
 
