@@ -163,7 +163,7 @@ func (c *Cluster) round(at time.Time, first []slotRange, answers []nodeAnswer) {
 func tallyRound(answers []nodeAnswer) (conf []slotRange, named map[string]bool, ids map[string]string) {
 	named, ids = map[string]bool{}, map[string]string{}
 	var views [][]slotRange // the answers, each sorted by slot
-	var from []string      // who gave each
+	var from []string       // who gave each
 	bounds := []int{0, keyslot.Slots}
 	for _, a := range answers {
 		if a.err != nil {
