@@ -232,12 +232,23 @@ func (e *Env) moveSlot(i, s int, what string, rng *rand.Rand) (to *redisproc.Ser
 	if to = e.otherMaster(cl, from, rng); to == nil {
 		return nil, fmt.Errorf("cluster %d: no other master to move slot %d to", i, s)
 	}
+	return to, e.moveSlotTo(i, s, to, what)
+}
+
+// moveSlotTo moves slot s of cluster i from its master to master to, keys
+// and all.
+func (e *Env) moveSlotTo(i, s int, to *redisproc.Server, what string) error {
+	cl := e.C.RedisCluster(i)
+	from := cl.MasterOfSlot(s)
+	if from == nil || to == nil || from == to {
+		return fmt.Errorf("cluster %d: cannot move slot %d from %v to %v", i, s, from, to)
+	}
 	began := time.Now()
 	if err := cl.MoveSlot(s, from, to); err != nil {
-		return nil, fmt.Errorf("cluster %d: moving slot %d: %w", i, s, err)
+		return fmt.Errorf("cluster %d: moving slot %d: %w", i, s, err)
 	}
 	e.Logf("cluster %d: slot %d (%s) moved from %s to %s under load, keys and all, in %v", i, s, what, from.Addr, to.Addr, time.Since(began).Round(time.Millisecond))
-	return to, nil
+	return nil
 }
 
 // reshard moves n slots of cluster i between two random masters with

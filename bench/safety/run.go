@@ -196,8 +196,12 @@ func Scenarios() []Scenario {
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: the replica of a held lock's shard is cut off and takes over (its master killed or stopped; the cluster's failover or CLUSTER FAILOVER FORCE) on two clusters, or on one of the two that hold the lock when the third refused it, while the lock's slot and hot keys' slots move between shards on the others; graceful failovers, kills and reshardings between rounds: the lock must hold",
 			Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, MajorityUp: true},
+		{Name: "cluster-loss-follows", About: "3 Redis Clusters of 3 shards (a replica each): on two, the replica of a held lock's shard is cut off and takes over (its shard stops counting: it lacks the lock), then the lock's slot moves on to another shard, which counts; every other round the last proxy restarts after the move: the slot's hold follows it, the lock must hold",
+			Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows},
 		{Name: "control-cluster-shards-off", About: "CONTROL: cluster-shards with restart_quarantine off (no marker, no continuity check on any shard): a second holder must be seen",
 			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, DetectLock: true},
+		{Name: "control-cluster-loss-follows-off", About: "CONTROL: cluster-loss-follows with restart_quarantine off (no marker, no slot holds): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows, DetectLock: true},
 	}
 }
 
