@@ -54,6 +54,8 @@ type ClusterConfig struct {
 	// relay: Backends is then the number of clusters (see
 	// startOverRedisClusters).
 	Shards int
+	// BusCut: see Scenario.BusCut.
+	BusCut bool
 	// SlowPath gives the last proxy slot relays of its own to the masters
 	// (SlowRelays), which a scenario delays: that proxy is further from the
 	// masters than the others.

@@ -78,6 +78,12 @@ type Scenario struct {
 	// Shards makes every backend a Redis Cluster of that many shards, each
 	// master with a replica (Backends is then the number of clusters).
 	Shards int
+	// BusCut starts each Redis Cluster with its second shard's master on a
+	// loopback address of its own (one that sorts before 127.0.0.1:PORT)
+	// and a long cluster-node-timeout, so that a drive can cut that master
+	// off from the cluster bus while the proxies still reach it (see
+	// clusterpartition.go).
+	BusCut bool
 	// Groups makes every backend a Sentinel-managed group (a master, a
 	// replica and three Sentinels of its own), which the proxies follow.
 	Groups bool
@@ -198,8 +204,12 @@ func Scenarios() []Scenario {
 			Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, MajorityUp: true},
 		{Name: "cluster-loss-follows", About: "3 Redis Clusters of 3 shards (a replica each): on two, the replica of a held lock's shard is cut off and takes over (its shard stops counting: it lacks the lock), then the lock's slot moves on to another shard, which counts; every other round the last proxy restarts after the move: the slot's hold follows it, the lock must hold",
 			Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows},
+		{Name: "cluster-partition", About: "3 Redis Clusters of 3 shards (a replica each): on two, a shard's master is cut off from the cluster bus (iptables) while the proxies still reach it, its replica takes over (CLUSTER FAILOVER TAKEOVER) and the old master goes on answering as master; the last proxy restarts and reads the map from another master, A locks through it, and C tries through the proxy that read the map from the old masters: the old masters must not count",
+			Backends: 3, Shards: 3, BusCut: true, Keys: 16, MaxTTL: partitionMaxTTL, Faults: scheduleNone, Drive: driveClusterPartition},
 		{Name: "control-cluster-shards-off", About: "CONTROL: cluster-shards with restart_quarantine off (no marker, no continuity check on any shard): a second holder must be seen",
 			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, DetectLock: true},
+		{Name: "control-cluster-partition-off", About: "CONTROL: cluster-partition with restart_quarantine off (each proxy takes the slot map of the first master that answers, no confirmation by the other masters): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Shards: 3, BusCut: true, Keys: 16, MaxTTL: partitionMaxTTL, Faults: scheduleNone, Drive: driveClusterPartition, DetectLock: true},
 		{Name: "control-cluster-loss-follows-off", About: "CONTROL: cluster-loss-follows with restart_quarantine off (no marker, no slot holds): a second holder must be seen",
 			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows, DetectLock: true},
 	}
@@ -385,7 +395,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
-		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
+		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, BusCut: sc.BusCut, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
 		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, Log: opt.ProxyLog,
 	})
 	if err != nil {
