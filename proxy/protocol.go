@@ -29,6 +29,7 @@ const (
 	msgMaxClients        = "ERR max number of clients reached"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
+	msgExistsOneKey   = "ERR redlock-proxy: EXISTS takes one key: each lock is read on its own, by a majority of the backends"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
@@ -250,3 +251,10 @@ func msgVoteRefused(ref *script.Refusal) string {
 // msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
 const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
 	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
+
+// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
+// less in ARGV[arg], as SET without an expiry is refused.
+func msgScriptNeedsExpiry(arg int) string {
+	return fmt.Sprintf("ERR redlock-proxy: the lock script's TTL (ARGV[%d]) must be above 0: a TTL of 0 asks for a lock that never expires, "+
+		"and the proxy never writes a lock that cannot expire", arg)
+}
