@@ -69,20 +69,10 @@ func (e *Env) clusterLossRound(ctx context.Context, a, c *Client, round int) (bo
 		s = e.Intn(keyslot.Slots)
 	}
 	key := fmt.Sprintf("ctl:loss:{%s}", keyslot.Tag(uint16(s)))
-	var cuts []*shardCut
-	defer func() {
-		for _, ct := range cuts {
-			ct.heal(e)
-		}
-	}()
-	for _, i := range failing {
-		ct, ok, err := e.cutShardReplication(i, s)
-		if ct != nil {
-			cuts = append(cuts, ct)
-		}
-		if err != nil || !ok {
-			return false, err
-		}
+	cuts, ok, err := e.cutShards(failing, s)
+	defer healCuts(e, cuts)
+	if err != nil || !ok {
+		return false, err
 	}
 	la, ok := acquireWithin(ctx, a, key, e.C.Config.MaxTTL, time.Second)
 	if !ok {

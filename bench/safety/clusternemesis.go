@@ -130,6 +130,29 @@ func (e *Env) cutShardReplication(i, s int) (ct *shardCut, ok bool, err error) {
 	return ct, true, nil
 }
 
+// cutShards cuts the replication of slot s's shard on each of the
+// clusters (see cutShardReplication), and returns the cuts made, which
+// healCuts undoes; ok is false when a replica could not be cut off.
+func (e *Env) cutShards(clusters []int, s int) (cuts []*shardCut, ok bool, err error) {
+	for _, i := range clusters {
+		ct, ok, err := e.cutShardReplication(i, s)
+		if ct != nil {
+			cuts = append(cuts, ct)
+		}
+		if err != nil || !ok {
+			return cuts, false, err
+		}
+	}
+	return cuts, true, nil
+}
+
+// healCuts heals every cut (see shardCut.heal).
+func healCuts(e *Env, cuts []*shardCut) {
+	for _, ct := range cuts {
+		ct.heal(e)
+	}
+}
+
 // failOver ends the cut shard's master (kill -9 or SIGSTOP), continues its
 // replica and waits until the replica has taken over: by the cluster's
 // own failover, or by CLUSTER FAILOVER FORCE.
@@ -324,20 +347,10 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 		failing, migrating = order[:maj], order[maj:]
 	}
 
-	var cuts []*shardCut
-	defer func() {
-		for _, ct := range cuts {
-			ct.heal(e)
-		}
-	}()
-	for _, i := range failing {
-		ct, ok, err := e.cutShardReplication(i, s)
-		if ct != nil {
-			cuts = append(cuts, ct)
-		}
-		if err != nil || !ok {
-			return false, err
-		}
+	cuts, ok, err := e.cutShards(failing, s)
+	defer healCuts(e, cuts)
+	if err != nil || !ok {
+		return false, err
 	}
 	leftover := fmt.Sprintf("leftover-%d", round)
 	for _, i := range refusing {

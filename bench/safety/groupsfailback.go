@@ -71,8 +71,7 @@ func (e *Env) failOverAll(ctx context.Context, ms []int, how string) ([]*groupFa
 }
 
 // failbackRound is one round of driveGroupsFailback. It reports whether
-// the round ran as planned: C tried inside A's validity, or every proxy
-// followed the old masters, which lack A's lock, before it ended.
+// the round ran as planned (see probeAfterFailovers).
 func failbackRound(ctx context.Context, e *Env, p *groupProbes, round int) (planned bool, err error) {
 	const key = "ctl:failback"
 	k := e.C.Majority()
@@ -117,22 +116,5 @@ func failbackRound(ctx context.Context, e *Env, p *groupProbes, round int) (plan
 		}
 		backs = append(backs, f)
 	}
-	completed := completing(ctx, e, backs, false)
-	followed := e.C.waitFollowing(ctx, ms, time.Until(la.ValidUntil.Add(-300*time.Millisecond)))
-	lost := len(e.holders(ctx, ms, key, la.Token)) == 0
-	e.Logf("round %d: every proxy follows the old masters of groups %v: %v; A's lock missing on them: %v", round, ms, followed, lost)
-	inside := tryInside(ctx, e, p.c, key, la, round)
-	holderFinishes(ctx, e, p.a, la, va, inside)
-	if err := completed(); err != nil {
-		return false, fmt.Errorf("round %d: %w", round, err)
-	}
-	noMajority(e, ms, backs, "SENTINEL FAILOVER back to masters never demoted")
-	if err := e.waitCounted(ctx, ms); err != nil {
-		return false, fmt.Errorf("round %d: %w", round, err)
-	}
-	planned = inside || (lost && followed)
-	if !planned {
-		e.Logf("round %d proves nothing: it did not run as planned on this (slow?) machine", round)
-	}
-	return planned, nil
+	return e.probeAfterFailovers(ctx, p, ms, backs, false, key, la, va, round, "old masters", "SENTINEL FAILOVER back to masters never demoted")
 }
