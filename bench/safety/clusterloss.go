@@ -50,13 +50,8 @@ func driveClusterLossFollows(ctx context.Context, e *Env) error {
 
 // clusterLossRound is one round of driveClusterLossFollows.
 func (e *Env) clusterLossRound(ctx context.Context, a, c *Client, round int) (bool, error) {
-	settle, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := e.settleRedisClusters(settle, 45*time.Second); err != nil {
+	if err := e.wholeAndCounting(ctx); err != nil {
 		return false, err
-	}
-	if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
-		return false, errors.New("the clusters never all counted again")
 	}
 	// The slot moves to the master of the highest slot, which keeps its
 	// marker where it is: a proxy started later then finds that shard's

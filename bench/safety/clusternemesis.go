@@ -320,16 +320,25 @@ func (e *Env) migrateUnderLock(ctx context.Context, i, s int, key, token string,
 	return nil
 }
 
-// clusterShardsRound is one round of driveClusterShards.
-func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (bool, error) {
-	ttl := e.C.Config.MaxTTL
+// wholeAndCounting waits until every cluster is whole again (see
+// settleRedisCluster) and every proxy counts every cluster.
+func (e *Env) wholeAndCounting(ctx context.Context) error {
 	settle, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := e.settleRedisClusters(settle, 45*time.Second); err != nil {
-		return false, err
+		return err
 	}
 	if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
-		return false, errors.New("the clusters never all counted again")
+		return errors.New("the clusters never all counted again")
+	}
+	return nil
+}
+
+// clusterShardsRound is one round of driveClusterShards.
+func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (bool, error) {
+	ttl := e.C.Config.MaxTTL
+	if err := e.wholeAndCounting(ctx); err != nil {
+		return false, err
 	}
 	s := e.Intn(keyslot.Slots)
 	key := fmt.Sprintf("ctl:shards:{%s}", keyslot.Tag(uint16(s)))
