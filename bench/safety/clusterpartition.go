@@ -113,7 +113,7 @@ func (e *Env) clusterPartitionRound(ctx context.Context, a, c *Client, round int
 	}
 	named := e.waitNamedBy(ctx, cuts, s, time.Now().Add(10*time.Second))
 	p := e.C.NumProxies() - 1
-	if err := e.C.RestartProxy(p); err != nil {
+	if err := e.restartFresh(p); err != nil {
 		return false, err
 	}
 	if !e.C.waitSlotCounting(ctx, p, e.C.Hold()+10*time.Second) {
