@@ -312,11 +312,16 @@ func (c *Cluster) Clock(i int) *redisproc.Clock { return c.clocks[i] }
 
 // Hold is how long a restarted master stays out of the proxies' quorums:
 // max_ttl plus its drift (and, for a Sentinel-managed group, the
-// Sentinels' lease).
+// Sentinels' lease; for a Redis Cluster's shard, the lease of its
+// confirmation by the other masters).
 func (c *Cluster) Hold() time.Duration {
 	hold := c.Config.MaxTTL + Drift(c.Config.MaxTTL)
-	if c.Config.Groups && c.Config.EffectiveQuarantine() != "off" {
+	switch {
+	case c.Config.EffectiveQuarantine() == "off":
+	case c.Config.Groups:
 		hold += netio.DefaultSentinelLease
+	case c.Config.Shards > 0:
+		hold += netio.DefaultClusterLease
 	}
 	return hold
 }
