@@ -224,6 +224,7 @@ type Health struct {
 	RunID            string
 	QuarantinedUntil time.Time // votes do not count before this instant
 	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
+	QuarantineCause  string    // the same as quorum.Watch.Reason's word (restarted, new, evicted, ...), for metrics
 	LostAt           time.Time // the loss the quarantine counts from (see quorum.Watch.LostAt)
 	Connects         uint64    // connections established
 	Restarts         uint64    // restarts (or other losses of writes) detected
@@ -314,6 +315,7 @@ func (l *Link) Health() Health {
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.QuarantineCause = l.watch.Reason()
 	h.LostAt = l.watch.LostAt()
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
 	h.Invalidations = l.track.redir != 0
