@@ -11,9 +11,9 @@
 # ruby-redis, the Redis perl module and hiredis for the replays in those
 # languages, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests, a JDK 17 and Maven with the Java lock
-# libraries from Maven Central); a dependency that is still missing fails
-# the run.
+# compiler for the clock-jump tests, iptables for the cluster partition
+# tests, a JDK 17 and Maven with the Java lock libraries from Maven
+# Central); a dependency that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -53,6 +53,9 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 # A C compiler builds the preloaded library that moves one redis-server's
 # wall clock in the clock-jump tests.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# iptables cuts a Redis Cluster node off from its cluster bus in the
+# partition tests (the rules match that node's own loopback address).
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
 malkusch_ok || missing+=(php-cli php-redis php-malkusch-lock php-predis)
 # The replays in their own language's client: ruby-redis, the Redis perl
@@ -71,7 +74,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl java javac mvn; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl java javac mvn iptables; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }

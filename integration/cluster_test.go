@@ -18,6 +18,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // Redis Clusters as backends: each cluster is one vote, each key answered
@@ -103,7 +104,8 @@ func (s *clusterSet) leftKeys() []string {
 				s.t.Fatalf("KEYS on %s: %v", n.Addr, err)
 			}
 			for _, k := range strings.Fields(keys) {
-				if !strings.HasPrefix(k, "redlock-proxy:marker:") && !strings.HasPrefix(k, "redlock-proxy:fence-counter:") {
+				if !strings.HasPrefix(k, "redlock-proxy:marker:") && !strings.HasPrefix(k, "redlock-proxy:fence-counter:") &&
+					!strings.HasPrefix(k, netio.ClusterHoldsPrefix) {
 					out = append(out, fmt.Sprintf("cluster %d %s: %s", ci, n.Addr, k))
 				}
 			}
@@ -304,7 +306,8 @@ func TestClusterShardFailoverDoesNotHandOutAHeldLock(t *testing.T) {
 		t.Fatalf("another shard's key, during the quarantine: %v %v (the other shards must keep counting)", ok, err)
 	}
 	info := s.info(t)
-	if !strings.Contains(info, "backend0_shard0:") || !strings.Contains(info, "state=quarantined") || !strings.Contains(info, "promoted replica") {
+	if !strings.Contains(info, "backend0_shard0:") || !strings.Contains(info, "state=quarantined") ||
+		!strings.Contains(info, "promoted replica") && !strings.Contains(info, "(a failover)") {
 		t.Fatalf("INFO proxy does not show the quarantined shard:\n%s", info)
 	}
 	if code, body := s.readyz(t); code != 503 || !strings.Contains(body, "backend 0 (cluster://") || !strings.Contains(body, "shard ") {
@@ -472,4 +475,92 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%d grants, %d refusals through the resharding", grants.Load(), refusals.Load())
+}
+
+// A Redis Cluster loss follows its data. A lock is held on a cluster (one
+// vote) and two plain masters; one plain master then loses it (deleted
+// behind the proxy's back, as a master beyond a partition would miss it).
+// The shard A that holds the lock's slot loses its data (FLUSHALL) and
+// stops counting; then the slot moves to another shard B, which counts,
+// keys and all (there is no lock left to move). The slot stays out of the
+// vote until A's hold ends, wherever it is: through the proxy that saw
+// the loss, and through one started after the resharding (strict, once
+// every fresh marker's hold has passed), which reads the hold the first
+// recorded on the masters. The control, restart_quarantine off, hands the
+// lock out a second time.
+func TestClusterLossFollowsItsSlotAcrossAResharding(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rule   string
+		second bool // the second client gets the lock
+	}{{"strict", "run-id", false}, {"control-no-quarantine", "off", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startClusters(t, 1, 3)[0]
+			plain := startRedis(t, 2)
+			backends := []string{c.Entry(), plain[0].Addr, plain[1].Addr}
+			const maxTTL = 8 * time.Second
+			proxy := func(rule string) *app.App {
+				a, _ := startApp(t, backends, func(cfg *config.Config) { cfg.MaxTTL, cfg.RestartQuarantine = maxTTL, rule })
+				return a
+			}
+			x := proxy(tc.rule)
+			began := time.Now()
+			const slot = 100
+			key := fmt.Sprintf("held{%s}", keyslot.Tag(slot))
+			a, b := c.MasterOfSlot(slot), c.MasterOfSlot(6000)
+			ctx := context.Background()
+			if tc.rule != "off" {
+				// The fresh markers' hold passes first, so that a strict proxy
+				// started later counts every master but A.
+				time.Sleep(maxTTL + 3*time.Second)
+			}
+			if ok, err := proxyClient(t, x.Addr(), 2).SetNX(ctx, key, "A", maxTTL).Result(); !ok || err != nil {
+				t.Fatalf("A's SET NX: %v, %v", ok, err)
+			}
+			heldUntil := time.Now().Add(maxTTL - 300*time.Millisecond)
+			if _, err := plain[1].Do("DEL", key); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Do("FLUSHALL"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.rule != "off" {
+				waitFor(t, "the proxy to see A's loss", func() bool {
+					for _, sh := range x.Pool().Health()[0].Shards {
+						if sh.Addr == a.Addr && sh.QuarantinedUntil.After(time.Now()) {
+							return true
+						}
+					}
+					return false
+				})
+			}
+			if err := c.MoveSlot(slot, a, b); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the proxy to route the slot to B", func() bool {
+				for _, sh := range x.Pool().Health()[0].Shards {
+					if sh.Addr == b.Addr && strings.HasPrefix(sh.Slots, fmt.Sprintf("%d,", slot)) {
+						return sh.Up
+					}
+				}
+				return false
+			})
+			tries := []*app.App{x}
+			if tc.rule != "off" {
+				tries = append(tries, proxy("strict")) // started after the resharding
+			}
+			for i, p := range tries {
+				ok, _ := proxyClient(t, p.Addr(), 2).SetNX(ctx, key, fmt.Sprintf("B%d", i), maxTTL).Result()
+				if !time.Now().Before(heldUntil) {
+					t.Fatalf("the machine was too slow: A's lock ran out before B%d tried (%v after the start)", i, time.Since(began))
+				}
+				if ok != tc.second {
+					t.Fatalf("B%d's SET NX while A held the lock = %v; want %v (health %+v)", i, ok, tc.second, p.Pool().Health()[0])
+				}
+				if tc.second {
+					break
+				}
+			}
+		})
+	}
 }

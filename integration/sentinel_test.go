@@ -579,3 +579,93 @@ func TestSentinelOverTLSWithAuth(t *testing.T) {
 	startLogged(t, backends, &logs2, func(c *config.Config) { c.SentinelTLS, c.SentinelTLSCAFile = true, cs.CA })
 	waitLog(t, &logs2, "NOAUTH Authentication required. (set sentinel_password", 5*time.Second)
 }
+
+// A failback to a master the Sentinels never demoted: the group fails over
+// from M to R, R counts once its hold has passed, a lock is taken on it;
+// then a second failover names M again, which was never a replica (the
+// Sentinels cannot demote it here: see refuseDemotion), so it has
+// the same run, replication id and marker as before, and lacks the lock.
+// A plain master that lost the lock (deleted behind the proxy's back, as
+// a master beyond a partition would miss it) makes M's vote decide. The
+// switch is a loss dated at the switch: for the proxy that follows it
+// (follows), and for one started after it, which never saw the switch and
+// tells it from the group's config epoch that M's marker records (after).
+// The control, restart_quarantine off, hands the lock out a second time.
+func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rule   string
+		after  bool // a proxy started after the failback tries (the first stopped before it)
+		second bool // the second client gets the lock
+	}{{"follows", "run-id", false, false}, {"after", "run-id", true, false}, {"control-no-quarantine", "off", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := sentinelGroups(t, 1)[0]
+			refuseDemotion(t, group.Servers[0])
+			plain := startRedis(t, 2)
+			backends := []string{group.Entry(), plain[0].Addr, plain[1].Addr}
+			const maxTTL = 5 * time.Second
+			proxy := func(rule string) (*app.App, func()) {
+				return startApp(t, backends, func(c *config.Config) {
+					c.MaxTTL, c.BackendTimeout, c.RestartQuarantine = maxTTL, 200*time.Millisecond, rule
+				})
+			}
+			a, stopA := proxy(tc.rule)
+			m, r, err := group.Failover()
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the proxy to follow R", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == r.Addr })
+			waitCounts(t, a, 0, 3*maxTTL)
+			ctx := context.Background()
+			key := uniqueKey("failback")
+			if ok, err := proxyClient(t, a.Addr(), 2).SetNX(ctx, key, "A", maxTTL).Result(); !ok || err != nil {
+				t.Fatalf("A's SET NX: %v, %v", ok, err)
+			}
+			heldUntil := time.Now().Add(maxTTL - 200*time.Millisecond)
+			if _, err := redisproc.DoReply(plain[1].Addr, nil, "DEL", key); err != nil {
+				t.Fatal(err)
+			}
+			if tc.after {
+				stopA()
+			}
+			from, back, err := group.Failover()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if from != r || back != m {
+				t.Fatalf("the failback went from %s to %s", from.Addr, back.Addr)
+			}
+			if v, _ := redisproc.DoReply(m.Addr, nil, "GET", key); v != "" {
+				t.Fatalf("M holds %q: the test shows nothing", v)
+			}
+			if tc.after {
+				a, _ = proxy("strict")
+			}
+			waitFor(t, "the proxy to follow M", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == m.Addr })
+			ok, _ := proxyClient(t, a.Addr(), 2).SetNX(ctx, key, "B", maxTTL).Result()
+			if !time.Now().Before(heldUntil) {
+				t.Fatal("the machine was too slow: A's lock ran out before B tried")
+			}
+			if ok != tc.second {
+				t.Fatalf("B's SET NX while A held the lock = %v; want %v (health %+v)", ok, tc.second, a.Pool().Health()[0])
+			}
+			if !tc.second {
+				if h := a.Pool().Health()[0]; !strings.Contains(h.QuarantineReason, "switched the group's master") {
+					t.Fatalf("M's quarantine reason %q; want the switch", h.QuarantineReason)
+				}
+			}
+		})
+	}
+}
+
+// refuseDemotion makes s refuse REPLICAOF and SLAVEOF (an ACL on the
+// default user, which the Sentinels use): a master the Sentinels fail
+// over from then stays a master with its data, as one does until they
+// demote it (some seconds after the failover), for as long as a test
+// needs.
+func refuseDemotion(t *testing.T, s *redisproc.Server) {
+	t.Helper()
+	if v, err := s.Do("ACL", "SETUSER", "default", "-replicaof", "-slaveof"); err != nil || v != "OK" {
+		t.Fatalf("ACL SETUSER on %s: %q %v", s.Addr, v, err)
+	}
+}

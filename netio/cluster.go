@@ -58,8 +58,15 @@ import (
 
 // ClusterOptions name a Redis Cluster backend.
 type ClusterOptions struct {
-	Seeds   []string      // any nodes of the cluster (host:port)
-	Refresh time.Duration // how often the slot map is read again (default 1s), and at once on a change
+	Seeds []string // any nodes of the cluster (host:port)
+	// Refresh is how often every master is asked for its slot map (a
+	// round, see clusterconfirm.go), and at once on a change (default
+	// DefaultClusterInterval).
+	Refresh time.Duration
+	// Lease is how long a round in which a majority of the cluster's
+	// other masters named a slot's owner lets that owner count for the
+	// slot (default DefaultClusterLease). The app adds it to the hold.
+	Lease time.Duration
 }
 
 // ClusterMarkerPrefix starts the key of each shard's marker.
@@ -97,6 +104,10 @@ type Cluster struct {
 
 	errNoSlot *BackendError
 
+	// The rounds' query connections (clusterconfirm.go), by node address:
+	// used by the round that runs, one goroutine per node.
+	queries map[string]*sentinelConn
+
 	mu        sync.Mutex
 	slots     []*shard // by slot; nil: no master known
 	shards    map[string]*shard
@@ -111,6 +122,13 @@ type Cluster struct {
 	// some were (see slotMove).
 	flight []int32
 	moving map[uint16]*slotMove
+
+	// Which master counts for each slot, and until when a slot is held
+	// (clusterconfirm.go).
+	conf  []slotConf
+	held  []time.Time
+	hist  []ownSnap       // the masters' slots as the rounds found them, for the hold
+	named map[string]bool // the masters the last round's answers named: the next asks them
 }
 
 // slotMove keeps one slot's commands in order across a change of its
@@ -135,6 +153,7 @@ type shard struct {
 	marker    int
 	moved     map[int]bool // marker slots answered MOVED or ASK: never again this shard's marker
 	idleSince time.Time    // a retired shard's link: idle since
+	holdsRead bool         // the slot holds recorded on it were read (clusterconfirm.go)
 }
 
 // NewCluster prepares a Redis Cluster backend; Start connects it. opt is
@@ -144,7 +163,10 @@ func NewCluster(opt Options) *Cluster {
 	c := &Cluster{opt: opt, copt: *opt.Cluster, name: opt.Addr, kick: make(chan struct{}, 1), since: time.Now()}
 	c.opt.Cluster = nil
 	if c.copt.Refresh <= 0 {
-		c.copt.Refresh = time.Second
+		c.copt.Refresh = DefaultClusterInterval
+	}
+	if c.copt.Lease <= 0 {
+		c.copt.Lease = DefaultClusterLease
 	}
 	if c.opt.Logger == nil {
 		c.opt.Logger = slog.Default()
@@ -158,6 +180,10 @@ func NewCluster(opt Options) *Cluster {
 	c.slots = make([]*shard, keyslot.Slots)
 	c.flight = make([]int32, keyslot.Slots)
 	c.moving = map[uint16]*slotMove{}
+	c.conf = make([]slotConf, keyslot.Slots)
+	c.held = make([]time.Time, keyslot.Slots)
+	c.named = map[string]bool{}
+	c.queries = map[string]*sentinelConn{}
 	c.shards = map[string]*shard{}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	return c
@@ -175,16 +201,29 @@ func (c *Cluster) Addr() string { return c.name }
 
 func (c *Cluster) run() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.copt.Refresh)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		c.refresh()
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-c.kick:
 		case <-t.C:
 		}
+		c.refresh()
+		next := c.copt.Refresh
+		if c.holdsUnread() {
+			// A master's replies count once its holds record was read:
+			// a link that has just come up does not wait a whole round.
+			next = min(next, 50*time.Millisecond)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
 	}
 }
 
@@ -196,38 +235,55 @@ func (c *Cluster) refreshSoon() {
 	}
 }
 
-// slotRange is one range of CLUSTER SLOTS: its slots and its master.
+// slotRange is one range of CLUSTER SLOTS: its slots, its master and
+// its replicas.
 type slotRange struct {
 	from, to int
 	addr, id string
+	replicas []string
 }
 
-// refresh reads the slot map from the first node that gives one (the
-// known masters, then the seeds) and applies it.
+// refresh runs a round (see clusterconfirm.go): every master the last
+// slot maps named is asked for its slot map at once (the seeds too, when
+// none of them answers). A slot goes to the owner a majority of the
+// cluster's other masters confirm; a slot without one, to the owner the
+// first node that answered names (the masters in address order, then the
+// seeds), as a single read of the map would.
 func (c *Cluster) refresh() {
+	at := time.Now()
 	c.mu.Lock()
 	var addrs []string
 	for a := range c.shards {
 		addrs = append(addrs, a)
 	}
-	c.mu.Unlock()
-	slices.Sort(addrs)
-	for _, s := range c.copt.Seeds {
-		if !slices.Contains(addrs, s) {
-			addrs = append(addrs, s)
+	for a := range c.named {
+		if c.shards[a] == nil {
+			addrs = append(addrs, a)
 		}
 	}
+	c.mu.Unlock()
+	slices.Sort(addrs)
+	answers := c.ask(addrs)
+	if !answered(answers) && c.ctx.Err() == nil {
+		var seeds []string
+		for _, s := range c.copt.Seeds {
+			if !slices.Contains(addrs, s) {
+				seeds = append(seeds, s)
+			}
+		}
+		answers = append(answers, c.ask(seeds)...)
+	}
+	c.closeQueries(answers)
+	if c.ctx.Err() != nil {
+		return
+	}
 	var errs []string
-	for _, a := range addrs {
-		if c.ctx.Err() != nil {
+	for _, a := range answers {
+		if a.err == nil {
+			c.round(at, a.ranges, answers)
 			return
 		}
-		m, err := c.fetch(a)
-		if err == nil {
-			c.apply(m)
-			return
-		}
-		errs = append(errs, a+": "+err.Error())
+		errs = append(errs, a.addr+": "+a.err.Error())
 	}
 	why := "no node gave a slot map: " + strings.Join(errs, "; ")
 	c.mu.Lock()
@@ -240,8 +296,9 @@ func (c *Cluster) refresh() {
 	c.retireIdle()
 }
 
-// fetch asks one node for CLUSTER SLOTS.
-func (c *Cluster) fetch(addr string) ([]slotRange, error) {
+// dialNode opens a connection to a node for the rounds' questions, with
+// TLS and AUTH as the shard links have them.
+func (c *Cluster) dialNode(addr string) (*sentinelConn, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opt.DialTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -249,7 +306,6 @@ func (c *Cluster) fetch(addr string) ([]slotRange, error) {
 	if err != nil {
 		return nil, dialError(err)
 	}
-	defer nc.Close()
 	if c.opt.TLS != nil {
 		cfg := c.opt.TLS
 		if cfg.ServerName == "" {
@@ -258,37 +314,51 @@ func (c *Cluster) fetch(addr string) ([]slotRange, error) {
 		}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
 			return nil, handshakeError(err)
 		}
 		nc = tc
 	}
-	dl, _ := ctx.Deadline()
-	nc.SetDeadline(dl)
-	var b []byte
-	n := 1
+	q := &sentinelConn{Conn: nc, rd: resp.NewReader(bufio.NewReader(nc), resp.ReaderLimits{MaxBulk: 1 << 20})}
 	if c.opt.Password != "" {
-		n++
+		args := []string{"AUTH", c.opt.Password}
 		if c.opt.Username != "" {
-			b = resp.AppendCommand(b, "AUTH", c.opt.Username, c.opt.Password)
-		} else {
-			b = resp.AppendCommand(b, "AUTH", c.opt.Password)
+			args = []string{"AUTH", c.opt.Username, c.opt.Password}
 		}
-	}
-	b = resp.AppendCommand(b, "CLUSTER", "SLOTS")
-	if _, err := nc.Write(b); err != nil {
-		return nil, err
-	}
-	rd := resp.NewReader(bufio.NewReader(nc), resp.ReaderLimits{MaxBulk: 1 << 20})
-	var v resp.Value
-	for i := 0; i < n; i++ {
-		if v, err = rd.Read(); err != nil {
+		dl, _ := ctx.Deadline()
+		v, err := q.do(dl, args...)
+		if err == nil && v.Kind == resp.KindError {
+			err = fmt.Errorf("%s", v.Str)
+		}
+		if err != nil {
+			nc.Close()
 			return nil, err
 		}
-		if v.Kind == resp.KindError {
-			return nil, fmt.Errorf("%s", v.Str)
+	}
+	return q, nil
+}
+
+// askNode asks one node for CLUSTER SLOTS on q (dialled first when nil);
+// it returns the connection to keep (nil after a failure).
+func (c *Cluster) askNode(addr string, q *sentinelConn) (nodeAnswer, *sentinelConn) {
+	a := nodeAnswer{addr: addr}
+	if q == nil {
+		if q, a.err = c.dialNode(addr); a.err != nil {
+			return a, nil
 		}
 	}
-	return parseSlots(v, addr)
+	v, err := q.do(time.Now().Add(min(c.opt.DialTimeout, c.copt.Lease/4)), "CLUSTER", "SLOTS")
+	if err == nil && v.Kind == resp.KindError {
+		err = fmt.Errorf("%s", v.Str)
+	}
+	if err == nil {
+		a.ranges, err = parseSlots(v, addr)
+	}
+	if a.err = err; err != nil {
+		q.Close()
+		return a, nil
+	}
+	return a, q
 }
 
 // parseSlots reads CLUSTER SLOTS: [from, to, [ip, port, id, ...], replicas...]
@@ -315,6 +385,19 @@ func parseSlots(v resp.Value, asked string) ([]slotRange, error) {
 		sr := slotRange{from: int(r.Elems[0].Int), to: int(r.Elems[1].Int), addr: net.JoinHostPort(ip, strconv.FormatInt(port, 10))}
 		if len(m) > 2 {
 			sr.id = string(m[2].Str)
+		}
+		for _, rep := range r.Elems[3:] {
+			if rep.Kind == resp.KindArray && len(rep.Elems) >= 2 {
+				rip := string(rep.Elems[0].Str)
+				if rip == "" || rip == "?" {
+					rip = host
+				}
+				rport := rep.Elems[1].Int
+				if rep.Elems[1].Kind == resp.KindBulk {
+					rport, _ = strconv.ParseInt(string(rep.Elems[1].Str), 10, 64)
+				}
+				sr.replicas = append(sr.replicas, net.JoinHostPort(rip, strconv.FormatInt(rport, 10)))
+			}
 		}
 		if sr.from < 0 || sr.to >= keyslot.Slots || sr.from > sr.to {
 			return nil, fmt.Errorf("CLUSTER SLOTS: a range %d-%d", sr.from, sr.to)
@@ -682,6 +765,7 @@ type routed struct {
 	flags    SendFlags
 	link     *Link
 	asking   bool
+	askedBy  *Link // the master that sent it on with ASK, when it did
 	hops     int
 	slot     uint16
 	first    bool // its first hop is in flight (Cluster.flight)
@@ -700,6 +784,10 @@ func (r *routed) Receive(_ int, res Result) {
 			if r.hops < maxRedirects {
 				if l := r.c.linkAt(addr); l != nil {
 					r.hops++
+					r.askedBy = nil
+					if ask {
+						r.askedBy = r.link
+					}
 					r.link, r.asking = l, ask
 					flags := r.flags
 					if ask {
@@ -717,6 +805,9 @@ func (r *routed) Receive(_ int, res Result) {
 		}
 	}
 	res.Via = &via{link: r.link, asking: r.asking}
+	// A reply counts only for the slot's confirmed owner, and not while
+	// the slot is held (clusterconfirm.go).
+	res.Counts = res.Counts && r.c.counts(r.slot, r.link, r.askedBy, time.Now())
 	r.c.answered(r.slot, first)
 	r.rcv.Receive(r.tag, res)
 }
@@ -900,6 +991,7 @@ func (c *Cluster) Health() Health {
 			retired = append(retired, sh.link)
 		}
 	}
+	unconfirmed, heldUntil, heldRange := c.confirmedHealthLocked(time.Now())
 	c.mu.Unlock()
 	slices.SortFunc(shards, func(a, b shard) int { return firstSlot(&a) - firstSlot(&b) })
 	h := Health{Node: c.opt.Index, Addr: c.name, Up: known && uncovered == 0 && len(shards) > 0, Since: c.since}
@@ -910,6 +1002,9 @@ func (c *Cluster) Health() Health {
 			continue
 		}
 		lh := sh.link.Health()
+		if lh.Up && !sh.holdsRead && !c.off() {
+			lh.Up, lh.LastError = false, "the slot holds recorded on it not read yet"
+		}
 		h.Shards = append(h.Shards, ShardHealth{ID: sh.id, Slots: rangesString(sh.ranges), SlotCount: sh.count, MarkerSlot: sh.marker, Health: lh})
 		if !lh.Up {
 			h.Up = false
@@ -930,6 +1025,12 @@ func (c *Cluster) Health() Health {
 	for _, l := range retired {
 		h.addCounts(l.Health())
 	}
+	if heldUntil.After(h.QuarantinedUntil) {
+		h.QuarantinedUntil, h.QuarantineReason = heldUntil, holdWhy(heldRange)
+	}
+	if unconfirmed > 0 {
+		h.Up = false
+	}
 	switch {
 	case !known && mapErr != "":
 		h.LastError = mapErr
@@ -937,6 +1038,8 @@ func (c *Cluster) Health() Health {
 		h.LastError = "no slot map read yet"
 	case uncovered > 0:
 		h.LastError = fmt.Sprintf("%d slots have no master in the slot map", uncovered)
+	case unconfirmed > 0:
+		h.LastError = fmt.Sprintf("%d slots have no owner that a majority of the cluster's other masters confirmed in the last %v", unconfirmed, c.copt.Lease)
 	case len(down) > 0:
 		h.LastError = strings.Join(down, "; ")
 	}
@@ -1027,6 +1130,10 @@ func (c *Cluster) LeftUndos() []string {
 func (c *Cluster) Close() error {
 	c.stop()
 	c.wg.Wait()
+	for a, q := range c.queries {
+		q.Close()
+		delete(c.queries, a)
+	}
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

@@ -212,7 +212,10 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	}
 	l.connAddr = addr
 	if l.sent != nil {
-		l.sent.connAddr = addr
+		// The epoch confirmed now: a newer one than the round that named
+		// addr only makes this connection's marker checks record the
+		// switch sooner; one that does not match the next round's ends it.
+		l.sent.connAddr, l.sent.connEpoch = addr, l.sent.epoch
 	}
 	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
 	l.cont.newConnection()

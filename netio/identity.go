@@ -55,6 +55,11 @@ const MarkerKey = "redlock-proxy:marker"
 //     back, or the link moved the marker to another slot): "moved";
 //   - a clock that jumped ahead, which expires keys early (the link
 //     tells, clock.go): "clock";
+//   - for the master of a Sentinel-managed group, a marker last checked
+//     under an older config epoch of the group than the one its
+//     Sentinels confirm now (or under none): a failover since, whatever
+//     the master says of itself (a failback to a master never demoted):
+//     "switched" (sentinel.go).
 //   - an older copy of the data than one a proxy saw (a retired epoch, or
 //     a lower sequence than seen for the epoch: the link tells, book.go):
 //     "rolledback".
@@ -199,6 +204,10 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	if l.opt.Veto {
 		evictionsNoLoss = "1"
 	}
+	sepoch := ""
+	if l.sent != nil {
+		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	}
 	restore := ""
 	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {
 		restore = r.epoch + " " + strconv.FormatInt(max(0, time.Until(r.end).Milliseconds()+1), 10)
@@ -206,7 +215,7 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	args := []string{verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
 		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy,
-		strconv.FormatInt(l.settle().Milliseconds(), 10), restore, evictionsNoLoss}
+		strconv.FormatInt(l.settle().Milliseconds(), 10), restore, evictionsNoLoss, sepoch}
 	return resp.AppendCommand(dst, l.opt.book.tell(args)...)
 }
 
@@ -626,6 +635,10 @@ func quarantineWhy(why string) string {
 		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
 	case "rolledback":
 		return "it serves an older copy of its data than a proxy saw (a database swapped in, a backup restored, a copy brought back): it may lack locks granted since"
+	case "takeover":
+		return "a majority of the cluster's other masters named it the new owner of another master's slots (a failover): it may lack the locks granted on the old master, which may have counted until then"
+	case "switched":
+		return "its Sentinels switched the group's master to it (a failover, or a failback to a master never demoted): it may lack the locks granted on the master before"
 	case "moved":
 		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
 	case "marked", "unmarked":

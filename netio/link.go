@@ -243,6 +243,7 @@ type Health struct {
 	QuarantinedUntil time.Time // votes do not count before this instant
 	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
 	QuarantineCause  string    // the same as quorum.Watch.Reason's word (restarted, new, evicted, ...), for metrics
+	LostAt           time.Time // the loss the quarantine counts from (see quorum.Watch.LostAt)
 	Connects         uint64    // connections established
 	Restarts         uint64    // restarts (or other losses of writes) detected
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
@@ -343,6 +344,7 @@ func (l *Link) Health() Health {
 		h.QuarantineReason += holdBound(l.watch.Early(), l.watch.Ceiling().Sub(now))
 	}
 	h.QuarantineCause = l.watch.Reason()
+	h.LostAt = l.watch.LostAt()
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken || !l.vetted
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked

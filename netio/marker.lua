@@ -5,7 +5,9 @@
 -- record now with that reason ('' when none), [6] the proxy's settle time
 -- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8] '1'
 -- when evictions are no loss (the upgrade's old Redis, whose clients had
--- that risk before), [9...] what the proxy knows of
+-- that risk before), [9] the group's config epoch its Sentinels confirm,
+-- for the master of a Sentinel-managed group ('' otherwise), [10...] what
+-- the proxy knows of
 -- other markers' epochs: pairs of 'EPOCH|PROXY' and the highest count of
 -- that proxy's checks seen, or of 'EPOCH' and 'R' (retired).
 local function field(info, name)
@@ -32,7 +34,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replid2 = field(repl, 'master_replid2') or ''
 local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node',
-  'until', 'whole', 'settle')
+  'until', 'whole', 'settle', 'sepoch')
 local node = ''
 if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
 local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
@@ -73,6 +75,16 @@ end
 if m[1] and (m[9] or '') ~= node and change == '' then
   loss('foreign', now)
 end
+-- A Sentinel group's master checked under a newer config epoch than the
+-- marker last was: a failover since, whatever the master says of itself.
+local sepoch = tonumber(m[13])
+if ARGV[9] ~= '' then
+  local e = tonumber(ARGV[9])
+  if not sepoch or sepoch < e then
+    if m[1] then loss('switched', now) end
+    sepoch = e
+  end
+end
 
 if evicts ~= '' and ARGV[8] ~= '1' then
   loss('evicting', now)
@@ -104,16 +116,17 @@ if ARGV[7] ~= '' then
 end
 if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started or tonumber(m[5]) ~= hold or m[6] ~= evicted
     or m[7] ~= epoch or (m[9] or '') ~= node or (m[11] or '') ~= whole or tonumber(m[10] or 0) ~= untilms
-    or tonumber(m[12]) ~= settle then
+    or tonumber(m[12]) ~= settle or tonumber(m[13]) ~= sepoch then
   redis.call('HSET', KEYS[1], 'replid', replid, 'lost', lost, 'run', runid, 'started', started, 'hold', hold,
     'evicted', evicted, 'epoch', epoch, 'why', why, 'until', untilms, 'whole', whole, 'settle', settle)
   if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
+  if sepoch then redis.call('HSET', KEYS[1], 'sepoch', sepoch) end
 end
 -- Each proxy's count of its continuity checks in this epoch ('c:PROXY'),
 -- and what proxies told this master of the other markers' epochs
 -- ('s:EPOCH|PROXY', the highest count seen, or 's:EPOCH', 'R'): a proxy
 -- which never saw a newer copy of a master's data can tell an older one.
-for i = 9, #ARGV - 1, 2 do
+for i = 10, #ARGV - 1, 2 do
   local f = 's:' .. ARGV[i]
   local v = ARGV[i + 1]
   if v == 'R' then
@@ -144,7 +157,7 @@ end
 if #seen > 512 then
   -- Keep what this proxy told it: the rest go, all at once.
   local keep = {}
-  for i = 9, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
+  for i = 10, #ARGV - 1, 2 do keep['s:' .. ARGV[i]] = true end
   for i = 1, #seen, 2 do
     if not keep['s:' .. seen[i]] then redis.call('HDEL', KEYS[1], 's:' .. seen[i]) end
   end

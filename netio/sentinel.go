@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,16 @@ import (
 // Sentinel-managed backend is max_ttl + drift + Lease (the app adds it),
 // so that every lock counted on the old master has expired before the new
 // master counts.
+//
+// Every switch is a loss, dated at the switch, whatever the new master
+// says about itself: a failback to an old master that was never demoted
+// (still a master, with the same run, replication id and marker) lacks the
+// locks granted on the master between. The Sentinels' config epoch of the
+// group rises with every failover, so a round confirms an address together
+// with its epoch (a majority must name both), and the marker records the
+// highest epoch it was checked under: a marker check under a higher one
+// records the loss ("switched"), also for a proxy that never saw the
+// switch. A new epoch at the same address is a switch as well.
 //
 // The link itself stays: its undos kept for the next connection, its
 // quarantine and its record of the backend go with the vote to the new
@@ -104,8 +115,10 @@ type follower struct {
 
 	// Under the link's mu.
 	master      string    // named by a majority in the last round that had one
+	epoch       int64     // the group's config epoch that majority named with it
 	confirmedAt time.Time // start of the last round in which a majority named master
 	connAddr    string    // the address the current (or last) connection was dialled to
+	connEpoch   int64     // the epoch confirmed when it was made: its marker checks record it
 	agree       int
 	reachable   int
 	answers     string
@@ -130,7 +143,8 @@ func (f *follower) poke() {
 	}
 }
 
-// sentinelConn is a connection to one Sentinel.
+// sentinelConn is a connection to one Sentinel (or to a Redis Cluster
+// node, for the slot map a round asks it for: clusterconfirm.go).
 type sentinelConn struct {
 	net.Conn
 	rd *resp.Reader
@@ -185,22 +199,56 @@ func sentinelHandshakeError(err error) error {
 
 // do sends one command and reads its reply by deadline.
 func (c *sentinelConn) do(deadline time.Time, args ...string) (resp.Value, error) {
-	c.SetDeadline(deadline)
-	if _, err := c.Write(resp.AppendCommand(nil, args...)); err != nil {
-		return resp.Value{}, err
-	}
-	v, err := c.rd.Read()
+	vs, err := c.pipeline(deadline, args)
 	if err != nil {
 		return resp.Value{}, err
 	}
-	return v.Clone(), nil
+	return vs[0], nil
 }
 
-// answer is one Sentinel's part in a round: the master it names, or why
-// it names none.
+// pipeline sends commands in one write and reads their replies by
+// deadline: a Sentinel runs them one after the other, with nothing of
+// its own in between.
+func (c *sentinelConn) pipeline(deadline time.Time, cmds ...[]string) ([]resp.Value, error) {
+	c.SetDeadline(deadline)
+	var b []byte
+	for _, args := range cmds {
+		b = resp.AppendCommand(b, args...)
+	}
+	if _, err := c.Write(b); err != nil {
+		return nil, err
+	}
+	out := make([]resp.Value, len(cmds))
+	for i := range out {
+		v, err := c.rd.Read()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v.Clone()
+	}
+	return out, nil
+}
+
+// answer is one Sentinel's part in a round: the master it names and the
+// group's config epoch it knows, or why it names none.
 type answer struct {
-	addr string
-	err  string
+	addr  string
+	epoch int64
+	err   string
+}
+
+// configEpoch reads config-epoch from SENTINEL MASTER's field list.
+func configEpoch(v resp.Value) (int64, bool) {
+	if v.Kind != resp.KindArray {
+		return 0, false
+	}
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		if string(v.Elems[i].Str) == "config-epoch" {
+			n, err := strconv.ParseInt(string(v.Elems[i+1].Str), 10, 64)
+			return n, err == nil && n >= 0
+		}
+	}
+	return 0, false
 }
 
 // askOne asks Sentinel i which master it names.
@@ -213,7 +261,14 @@ func (f *follower) askOne(ctx context.Context, i int, deadline time.Time) answer
 		}
 		f.q[i] = c
 	}
-	v, err := c.do(deadline, "SENTINEL", "get-master-addr-by-name", f.opt.Name)
+	// The address as get-master-addr-by-name gives it (the promoted replica
+	// as soon as the failover has promoted it) and the config epoch beside
+	// it, read back to back.
+	vs, err := c.pipeline(deadline, []string{"SENTINEL", "get-master-addr-by-name", f.opt.Name}, []string{"SENTINEL", "MASTER", f.opt.Name})
+	var v resp.Value
+	if err == nil {
+		v = vs[0]
+	}
 	switch {
 	case err != nil:
 		c.Close()
@@ -228,13 +283,18 @@ func (f *follower) askOne(ctx context.Context, i int, deadline time.Time) answer
 	case v.Kind != resp.KindArray || len(v.Elems) != 2:
 		return answer{err: "unexpected answer " + v.String()}
 	}
-	return answer{addr: net.JoinHostPort(string(v.Elems[0].Str), string(v.Elems[1].Str))}
+	epoch, ok := configEpoch(vs[1])
+	if !ok {
+		return answer{err: "no config-epoch in SENTINEL MASTER: " + vs[1].String()}
+	}
+	return answer{addr: net.JoinHostPort(string(v.Elems[0].Str), string(v.Elems[1].Str)), epoch: epoch}
 }
 
 // round is what one round of questions found.
 type round struct {
 	at        time.Time // when it started
 	master    string    // named by a majority of the configured Sentinels; "" when none is
+	epoch     int64     // the config epoch that majority named with it
 	agree     int
 	reachable int
 	answers   []answer
@@ -257,16 +317,23 @@ func (l *Link) ask() round {
 		}()
 	}
 	wg.Wait()
-	votes := map[string]int{}
+	// A majority must name the same master under the same epoch: a
+	// Sentinel that lags behind a failback names the right address under
+	// an older epoch, and the epoch is what tells the switch.
+	type named struct {
+		addr  string
+		epoch int64
+	}
+	votes := map[named]int{}
 	for _, a := range r.answers {
 		if a.err == "" {
 			r.reachable++
-			votes[a.addr]++
+			votes[named{a.addr, a.epoch}]++
 		}
 	}
-	for addr, n := range votes {
-		if n > len(f.opt.Addrs)/2 {
-			r.master, r.agree = addr, n
+	for n, k := range votes {
+		if k > len(f.opt.Addrs)/2 {
+			r.master, r.epoch, r.agree = n.addr, n.epoch, k
 		}
 	}
 	l.applyRound(r)
@@ -280,16 +347,16 @@ func (f *follower) describe(as []answer) string {
 		if a.err != "" {
 			parts = append(parts, f.opt.Addrs[i]+": "+a.err)
 		} else {
-			parts = append(parts, f.opt.Addrs[i]+" names "+a.addr)
+			parts = append(parts, f.opt.Addrs[i]+" names "+a.addr+" (epoch "+strconv.FormatInt(a.epoch, 10)+")")
 		}
 	}
 	return strings.Join(parts, "; ")
 }
 
 // applyRound records a round: a majority's master is confirmed from the
-// round's start; a new one is a switch, which ends the connection to the
-// old master at once (its votes already stopped counting: the
-// confirmation is for another address).
+// round's start; a new one, or a new epoch, is a switch, which ends the
+// connection to the old master at once (its votes already stopped
+// counting: the confirmation is for another address or epoch).
 func (l *Link) applyRound(r round) {
 	f := l.sent
 	var drop []net.Conn
@@ -306,7 +373,7 @@ func (l *Link) applyRound(r round) {
 		}
 	} else {
 		f.answers, f.lastNoMaj = "", ""
-		if f.master != "" && r.master != f.master {
+		if f.master != "" && (r.master != f.master || r.epoch != f.epoch) {
 			f.switches++
 			f.from, f.switchAt = f.master, time.Now()
 			if f.pending == "" {
@@ -314,11 +381,11 @@ func (l *Link) applyRound(r round) {
 			}
 			switched = f.master
 		}
-		f.master = r.master
+		f.master, f.epoch = r.master, r.epoch
 		if r.at.After(f.confirmedAt) {
 			f.confirmedAt = r.at
 		}
-		if l.conn != nil && f.connAddr != r.master {
+		if l.conn != nil && (f.connAddr != r.master || f.connEpoch != r.epoch) {
 			drop = append(drop, l.conn)
 		}
 		if l.conn == nil || switched != "" {
@@ -348,7 +415,7 @@ func (l *Link) applyRound(r round) {
 // connection's master count at now (always, for a plain backend).
 func (l *Link) confirmedLocked(now time.Time) bool {
 	f := l.sent
-	return f == nil || (f.master != "" && f.connAddr == f.master && now.Before(f.confirmedAt.Add(f.opt.Lease)))
+	return f == nil || (f.master != "" && f.connAddr == f.master && f.connEpoch == f.epoch && now.Before(f.confirmedAt.Add(f.opt.Lease)))
 }
 
 // target is the address to dial: the backend's own, or the master a

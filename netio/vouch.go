@@ -35,6 +35,10 @@ var ErrVouchRefused = errors.New("vouch refused")
 func (l *Link) vouchRun(ctx context.Context, mode string) error {
 	l.mu.Lock()
 	up, key := l.conn != nil && l.ready, l.mkey
+	sepoch := ""
+	if l.sent != nil {
+		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	}
 	l.mu.Unlock()
 	if !up {
 		return fmt.Errorf("%s is not connected: %w", l.opt.Addr, ErrVouchRefused)
@@ -44,7 +48,7 @@ func (l *Link) vouchRun(ctx context.Context, mode string) error {
 		cluster = "1"
 	}
 	cmd := resp.AppendCommand(nil, "EVALSHA", vouchScript.Sha, "1", key, mode,
-		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10), cluster)
+		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10), cluster, sepoch)
 	ch := make(chan Result, 1)
 	deadline := time.Now().Add(l.opt.DialTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

@@ -1,6 +1,7 @@
 -- Vouching for a brand-new master (see vouch.go). KEYS[1]: its marker.
 -- ARGV: [1] 'check' or 'write', [2] the hold in ms, [3] '1' on a Redis
--- Cluster node. It answers {1, ''} when the master may be vouched for (and
+-- Cluster node, [4] the config epoch a Sentinel group's master is checked
+-- under ('' otherwise). It answers {1, ''} when the master may be vouched for (and
 -- under 'write', was), or {0, why not}.
 local repl = redis.call('INFO', 'replication')
 if string.match(repl, 'role:([^\r\n]*)') ~= 'master' then return {0, 'it is not a master'} end
@@ -31,4 +32,5 @@ redis.call('HSET', KEYS[1], 'replid', string.match(repl, 'master_replid:([^\r\n]
   'started', long, 'hold', ARGV[2], 'evicted', string.match(stats, 'evicted_keys:([^\r\n]*)') or '0', 'epoch', epoch,
   'why', 'vouched', 'until', 0, 'whole', epoch, 'settle', 0)
 if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'node', redis.call('CLUSTER', 'MYID')) end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'sepoch', ARGV[4]) end
 return {1, ''}

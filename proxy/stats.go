@@ -208,10 +208,10 @@ func LossCause(reason string) string {
 		return "restart"
 	case "new":
 		return "flush" // no marker: flushed, restarted without its data, or never used by a proxy
-	case "promoted":
-		return "promotion"
-	case "resynced":
-		return "failback"
+	case "promoted", "takeover":
+		return "promotion" // takeover: a Redis Cluster replica confirmed as its shard's master
+	case "resynced", "switched":
+		return "failback" // switched: a Sentinel group's master switched back to one never demoted
 	case "evicting", "evicted", "reset":
 		return "eviction"
 	case "clock", "replaced":

@@ -85,6 +85,7 @@ type Watch struct {
 	runID string
 	boot  time.Time // estimated start of the backend's current run
 	until time.Time // votes do not count before this instant (the ceiling); it only moves later
+	from  time.Time // the loss (or start) the quarantine in force counts from
 	why   string    // what the quarantine in force is for
 	// marked reports that until comes from the marker's records (a loss or
 	// a start), which the other masters' records may end early.
@@ -153,19 +154,19 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		if w.Rule.Mode == RuleRunID && w.trusted.set && rec == trusted {
 			return
 		}
-		if w.quarantine(now, at.Add(hold), why) {
+		if w.quarantine(now, at, at.Add(hold), why) {
 			w.marked = true
 		}
 	}
 	if m == nil {
 		if w.Rule.Mode == RuleRunID {
-			if restarted && w.quarantine(now, boot.Add(hold), "restarted") {
+			if restarted && w.quarantine(now, boot, boot.Add(hold), "restarted") {
 				w.marked = false
 			}
 			return restarted
 		}
 		// Nothing says what happened to its data: assume it was lost now.
-		if w.quarantine(now, now.Add(hold), "unmarked") {
+		if w.quarantine(now, now, now.Add(hold), "unmarked") {
 			w.marked = false
 		}
 		return restarted
@@ -207,11 +208,12 @@ func (w *Watch) changedRun(id Identity, boot time.Time) bool {
 	return true // nothing proves it is the same run
 }
 
-// quarantine keeps the backend out until then, unless that is already
-// past or a longer quarantine is in force. It reports whether it did.
-func (w *Watch) quarantine(now, until time.Time, why string) bool {
+// quarantine keeps the backend out until then, for a loss at from,
+// unless that is already past or a longer quarantine is in force. It
+// reports whether it did.
+func (w *Watch) quarantine(now, from, until time.Time, why string) bool {
 	if until.After(now) && until.After(w.until) {
-		w.until = until
+		w.until, w.from = until, from
 		w.why = why
 		return true
 	}
@@ -278,6 +280,10 @@ func (w *Watch) QuarantinedUntil() time.Time {
 // early.
 func (w *Watch) Ceiling() time.Time { return w.until }
 
+// LostAt is the instant the quarantine in force counts from: when the
+// backend may last have lost writes (or started).
+func (w *Watch) LostAt() time.Time { return w.from }
+
 // Reason says what the quarantine in force is for: "started" (the backend
 // started less than the hold ago); "new" (no marker: a master no proxy has
 // used, or one whose data is gone, restarted empty or flushed); "restarted"
@@ -289,7 +295,11 @@ func (w *Watch) Ceiling() time.Time { return w.until }
 // eviction count was reset); "reset" (the statistics were reset, which
 // hides evictions); "replaced" (another server than the one this proxy
 // knew answers at the address); "clock" (its wall clock jumped ahead,
-// which expires keys early); "marked" (a loss another check recorded);
+// which expires keys early); "switched" (a Sentinel-managed group's
+// master switched to it: a failover, or a failback to a master never
+// demoted); "takeover" (a Redis Cluster master confirmed as the new
+// owner of another master's slots); "marked" (a loss another check
+// recorded);
 // "unmarked" (no marker check could run).
 func (w *Watch) Reason() string { return w.why }
 

@@ -54,6 +54,8 @@ type ClusterConfig struct {
 	// relay: Backends is then the number of clusters (see
 	// startOverRedisClusters).
 	Shards int
+	// BusCut: see Scenario.BusCut.
+	BusCut bool
 	// SlowPath gives the last proxy slot relays of its own to the masters
 	// (SlowRelays), which a scenario delays: that proxy is further from the
 	// masters than the others.
@@ -310,11 +312,16 @@ func (c *Cluster) Clock(i int) *redisproc.Clock { return c.clocks[i] }
 
 // Hold is how long a restarted master stays out of the proxies' quorums:
 // max_ttl plus its drift (and, for a Sentinel-managed group, the
-// Sentinels' lease).
+// Sentinels' lease; for a Redis Cluster's shard, the lease of its
+// confirmation by the other masters).
 func (c *Cluster) Hold() time.Duration {
 	hold := c.Config.MaxTTL + Drift(c.Config.MaxTTL)
-	if c.Config.Groups && c.Config.EffectiveQuarantine() != "off" {
+	switch {
+	case c.Config.EffectiveQuarantine() == "off":
+	case c.Config.Groups:
 		hold += netio.DefaultSentinelLease
+	case c.Config.Shards > 0:
+		hold += netio.DefaultClusterLease
 	}
 	return hold
 }

@@ -130,6 +130,29 @@ func (e *Env) cutShardReplication(i, s int) (ct *shardCut, ok bool, err error) {
 	return ct, true, nil
 }
 
+// cutShards cuts the replication of slot s's shard on each of the
+// clusters (see cutShardReplication), and returns the cuts made, which
+// healCuts undoes; ok is false when a replica could not be cut off.
+func (e *Env) cutShards(clusters []int, s int) (cuts []*shardCut, ok bool, err error) {
+	for _, i := range clusters {
+		ct, ok, err := e.cutShardReplication(i, s)
+		if ct != nil {
+			cuts = append(cuts, ct)
+		}
+		if err != nil || !ok {
+			return cuts, false, err
+		}
+	}
+	return cuts, true, nil
+}
+
+// healCuts heals every cut (see shardCut.heal).
+func healCuts(e *Env, cuts []*shardCut) {
+	for _, ct := range cuts {
+		ct.heal(e)
+	}
+}
+
 // failOver ends the cut shard's master (kill -9 or SIGSTOP), continues its
 // replica and waits until the replica has taken over: by the cluster's
 // own failover, or by CLUSTER FAILOVER FORCE.
@@ -232,12 +255,23 @@ func (e *Env) moveSlot(i, s int, what string, rng *rand.Rand) (to *redisproc.Ser
 	if to = e.otherMaster(cl, from, rng); to == nil {
 		return nil, fmt.Errorf("cluster %d: no other master to move slot %d to", i, s)
 	}
+	return to, e.moveSlotTo(i, s, to, what)
+}
+
+// moveSlotTo moves slot s of cluster i from its master to master to, keys
+// and all.
+func (e *Env) moveSlotTo(i, s int, to *redisproc.Server, what string) error {
+	cl := e.C.RedisCluster(i)
+	from := cl.MasterOfSlot(s)
+	if from == nil || to == nil || from == to {
+		return fmt.Errorf("cluster %d: cannot move slot %d from %v to %v", i, s, from, to)
+	}
 	began := time.Now()
 	if err := cl.MoveSlot(s, from, to); err != nil {
-		return nil, fmt.Errorf("cluster %d: moving slot %d: %w", i, s, err)
+		return fmt.Errorf("cluster %d: moving slot %d: %w", i, s, err)
 	}
 	e.Logf("cluster %d: slot %d (%s) moved from %s to %s under load, keys and all, in %v", i, s, what, from.Addr, to.Addr, time.Since(began).Round(time.Millisecond))
-	return to, nil
+	return nil
 }
 
 // reshard moves n slots of cluster i between two random masters with
@@ -286,16 +320,25 @@ func (e *Env) migrateUnderLock(ctx context.Context, i, s int, key, token string,
 	return nil
 }
 
-// clusterShardsRound is one round of driveClusterShards.
-func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (bool, error) {
-	ttl := e.C.Config.MaxTTL
+// wholeAndCounting waits until every cluster is whole again (see
+// settleRedisCluster) and every proxy counts every cluster.
+func (e *Env) wholeAndCounting(ctx context.Context) error {
 	settle, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := e.settleRedisClusters(settle, 45*time.Second); err != nil {
-		return false, err
+		return err
 	}
 	if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
-		return false, errors.New("the clusters never all counted again")
+		return errors.New("the clusters never all counted again")
+	}
+	return nil
+}
+
+// clusterShardsRound is one round of driveClusterShards.
+func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (bool, error) {
+	ttl := e.C.Config.MaxTTL
+	if err := e.wholeAndCounting(ctx); err != nil {
+		return false, err
 	}
 	s := e.Intn(keyslot.Slots)
 	key := fmt.Sprintf("ctl:shards:{%s}", keyslot.Tag(uint16(s)))
@@ -313,20 +356,10 @@ func (e *Env) clusterShardsRound(ctx context.Context, a, c *Client, round int) (
 		failing, migrating = order[:maj], order[maj:]
 	}
 
-	var cuts []*shardCut
-	defer func() {
-		for _, ct := range cuts {
-			ct.heal(e)
-		}
-	}()
-	for _, i := range failing {
-		ct, ok, err := e.cutShardReplication(i, s)
-		if ct != nil {
-			cuts = append(cuts, ct)
-		}
-		if err != nil || !ok {
-			return false, err
-		}
+	cuts, ok, err := e.cutShards(failing, s)
+	defer healCuts(e, cuts)
+	if err != nil || !ok {
+		return false, err
 	}
 	leftover := fmt.Sprintf("leftover-%d", round)
 	for _, i := range refusing {

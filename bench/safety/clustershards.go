@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,12 +80,17 @@ func startOverRedisClusters(cfg ClusterConfig) (c *Cluster, err error) {
 		}
 	}()
 	errs := make([]error, cfg.Backends)
+	base := rand.IntN(90) // the addresses of their own of a BusCut scenario
 	var wg sync.WaitGroup
 	for i := range c.rc.cls {
 		wg.Add(1)
 		go func() { // ends when the cluster is up (or failed)
 			defer wg.Done()
-			c.rc.cls[i], errs[i] = redisproc.StartCluster(cfg.Dir, cfg.Shards, 1)
+			if cfg.BusCut {
+				c.rc.cls[i], errs[i] = redisproc.StartClusterSpec(cfg.Dir, busCutSpec(cfg.Shards, base, i))
+			} else {
+				c.rc.cls[i], errs[i] = redisproc.StartCluster(cfg.Dir, cfg.Shards, 1)
+			}
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("safety: Redis Cluster %d: %w", i, errs[i])
 			}

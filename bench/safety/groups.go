@@ -555,19 +555,27 @@ func groupsRound(ctx context.Context, e *Env, p *groupProbes, round int, wait ti
 		}
 		faults = append(faults, f)
 	}
-	completed := completing(ctx, e, faults, true)
-	// C tries as soon as every proxy follows the promoted replicas (a
-	// majority of each group's Sentinels names them), before every
-	// Sentinel does.
+	return e.probeAfterFailovers(ctx, p, ms, faults, true, key, la, va, round, "new masters", "SENTINEL FAILOVER, their replication cut")
+}
+
+// probeAfterFailovers ends a probe round once the groups in ms are failing
+// over (faults, completed with healCut): C tries as soon as every proxy
+// follows the new masters (a majority of each group's Sentinels names
+// them), before every Sentinel does; A finishes; the failovers complete
+// and the groups count again. It reports whether the round ran as
+// planned: C tried inside A's validity, or every proxy followed the new
+// masters, which lack A's lock, before it ended.
+func (e *Env) probeAfterFailovers(ctx context.Context, p *groupProbes, ms []int, faults []*groupFault, healCut bool, key string, la Lease, va int64, round int, which, how string) (bool, error) {
+	completed := completing(ctx, e, faults, healCut)
 	followed := e.C.waitFollowing(ctx, ms, time.Until(la.ValidUntil.Add(-300*time.Millisecond)))
 	lost := len(e.holders(ctx, ms, key, la.Token)) == 0
-	e.Logf("round %d: every proxy follows the new masters of groups %v: %v; A's lock missing on them: %v", round, ms, followed, lost)
+	e.Logf("round %d: every proxy follows the %s of groups %v: %v; A's lock missing on them: %v", round, which, ms, followed, lost)
 	inside := tryInside(ctx, e, p.c, key, la, round)
 	holderFinishes(ctx, e, p.a, la, va, inside)
 	if err := completed(); err != nil {
 		return false, fmt.Errorf("round %d: %w", round, err)
 	}
-	noMajority(e, ms, faults, "SENTINEL FAILOVER, their replication cut")
+	noMajority(e, ms, faults, how)
 	if err := e.waitCounted(ctx, ms); err != nil {
 		return false, fmt.Errorf("round %d: %w", round, err)
 	}

@@ -78,6 +78,12 @@ type Scenario struct {
 	// Shards makes every backend a Redis Cluster of that many shards, each
 	// master with a replica (Backends is then the number of clusters).
 	Shards int
+	// BusCut starts each Redis Cluster with its second shard's master on a
+	// loopback address of its own (one that sorts before 127.0.0.1:PORT)
+	// and a long cluster-node-timeout, so that a drive can cut that master
+	// off from the cluster bus while the proxies still reach it (see
+	// clusterpartition.go).
+	BusCut bool
 	// Groups makes every backend a Sentinel-managed group (a master, a
 	// replica and three Sentinels of its own), which the proxies follow.
 	Groups bool
@@ -163,6 +169,8 @@ func Scenarios() []Scenario {
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(false), ReportedGhosts: true, Recovers: true},
 		{Name: "sentinel-groups", About: "3 Sentinel-managed groups (a master, a replica and 3 redis-sentinel each) as backends: groups fail over one after another (SENTINEL FAILOVER, kill -9 with automatic failover), sometimes two at once, often to a replica whose replication was cut, and back in their turn; in probe rounds A holds a lock while two groups fail over to replicas that never saw it: C must be refused",
 			Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleGroups},
+		{Name: "sentinel-failback-undemoted", About: "3 Sentinel-managed groups: two fail over (SENTINEL FAILOVER) while their masters cannot be demoted (REPLICAOF refused), A locks once the promoted replicas count, and both fail back to the old masters, never replicas, which lack A's lock: C must be refused",
+			Backends: 3, Groups: true, MaxTTL: failbackMaxTTL, Faults: scheduleNone, Drive: driveGroupsFailback},
 		{Name: "upgrade", About: "an old single Redis named as upgrade_from: 8 clients lock on it directly (SET NX PX, the release script) on the proxy clients' keys; it hangs, is killed and started again (durable), or is cut off from the proxies, while the masters take mixed faults: no two holders across both groups",
 			OldClients: 8, UpgradeFrom: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, Recovers: true},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
@@ -186,14 +194,24 @@ func Scenarios() []Scenario {
 			Keys: 32, ProbeSlot: true, MaxTTL: 3 * time.Second, TTLMin: 2500 * time.Millisecond, TTLMax: 3 * time.Second, Faults: scheduleScriptFlush(true), DetectGhost: true},
 		{Name: "control-sentinel-groups-off", About: "CONTROL: sentinel-groups' probe round with restart_quarantine off: the promoted masters count at once and hand out A's lock: a second holder must be seen",
 			Quarantine: "off", Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleNone, Drive: driveGroups, DetectLock: true},
+		{Name: "control-sentinel-failback-undemoted-off", About: "CONTROL: sentinel-failback-undemoted with restart_quarantine off: the old masters count at once and hand out A's lock: a second holder must be seen",
+			Quarantine: "off", Backends: 3, Groups: true, MaxTTL: failbackMaxTTL, Faults: scheduleNone, Drive: driveGroupsFailback, DetectLock: true},
 		{Name: "control-upgrade-unnamed", About: "CONTROL: upgrade without upgrade_from: the old clients and the proxy clients hold one key at once: a second holder must be seen",
 			OldClients: 8, OldRedis: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, DetectLock: true},
 		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: the replica of a held lock's shard is cut off and takes over (its master killed or stopped; the cluster's failover or CLUSTER FAILOVER FORCE) on two clusters, or on one of the two that hold the lock when the third refused it, while the lock's slot and hot keys' slots move between shards on the others; graceful failovers, kills and reshardings between rounds: the lock must hold",
 			Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, MajorityUp: true},
+		{Name: "cluster-loss-follows", About: "3 Redis Clusters of 3 shards (a replica each): on two, the replica of a held lock's shard is cut off and takes over (its shard stops counting: it lacks the lock), then the lock's slot moves on to another shard, which counts; every other round the last proxy restarts after the move: the slot's hold follows it, the lock must hold",
+			Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows},
+		{Name: "cluster-partition", About: "3 Redis Clusters of 3 shards (a replica each): on two, a shard's master is cut off from the cluster bus (iptables) while the proxies still reach it, its replica takes over (CLUSTER FAILOVER TAKEOVER) and the old master goes on answering as master; the last proxy restarts and reads the map from another master, A locks through it, and C tries through the proxy that read the map from the old masters: the old masters must not count",
+			Backends: 3, Shards: 3, BusCut: true, Keys: 16, MaxTTL: partitionMaxTTL, Faults: scheduleNone, Drive: driveClusterPartition},
 		{Name: "control-cluster-shards-off", About: "CONTROL: cluster-shards with restart_quarantine off (no marker, no continuity check on any shard): a second holder must be seen",
 			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: 4 * time.Second, Faults: scheduleNone, Drive: driveClusterShards, DetectLock: true},
+		{Name: "control-cluster-partition-off", About: "CONTROL: cluster-partition with restart_quarantine off (each proxy takes the slot map of the first master that answers, no confirmation by the other masters): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Shards: 3, BusCut: true, Keys: 16, MaxTTL: partitionMaxTTL, Faults: scheduleNone, Drive: driveClusterPartition, DetectLock: true},
+		{Name: "control-cluster-loss-follows-off", About: "CONTROL: cluster-loss-follows with restart_quarantine off (no marker, no slot holds): a second holder must be seen",
+			Quarantine: "off", Backends: 3, Shards: 3, Keys: 16, MaxTTL: lossMaxTTL, Faults: scheduleNone, Drive: driveClusterLossFollows, DetectLock: true},
 	}
 }
 
@@ -377,7 +395,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 	p.c, err = StartCluster(ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
-		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
+		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, BusCut: sc.BusCut, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
 		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, Log: opt.ProxyLog,
 	})
 	if err != nil {

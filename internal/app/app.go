@@ -173,7 +173,12 @@ func (a *App) start() error {
 		} else if i < len(specs) && specs[i].Kind == config.BackendCluster {
 			// A Redis Cluster: one vote, a link per shard master (each
 			// verifies the certificate of the host it dials).
+			// Its hold has the lease of the cluster's confirmation on top (see
+			// netio's clusterconfirm.go).
 			o.Cluster = &netio.ClusterOptions{Seeds: specs[i].Addrs}
+			if o.Restart.Hold > 0 {
+				o.Restart.Hold += netio.DefaultClusterLease
+			}
 			o.TLS = backendTLS
 		} else if backendTLS != nil && a.demo == nil {
 			t := backendTLS.Clone()

@@ -39,7 +39,7 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 	}
 	c := &Cluster{dir: dir}
 	for i := 0; i < shards*(1+replicas); i++ {
-		s, bus, err := startNode(dir, extra)
+		s, bus, err := startNode(dir, "", extra)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -50,7 +50,7 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 	if shards < 3 && replicas == 0 {
 		// redis-cli creates clusters of three masters or more: smaller
 		// ones are joined by hand, as it would.
-		if err := c.join(); err != nil {
+		if err := c.join(len(c.Nodes)); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -88,19 +88,21 @@ func StartCluster(dir string, shards, replicas int, extra ...string) (*Cluster, 
 	return c, nil
 }
 
-// startNode starts one cluster node on free ports. Its bus port, chosen
-// first, may be taken by another process before the node binds it (its
-// start then fails whatever client port it tries): a new one is chosen.
-func startNode(dir string, extra []string) (*Server, int, error) {
+// startNode starts one cluster node on free ports, bound to host ("" is
+// 127.0.0.1). Its bus port, chosen first, may be taken by another process
+// before the node binds it (its start then fails whatever client port it
+// tries): a new one is chosen.
+func startNode(dir, host string, extra []string) (*Server, int, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		bus, err := FreePort()
 		if err != nil {
 			return nil, 0, err
 		}
-		s, err := Start(dir, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())), "--cluster-port", strconv.Itoa(bus),
-			"--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}, extra...)...)
+			"--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}, extra...)
+		s, err := startOnFreePort(func(s *Server) { s.dir, s.extra, s.host = dir, args, host })
 		if err == nil {
 			return s, bus, nil
 		}
@@ -140,11 +142,12 @@ func (c *Cluster) meetAgain(ctx context.Context) {
 	}
 }
 
-// join gives each node an even share of the slots and introduces them
-// to each other (CLUSTER ADDSLOTSRANGE, CLUSTER MEET).
-func (c *Cluster) join() error {
-	n := len(c.Nodes)
-	for i, s := range c.Nodes {
+// join gives each of the first masters nodes an even share of the slots
+// and introduces every node to the first (CLUSTER ADDSLOTSRANGE, CLUSTER
+// MEET).
+func (c *Cluster) join(masters int) error {
+	n := masters
+	for i, s := range c.Nodes[:masters] {
 		from, to := i*16384/n, (i+1)*16384/n-1
 		if err := s.doOK("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(from), strconv.Itoa(to)); err != nil {
 			return err
@@ -314,23 +317,29 @@ func (c *Cluster) Node(addr string) *Server {
 // master's CLUSTER SLOTS.
 func (c *Cluster) MasterOfSlot(slot int) *Server {
 	for _, s := range c.Masters() {
-		out, err := s.DoAll("CLUSTER", "SLOTS")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(out)
-		// Ranges read: from, to, ip, port, id[, ip, port, id]...: find a
-		// range by its from/to pair, followed by an address.
-		for i := 0; i+3 < len(f); i++ {
-			from, e1 := strconv.Atoi(f[i])
-			to, e2 := strconv.Atoi(f[i+1])
-			if e1 == nil && e2 == nil && net.ParseIP(f[i+2]) != nil && from <= slot && slot <= to && from <= to {
-				return c.Node(net.JoinHostPort(f[i+2], f[i+3]))
-			}
-		}
-		return nil
+		return c.Node(s.OwnerOf(slot))
 	}
 	return nil
+}
+
+// OwnerOf is the address of the master that node s names for slot, by its
+// CLUSTER SLOTS ("" when it names none, or does not answer).
+func (s *Server) OwnerOf(slot int) string {
+	out, err := s.DoAll("CLUSTER", "SLOTS")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(out)
+	// Ranges read: from, to, ip, port, id[, ip, port, id]...: find a
+	// range by its from/to pair, followed by an address.
+	for i := 0; i+3 < len(f); i++ {
+		from, e1 := strconv.Atoi(f[i])
+		to, e2 := strconv.Atoi(f[i+1])
+		if e1 == nil && e2 == nil && net.ParseIP(f[i+2]) != nil && from <= slot && slot <= to && from <= to {
+			return net.JoinHostPort(f[i+2], f[i+3])
+		}
+	}
+	return ""
 }
 
 // WaitOK waits until every running node says cluster_state:ok and they all

@@ -61,6 +61,7 @@ type Server struct {
 	dir   string
 	extra []string
 	env   []string // added to the process's environment
+	host  string   // the loopback address it binds ("" is 127.0.0.1)
 
 	tls *tls.Config // set for a TLS-only server: how to reach it
 
@@ -98,8 +99,9 @@ func startOnFreePort(setup func(*Server)) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Port: port, Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin}
+		s := &Server{Port: port, bin: bin}
 		setup(s)
+		s.Addr = net.JoinHostPort(s.bindHost(), strconv.Itoa(port))
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -224,7 +226,7 @@ func (s *Server) start() error {
 	extra := append([]string(nil), s.extra...)
 	s.mu.Unlock()
 	args := append(append(portArgs,
-		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--bind", s.bindHost(), "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--dir", wd, "--logfile", filepath.Join(wd, "redis.log"),
 		"--protected-mode", "no",
 	), extra...)
@@ -258,6 +260,14 @@ func (s *Server) start() error {
 	}
 	s.Kill()
 	return fmt.Errorf("redisproc: redis-server on port %d did not answer PING in 10s", s.Port)
+}
+
+// bindHost is the address the server binds.
+func (s *Server) bindHost() string {
+	if s.host == "" {
+		return "127.0.0.1"
+	}
+	return s.host
 }
 
 // Ping sends PING on a fresh connection (raw RESP; no client library).

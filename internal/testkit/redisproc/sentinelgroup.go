@@ -642,8 +642,8 @@ func readReply(br *bufio.Reader) (any, error) {
 
 // Liar is a Sentinel that names whatever master it is told, as a Sentinel
 // that lies or lags would: it answers SENTINEL get-master-addr-by-name with
-// that address, takes subscriptions (and never publishes), and says OK to
-// anything else.
+// that address (and SENTINEL MASTER with it, config epoch 0), takes
+// subscriptions (and never publishes), and says OK to anything else.
 type Liar struct {
 	ln    net.Listener
 	mu    sync.Mutex
@@ -704,6 +704,13 @@ func (f *Liar) serve(c net.Conn) {
 			host, port, _ := net.SplitHostPort(f.says)
 			f.mu.Unlock()
 			out = fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(host), host, len(port), port)
+			if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[1]), "MASTER") {
+				// The fields a proxy reads, the config epoch at 0.
+				out = "*8\r\n"
+				for _, f := range []string{"name", fmt.Sprint(args[len(args)-1]), "ip", host, "port", port, "config-epoch", "0"} {
+					out += fmt.Sprintf("$%d\r\n%s\r\n", len(f), f)
+				}
+			}
 		case "SUBSCRIBE":
 			out = "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
 		case "PING":
