@@ -98,7 +98,7 @@ func TestSIGINTShutdownFinishesUndosInTime(t *testing.T) {
 	// Another client's lock is on masters 1 and 2: an attempt is refused
 	// there, and what it set on master 0 must be undone.
 	for _, i := range []int{1, 2} {
-		if _, err := servers[i].Do("SET", key, "theirs", "PX", "30000"); err != nil {
+		if _, err := servers[i].Do("SET", key, "theirs", "PX", "120000"); err != nil {
 			t.Fatal(err)
 		}
 	}

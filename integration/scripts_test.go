@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
@@ -51,7 +52,7 @@ func TestRedisPyLockScripts(t *testing.T) {
 		text[strings.Fields(s.Name)[0]] = s.Text
 	}
 	release, extend, reacquire := text["Lock.LUA_RELEASE_SCRIPT"], text["Lock.LUA_EXTEND_SCRIPT"], text["Lock.LUA_REACQUIRE_SCRIPT"]
-	c := newCluster(t, 5)
+	c := newCluster(t, 5, func(cfg *config.Config) { cfg.MaxTTL = time.Minute })
 	ctx := context.Background()
 	cl := c.client(2)
 	key, tok := uniqueKey("redis-py"), "9f3c1d2e6b7a48f0a1b2c3d4e5f60718"
@@ -78,7 +79,7 @@ func TestRedisPyLockScripts(t *testing.T) {
 	if n, err := cl.Eval(ctx, extend, []string{key}, "other", 5000, "0").Int(); err != nil || n != 0 {
 		t.Fatalf("extend by another token = %d, %v; want 0", n, err)
 	}
-	// Adding past max_ttl (60s) is refused on every master: 0, unchanged.
+	// Adding past max_ttl (set to 60s here) is refused on every master: 0, unchanged.
 	if n, err := cl.Eval(ctx, extend, []string{key}, tok, 40000, "0").Int(); err != nil || n != 0 {
 		t.Fatalf("extend adding past max_ttl = %d, %v; want 0", n, err)
 	}
