@@ -589,9 +589,12 @@ func infoFields(ctx context.Context, addr, section string) (map[string]string, e
 
 // direct is a client of the redis-server at addr itself, past every relay
 // and proxy.
-func direct(addr string) *redis.Client {
+func direct(addr string) *redis.Client { return directDB(addr, 0) }
+
+// directDB is direct for database db.
+func directDB(addr string, db int) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		Addr: addr, DB: db, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 	})
 }

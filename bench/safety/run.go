@@ -165,6 +165,8 @@ func Scenarios() []Scenario {
 			Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleGroups},
 		{Name: "upgrade", About: "an old single Redis named as upgrade_from: 8 clients lock on it directly (SET NX PX, the release script) on the proxy clients' keys; it hangs, is killed and started again (durable), or is cut off from the proxies, while the masters take mixed faults: no two holders across both groups",
 			OldClients: 8, UpgradeFrom: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, Recovers: true},
+		{Name: "rollback", About: "3 masters: on two, the marker is copied to database 1 (in some rounds a loss is recorded after), A locks, the copy comes back with SWAPDB 0 1 (in some rounds every proxy replaced by a fresh one across the swap): A's lock must hold",
+			Backends: 3, MaxTTL: rollbackMaxTTL, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveRollback("ctl:rollback")},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
@@ -188,6 +190,8 @@ func Scenarios() []Scenario {
 			Quarantine: "off", Backends: 3, Groups: true, MaxTTL: groupsMaxTTL, Faults: scheduleNone, Drive: driveGroups, DetectLock: true},
 		{Name: "control-upgrade-unnamed", About: "CONTROL: upgrade without upgrade_from: the old clients and the proxy clients hold one key at once: a second holder must be seen",
 			OldClients: 8, OldRedis: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, DetectLock: true},
+		{Name: "control-rollback-off", About: "CONTROL: rollback with restart_quarantine off (no marker, no continuity check): a second holder must be seen",
+			Quarantine: "off", Backends: 3, MaxTTL: rollbackMaxTTL, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveRollback("ctl:rollback"), DetectLock: true},
 		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: the replica of a held lock's shard is cut off and takes over (its master killed or stopped; the cluster's failover or CLUSTER FAILOVER FORCE) on two clusters, or on one of the two that hold the lock when the third refused it, while the lock's slot and hot keys' slots move between shards on the others; graceful failovers, kills and reshardings between rounds: the lock must hold",
@@ -587,6 +591,11 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 // round's lock (held that long) outlasts two failovers and the proxies
 // following them.
 const groupsMaxTTL = 2 * time.Second
+
+// rollbackMaxTTL is the proxies' max_ttl in the rollback scenarios: A's
+// lock (held that long) outlasts stopping the proxies, the swap and fresh
+// proxies reaching the masters.
+const rollbackMaxTTL = 5 * time.Second
 
 // twoProxyHolders is how many holders extend through two proxies in the
 // two-proxy scenarios.
