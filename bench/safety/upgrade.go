@@ -77,10 +77,7 @@ func NewOldClient(id int, c *Cluster, h *History, seed uint64) *Client {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		MaxRetries:               -1, PoolSize: 2,
 		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
-		OnConnect: func(context.Context, *redis.Conn) error {
-			cl.connected.Store(time.Now().UnixNano())
-			return nil
-		},
+		OnConnect: cl.onConnect,
 	})
 	return cl
 }
