@@ -82,7 +82,9 @@ func driveRollback(key string) func(ctx context.Context, e *Env) error {
 		a, c, closeClients := e.holderAndRival(5600, 24)
 		defer closeClients()
 		k := e.C.Majority()
-		need := 2*ttl + 2*e.C.Hold() + reconnectAllowance + 3*time.Second
+		// A round: a hold to wait out, in some rounds another for the
+		// retired epoch, then A's lock.
+		need := ttl + 2*e.C.Hold() + reconnectAllowance + time.Second
 		return repeatRounds(ctx, e, need, func(round int) (bool, error) {
 			if !e.C.waitCounting(ctx, 2*e.C.Hold()+5*time.Second) {
 				return false, errors.New("the masters never all counted again")
@@ -141,8 +143,30 @@ func driveRollback(key string) func(ctx context.Context, e *Env) error {
 				}
 				e.Logf("round %d: the fresh proxies reach every master: %v", round, planned)
 			}
-			return e.rivalTries(ctx, round, ms, "gone with the newer data", a, c, la, va) && planned, nil
+			showed := e.rivalTries(ctx, round, ms, "gone with the newer data", a, c, la, va)
+			e.noteHolds(round, ms, swapped)
+			return showed && planned, nil
 		})
+	}
+}
+
+// noteHolds logs, for every running proxy, why it holds each master of ms
+// out and until when (relative to since), or that it counts it.
+func (e *Env) noteHolds(round int, ms []int, since time.Time) {
+	now := time.Now()
+	for _, p := range e.C.Running() {
+		px := e.C.Proxy(p)
+		if px == nil {
+			continue
+		}
+		hs := px.Pool().Health()
+		for _, i := range ms {
+			if hs[i].Counts(now) {
+				e.Logf("round %d: proxy %d counts master %d (%v after the fault)", round, p, i, now.Sub(since).Round(time.Millisecond))
+				continue
+			}
+			e.Logf("round %d: proxy %d holds master %d out until %v after the fault: %s", round, p, i, hs[i].QuarantinedUntil.Sub(since).Round(time.Millisecond), hs[i].QuarantineReason)
+		}
 	}
 }
 

@@ -595,7 +595,7 @@ const groupsMaxTTL = 2 * time.Second
 // rollbackMaxTTL is the proxies' max_ttl in the rollback scenarios: A's
 // lock (held that long) outlasts stopping the proxies, the swap and fresh
 // proxies reaching the masters.
-const rollbackMaxTTL = 5 * time.Second
+const rollbackMaxTTL = 3 * time.Second
 
 // twoProxyHolders is how many holders extend through two proxies in the
 // two-proxy scenarios.
