@@ -74,7 +74,10 @@ type ClusterConfig struct {
 	// and UpgradeFrom names it to the proxies as upgrade_from, through a
 	// relay of its own (OldRelay).
 	OldRedis, UpgradeFrom bool
-	Log                   io.Writer // proxies' warnings and errors (nil: discarded)
+	// OldVolatile runs the old Redis without persistence: a restart
+	// empties it.
+	OldVolatile bool
+	Log         io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
