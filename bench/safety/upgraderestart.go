@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
@@ -78,11 +80,18 @@ func driveUpgradeRestart(key string) func(ctx context.Context, e *Env) error {
 			}
 			loss := e.upgradeRestartRound(round)
 			old := e.C.Old
+			if loss != oldRestarted {
+				// The spare has been up longer than the hold (and the
+				// rounding of its uptime): a loss dated at its start would
+				// be over.
+				sleepCtx(ctx, time.Until(spareSince.Add(e.C.Hold()+uptimeRounding)))
+			}
 			if loss == oldStandby {
-				if err := copyKey(ctx, old.Addr, spare.Addr, netio.MarkerKey); err != nil {
+				copied, err := copyKey(ctx, old.Addr, spare.Addr, netio.MarkerKey)
+				if err != nil {
 					return false, err
 				}
-				e.Logf("round %d: the old Redis's marker copied to the spare redis-server (up since %s)", round, e.H.rel(spareSince))
+				e.Logf("round %d: the old Redis's marker copied to the spare redis-server (up since %s): %v", round, e.H.rel(spareSince), copied)
 			}
 			o := NewOldClient(oldClientIDs+100+round, e.C, e.H, 28+uint64(round))
 			defer o.Close()
@@ -146,19 +155,23 @@ func (c *Cluster) startSpare() (*redisproc.Server, error) {
 }
 
 // copyKey copies key from the redis-server at from to the one at to
-// (DUMP, RESTORE ... REPLACE).
-func copyKey(ctx context.Context, from, to, key string) error {
+// (DUMP, RESTORE ... REPLACE), and reports whether there was one to copy
+// (no marker is kept under restart_quarantine off).
+func copyKey(ctx context.Context, from, to, key string) (bool, error) {
 	src, dst := direct(from), direct(to)
 	defer src.Close()
 	defer dst.Close()
 	b, err := src.Dump(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("DUMP %s on %s: %w", key, from, err)
+		return false, fmt.Errorf("DUMP %s on %s: %w", key, from, err)
 	}
 	if err := dst.RestoreReplace(ctx, key, 0, b).Err(); err != nil {
-		return fmt.Errorf("RESTORE %s on %s: %w", key, to, err)
+		return false, fmt.Errorf("RESTORE %s on %s: %w", key, to, err)
 	}
-	return nil
+	return true, nil
 }
 
 // waitVetoCounting waits until every running proxy counts the old Redis's
