@@ -77,7 +77,12 @@ type ClusterConfig struct {
 	// OldVolatile runs the old Redis without persistence: a restart
 	// empties it.
 	OldVolatile bool
-	Log         io.Writer // proxies' warnings and errors (nil: discarded)
+	// Vouch vouches for the brand-new masters (VOUCH through the first
+	// proxy) once the proxies reach them, so that they count at once
+	// instead of after max_ttl + drift (not under restart_quarantine off,
+	// which keeps no marker).
+	Vouch bool
+	Log   io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
@@ -248,6 +253,11 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	if err := c.startProxies(10*time.Second, "masters"); err != nil {
 		return nil, err
 	}
+	if cfg.Vouch && cfg.EffectiveQuarantine() != "off" {
+		if err := c.vouch(10 * time.Second); err != nil {
+			return nil, err
+		}
+	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	if cfg.UpgradeFrom {
@@ -261,6 +271,30 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 		return nil, fmt.Errorf("safety: the proxies do not count every master %v after they started", 2*c.Hold()+5*time.Second)
 	}
 	return c, nil
+}
+
+// vouch sends VOUCH through the first proxy, as an operator would, until
+// it is answered OK or d has passed (a master the proxy has not read yet
+// is refused).
+func (c *Cluster) vouch(d time.Duration) error {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: c.ProxyAddr(0), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: time.Second,
+	})
+	defer rdb.Close()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := rdb.Do(ctx, "VOUCH").Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("safety: VOUCH over the brand-new masters: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // newCluster is an empty Cluster of cfg, its log set.
