@@ -46,19 +46,25 @@ const (
 // end, and a reconnection.
 const holdSlack = 2*time.Second + reconnectAllowance
 
+// holdReads is how long after every proxy saw a loss they may read the
+// other masters' records that bound its hold: readings sent at least the
+// settle time after the loss, at marker checks once a second, from enough
+// other masters.
+const holdReads = 2500 * time.Millisecond
+
 // loss is one master's loss in the mixed-TTL nemesis, as the harness saw
 // it, for the liveness judgment.
 type loss struct {
 	master int
 	what   string
 	at     time.Time // when the fault began
-	// detected: every running proxy has seen the loss. counted is when
-	// every running proxy counted the master again after that (zero: not
-	// by the end of the run).
-	detected bool
-	counted  time.Time
-	// until is the latest end of the hold a proxy reported at its last
-	// look before counting it (QuarantinedUntil), why the reason it gave.
+	// detected is when every running proxy had seen the loss (zero: not
+	// yet). counted is when every running proxy counted the master again
+	// after that (zero: not by the end of the run).
+	detected, counted time.Time
+	// until is the latest end of the hold the proxies reported at the last
+	// look that some proxy held the master out (QuarantinedUntil), why the
+	// reason it gave.
 	until time.Time
 	why   string
 }
@@ -125,7 +131,7 @@ func (e *Env) undetected(i int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, l := range e.losses {
-		if l.master == i && !l.detected {
+		if l.master == i && l.detected.IsZero() {
 			return true
 		}
 	}
@@ -134,7 +140,8 @@ func (e *Env) undetected(i int) bool {
 
 // lose restarts master i empty (kill -9, started again at once or after
 // 0.2-1s) or fails it over to its replica after its replication lagged
-// for 0.3-0.7s, and watches its hold (watchHold).
+// for 0.3-0.7s, and watches its hold (watchHold; none under
+// restart_quarantine off).
 func (e *Env) lose(ctx context.Context, i int) {
 	before := make([]uint64, e.C.NumProxies())
 	for p := range before {
@@ -155,6 +162,9 @@ func (e *Env) lose(ctx context.Context, i int) {
 		}
 		e.Start(i)
 	}
+	if !e.quarantines() {
+		return // no hold to watch
+	}
 	e.mu.Lock()
 	e.losses = append(e.losses, l)
 	e.mu.Unlock()
@@ -168,12 +178,16 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 	seen := make([]bool, len(before))
 	defer func() {
 		e.mu.Lock()
-		l.detected = true // or the run is over
+		if l.detected.IsZero() {
+			l.detected = time.Now() // the run is over
+		}
 		e.mu.Unlock()
 	}()
 	for sleepCtx(ctx, 25*time.Millisecond) {
 		now := time.Now()
 		all, detected := true, true
+		var until time.Time
+		var why string
 		for _, p := range e.C.Running() {
 			px := e.C.Proxy(p)
 			if px == nil {
@@ -185,16 +199,17 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 			if !seen[p] || !h.Counts(now) {
 				all = false
 			}
-			if seen[p] && !h.Counts(now) {
-				e.mu.Lock()
-				if h.QuarantinedUntil.After(l.until) || l.why == "" {
-					l.until, l.why = h.QuarantinedUntil, h.QuarantineReason
-				}
-				e.mu.Unlock()
+			if seen[p] && !h.Counts(now) && (why == "" || h.QuarantinedUntil.After(until)) {
+				until, why = h.QuarantinedUntil, h.QuarantineReason
 			}
 		}
 		e.mu.Lock()
-		l.detected = l.detected || detected
+		if detected && l.detected.IsZero() {
+			l.detected = now
+		}
+		if why != "" {
+			l.until, l.why = until, why
+		}
 		e.mu.Unlock()
 		if all {
 			e.mu.Lock()
@@ -261,12 +276,15 @@ func (e *Env) minutesHolder(ctx context.Context) {
 	}
 }
 
-// judgeHolds compares each loss's hold with the locks the master may have
-// held: the latest deadline (return + TTL) of an acquire or extend sent
-// through a proxy before the loss bounds them. The master must count again
-// by that deadline, its drift and holdSlack; one still held at the end of
-// the run must not have been given a later end. Each loss is reported
-// against the ceiling.
+// judgeHolds compares each loss's hold with what the other masters'
+// records can show: the latest deadline (return + TTL) of an acquire or
+// extend sent through a proxy before the proxies read those records. They
+// read them once every proxy has seen the loss, at their next marker checks
+// sent at least the settle time later (holdReads): records include the
+// grants made after the loss meanwhile, which the other masters cannot tell
+// apart. The master must count again by that deadline, its drift and
+// holdSlack; one still held at the end of the run must not have been given
+// a later end. Each loss is reported against the ceiling.
 func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 	env.mu.Lock()
 	losses := make([]loss, len(env.losses))
@@ -280,16 +298,17 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 	ops := h.Ops()
 	ceiling := env.C.Hold()
 	for _, l := range losses {
-		bound := l.at
+		bound, read := l.at, l.detected.Add(holdReads)
 		for _, op := range ops {
-			if (op.Kind == Acquire || op.Kind == Extend) && !op.Direct && op.Call.Before(l.at) {
+			if (op.Kind == Acquire || op.Kind == Extend) && !op.Direct && op.Call.Before(read) {
 				if d := op.Return.Add(op.TTL); d.After(bound) {
 					bound = d
 				}
 			}
 		}
 		due := bound.Add(Drift(bound.Sub(l.at)) + holdSlack)
-		line := fmt.Sprintf("master %d, %s at %s: the latest deadline of a lock it may have held %v after the loss", l.master, l.what, h.rel(l.at), bound.Sub(l.at).Round(time.Millisecond))
+		line := fmt.Sprintf("master %d, %s at %s, seen by every proxy %v later: the latest deadline of a lock sent before the records could be read %v after the loss",
+			l.master, l.what, h.rel(l.at), l.detected.Sub(l.at).Round(time.Millisecond), bound.Sub(l.at).Round(time.Millisecond))
 		switch {
 		case !l.counted.IsZero():
 			line += fmt.Sprintf("; counted again on every proxy %v after the loss (the ceiling is %v)", l.counted.Sub(l.at).Round(time.Millisecond), ceiling.Round(time.Second))
