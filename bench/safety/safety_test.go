@@ -67,7 +67,7 @@ var shortRuns = map[string]time.Duration{
 	// one.
 	"rollback":                    18 * time.Second,
 	"control-rollback-off":        time.Second,
-	"upgrade-restart":             12 * time.Second,
+	"upgrade-restart":             14 * time.Second,
 	"control-upgrade-restart-off": time.Second,
 	// Issue 30's mixed TTLs under a 10 minute max_ttl.
 	"mixed-ttl":             15 * time.Second,
