@@ -59,14 +59,19 @@ type loss struct {
 	what   string
 	at     time.Time // when the fault began
 	// detected is when every running proxy had seen the loss (zero: not
-	// yet). counted is when every running proxy counted the master again
-	// after that (zero: not by the end of the run).
-	detected, counted time.Time
+	// yet); bounded when each of them had bounded its hold by the other
+	// masters' records, or counted the master again; counted when every
+	// running proxy counted the master again after that (zero: not by the
+	// end of the run).
+	detected, bounded, counted time.Time
 	// until is the latest end of the hold the proxies reported at the last
 	// look that some proxy held the master out (QuarantinedUntil), why the
 	// reason it gave.
 	until time.Time
 	why   string
+	// next is when the master was lost again before it counted (zero:
+	// not): the watch ends there, and the next loss's hold is its own.
+	next time.Time
 }
 
 // scheduleMixedTTL runs the mixed-TTL nemesis's faults and its holders
@@ -166,6 +171,11 @@ func (e *Env) lose(ctx context.Context, i int) {
 		return // no hold to watch
 	}
 	e.mu.Lock()
+	for _, o := range e.losses {
+		if o.master == i && o.counted.IsZero() && o.next.IsZero() {
+			o.next = l.at
+		}
+	}
 	e.losses = append(e.losses, l)
 	e.mu.Unlock()
 	e.Go(func() { e.watchHold(ctx, l, before) })
@@ -185,7 +195,7 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 	}()
 	for sleepCtx(ctx, 25*time.Millisecond) {
 		now := time.Now()
-		all, detected := true, true
+		all, detected, bounded := true, true, true
 		var until time.Time
 		var why string
 		for _, p := range e.C.Running() {
@@ -199,13 +209,22 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 			if !seen[p] || !h.Counts(now) {
 				all = false
 			}
+			// A hold no record bounds lasts the ceiling from the loss.
+			bounded = bounded && seen[p] && (h.Counts(now) || h.QuarantinedUntil.Before(l.at.Add(e.C.Hold()/2)))
 			if seen[p] && !h.Counts(now) && (why == "" || h.QuarantinedUntil.After(until)) {
 				until, why = h.QuarantinedUntil, h.QuarantineReason
 			}
 		}
 		e.mu.Lock()
+		if !l.next.IsZero() {
+			e.mu.Unlock()
+			return // lost again: the next watch follows it
+		}
 		if detected && l.detected.IsZero() {
 			l.detected = now
+		}
+		if bounded && l.bounded.IsZero() {
+			l.bounded = now
 		}
 		if why != "" {
 			l.until, l.why = until, why
@@ -278,13 +297,14 @@ func (e *Env) minutesHolder(ctx context.Context) {
 
 // judgeHolds compares each loss's hold with what the other masters'
 // records can show: the latest deadline (return + TTL) of an acquire or
-// extend sent through a proxy before the proxies read those records. They
-// read them once every proxy has seen the loss, at their next marker checks
-// sent at least the settle time later (holdReads): records include the
-// grants made after the loss meanwhile, which the other masters cannot tell
-// apart. The master must count again by that deadline, its drift and
-// holdSlack; one still held at the end of the run must not have been given
-// a later end. Each loss is reported against the ceiling.
+// extend sent through a proxy before the proxies bounded the hold by those
+// records (records include the grants made after the loss meanwhile, which
+// the other masters cannot tell apart). They must do so within holdReads
+// and twice holdSlack of seeing the loss (marker checks sent at least the
+// settle time after it). The master must count again by that deadline, its
+// drift and holdSlack; one still held at the end of the run (or lost
+// again) must not have been given a later end. Each loss is reported
+// against the ceiling.
 func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 	env.mu.Lock()
 	losses := make([]loss, len(env.losses))
@@ -298,7 +318,11 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 	ops := h.Ops()
 	ceiling := env.C.Hold()
 	for _, l := range losses {
-		bound, read := l.at, l.detected.Add(holdReads)
+		late := l.detected.Add(holdReads + 2*holdSlack)
+		bound, read := l.at, l.bounded
+		if read.IsZero() || read.After(late) {
+			read = late
+		}
 		for _, op := range ops {
 			if (op.Kind == Acquire || op.Kind == Extend) && !op.Direct && op.Call.Before(read) {
 				if d := op.Return.Add(op.TTL); d.After(bound) {
@@ -307,8 +331,12 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 			}
 		}
 		due := bound.Add(Drift(bound.Sub(l.at)) + holdSlack)
-		line := fmt.Sprintf("master %d, %s at %s, seen by every proxy %v later: the latest deadline of a lock sent before the records could be read %v after the loss",
+		line := fmt.Sprintf("master %d, %s at %s, seen by every proxy %v later: the latest deadline of a lock sent before the records were read %v after the loss",
 			l.master, l.what, h.rel(l.at), l.detected.Sub(l.at).Round(time.Millisecond), bound.Sub(l.at).Round(time.Millisecond))
+		if !l.bounded.IsZero() && l.bounded.After(late) {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("liveness: master %d, %s at %s: the proxies bounded its hold by the records only %v after they saw it",
+				l.master, l.what, h.rel(l.at), l.bounded.Sub(l.detected).Round(time.Millisecond)))
+		}
 		switch {
 		case !l.counted.IsZero():
 			line += fmt.Sprintf("; counted again on every proxy %v after the loss (the ceiling is %v)", l.counted.Sub(l.at).Round(time.Millisecond), ceiling.Round(time.Second))
@@ -321,8 +349,17 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 				rep.Problems = append(rep.Problems, "liveness: "+line)
 			}
 		default:
-			line += fmt.Sprintf("; still held out at the end of the run, until %v after the loss (the ceiling is %v): %s", l.until.Sub(l.at).Round(time.Millisecond), ceiling.Round(time.Second), l.why)
-			if end.After(due) || l.until.After(due) {
+			stop, at := end, "at the end of the run"
+			if !l.next.IsZero() {
+				stop, at = l.next, fmt.Sprintf("when it was lost again at %s", h.rel(l.next))
+			}
+			line += fmt.Sprintf("; still held out %s, until %v after the loss (the ceiling is %v): %s", at, l.until.Sub(l.at).Round(time.Millisecond), ceiling.Round(time.Second), l.why)
+			switch {
+			case stop.Before(late):
+				// The end shown may be the ceiling until the records are
+				// read: too early to judge.
+				line += " (too soon after the loss to judge)"
+			case stop.After(due) || l.until.After(due):
 				rep.Problems = append(rep.Problems, "liveness: "+line)
 			}
 		}
