@@ -355,7 +355,7 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 			}
 			line += fmt.Sprintf("; still held out %s, until %v after the loss (the ceiling is %v): %s", at, l.until.Sub(l.at).Round(time.Millisecond), ceiling.Round(time.Second), l.why)
 			switch {
-			case stop.Before(late):
+			case l.bounded.IsZero() && stop.Before(late):
 				// The end shown may be the ceiling until the records are
 				// read: too early to judge.
 				line += " (too soon after the loss to judge)"
