@@ -80,6 +80,10 @@ func scheduleMixedTTL(ctx context.Context, e *Env) {
 	e.Go(func() { e.longHolder(ctx) })
 	e.Go(func() { e.minutesHolder(ctx) })
 	n := e.C.NumBackends()
+	// The first losses restart a majority empty, one after another, while
+	// the holders' first locks run: the locks they held are gone from a
+	// majority, which only the holds keep from a second holder.
+	first := e.pick(e.C.Majority())
 	for sleepCtx(ctx, e.Between(300*time.Millisecond, time.Second)) {
 		if e.Left() < 2*time.Second {
 			return
@@ -95,12 +99,15 @@ func scheduleMixedTTL(ctx context.Context, e *Env) {
 		if fresh == 0 && e.Intn(4) == 0 {
 			k = 2 // two at once, or the second within the first's settle
 		}
-		ms := e.pick(k)
+		ms, restart := e.pick(k), len(first) > 0
+		if restart {
+			ms, first = first[:1], first[1:]
+		}
 		for j, i := range ms {
 			if j > 0 {
 				e.hold(ctx, e.Between(0, 800*time.Millisecond))
 			}
-			e.lose(ctx, i)
+			e.lose(ctx, i, restart)
 		}
 	}
 }
@@ -144,15 +151,15 @@ func (e *Env) undetected(i int) bool {
 }
 
 // lose restarts master i empty (kill -9, started again at once or after
-// 0.2-1s) or fails it over to its replica after its replication lagged
-// for 0.3-0.7s, and watches its hold (watchHold; none under
-// restart_quarantine off).
-func (e *Env) lose(ctx context.Context, i int) {
+// 0.2-1s) or, unless restart, fails it over to its replica after its
+// replication lagged for 0.3-0.7s, and watches its hold (watchHold; none
+// under restart_quarantine off).
+func (e *Env) lose(ctx context.Context, i int, restart bool) {
 	before := make([]uint64, e.C.NumProxies())
 	for p := range before {
 		before[p], _, _ = e.C.restartsSeen(p, i)
 	}
-	failover := e.Intn(2) == 0 && e.C.WaitReplicaSynced(ctx, i, 3*time.Second) == nil
+	failover := !restart && e.Intn(2) == 0 && e.C.WaitReplicaSynced(ctx, i, 3*time.Second) == nil
 	var l *loss
 	if failover {
 		e.ReplicationLag(i, true)

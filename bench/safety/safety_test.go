@@ -71,7 +71,7 @@ var shortRuns = map[string]time.Duration{
 	"control-upgrade-restart-off": time.Second,
 	// Issue 30's mixed TTLs under a 10 minute max_ttl.
 	"mixed-ttl":             15 * time.Second,
-	"control-mixed-ttl-off": 6 * time.Second,
+	"control-mixed-ttl-off": 8 * time.Second,
 	// Redis Cluster backends: one orchestrated round each.
 	"cluster-shards":             time.Second,
 	"control-cluster-shards-off": time.Second,
