@@ -15,7 +15,7 @@ func TestArgumentMistakesAreOneLine(t *testing.T) {
 	}{
 		{[]string{"-max_ttl", "sixty"}, "redlock-proxy: invalid configuration: -max_ttl: want a duration such as 30s, got sixty; redlock-proxy -h lists every flag"},
 		{[]string{"-max_tll", "30s"}, "redlock-proxy: invalid configuration: unknown flag -max_tll (did you mean -max_ttl?); redlock-proxy -h lists every flag"},
-		{[]string{"-backend_timeout", "1m"}, "redlock-proxy: invalid configuration: backend_timeout: must be below max_ttl (1m0s)"},
+		{[]string{"-backend_timeout", "5m"}, "redlock-proxy: invalid configuration: backend_timeout: must be below max_ttl (5m0s)"},
 		{[]string{"-config", "/nonexistent/redlock-proxy.yaml"}, "redlock-proxy: config: open /nonexistent/redlock-proxy.yaml"},
 	} {
 		var stdout, stderr bytes.Buffer

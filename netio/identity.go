@@ -302,7 +302,7 @@ func (h *handshake) Receive(tag int, r Result) {
 		return
 	}
 	l.mu.Lock()
-	current := h.gen == l.gen && l.conn != nil
+	current := h.gen == l.gen && l.conn != nil && l.failed != h.gen
 	l.mu.Unlock()
 	if !current {
 		return
@@ -443,6 +443,9 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 // at the setting that fixes it where there is one.
 func (l *Link) checkFailed(what, reply string) string {
 	why := "the identity check (" + what + ") failed: " + reply
+	if strings.Contains(reply, "redlock-proxy:") {
+		return "it is a redlock-proxy, not a Redis master (" + why + "); point backends at the Redis masters themselves"
+	}
 	if authRefusal(reply) {
 		if l.opt.Password == "" {
 			why += " (the backend requires a password: set backend_password, and backend_username for an ACL user)"
@@ -536,7 +539,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	}
 	now := time.Now()
 	l.mu.Lock()
-	if gen != l.gen || l.conn == nil {
+	if gen != l.gen || l.conn == nil || l.failed == gen {
 		l.mu.Unlock()
 		return
 	}

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,35 @@ func TestStrictRuleFreshMastersGiveOneReason(t *testing.T) {
 	ra, rb := a.Health().QuarantineReason, b.Health().QuarantineReason
 	if ra != rb || !strings.Contains(ra, "no replication marker") {
 		t.Fatalf("two fresh masters give %q and %q; want the same, naming the missing marker", ra, rb)
+	}
+}
+
+// A wrong password is said once, and stays said: the link never reports
+// the backend up, and its last error keeps the backend's own words,
+// however many times it redials.
+func TestWrongPasswordIsSaidOnce(t *testing.T) {
+	s, err := redisproc.Start(t.TempDir(), "--requirepass", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	var log logBuffer
+	l := NewLink(Options{Addr: s.Addr, Password: "wrong", Restart: quorum.RestartRule{Hold: time.Second},
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	l.Start()
+	t.Cleanup(func() { l.Close() })
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if h := l.Health(); h.Up || (h.LastError != "" && !strings.Contains(h.LastError, "WRONGPASS")) {
+			t.Fatalf("health with a wrong password: up %v, last error %q", h.Up, h.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := log.String()
+	if n := strings.Count(out, "backend up"); n > 0 {
+		t.Errorf("the log says the backend is up %d times:\n%s", n, out)
+	}
+	if n := strings.Count(out, "\n"); n > 3 {
+		t.Errorf("%d log lines in 3 s for one wrong password:\n%s", n, out)
 	}
 }

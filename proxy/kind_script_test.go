@@ -392,9 +392,9 @@ func TestScriptDeadlines(t *testing.T) {
 	if _, pttls := m.held("k", "tok"); pttls[0] > 20000 || pttls[0] < 19000 {
 		t.Fatalf("after the extend PTTL %v; want just under 20000", pttls)
 	}
-	v := do(t, s, evalArgs(acq, []string{"far"}, "tok", msFromNow(2*time.Minute))...)
-	if v.Kind != resp.KindError || !strings.Contains(v.String(), "exceeds max_ttl (60000 ms)") || !strings.Contains(v.String(), "TTL of 1") {
-		t.Fatalf("acquire 2 min ahead = %v; want the max_ttl refusal with about 120000 ms left", v)
+	v := do(t, s, evalArgs(acq, []string{"far"}, "tok", msFromNow(6*time.Minute))...)
+	if v.Kind != resp.KindError || !strings.Contains(v.String(), "exceeds max_ttl (300000 ms)") || !strings.Contains(v.String(), "TTL of 3") {
+		t.Fatalf("acquire 6 min ahead = %v; want the max_ttl refusal with about 360000 ms left", v)
 	}
 	if nodes, _ := m.held("far", "tok"); len(nodes) != 0 {
 		t.Fatalf("refused acquire written on %v", nodes)

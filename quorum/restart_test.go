@@ -439,3 +439,34 @@ func TestLossDatedInTheMastersFutureQuarantinesFromNow(t *testing.T) {
 		}
 	}
 }
+
+// A hold from the marker's loss ends early at the end the other masters'
+// records give it, never one from a later loss, and never past its
+// ceiling.
+func TestHoldEndsEarlyOnlyForTheLossItWasComputedFor(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := Watch{Rule: RestartRule{Hold: time.Minute}}
+	m := &Marker{Change: "restarted", LostAgo: time.Second, StartedAgo: time.Second, LostAt: 5000, StartedAt: 5000}
+	w.Observe(Identity{RunID: "r", Uptime: 2 * time.Second, Marker: m}, now)
+	at, ok := w.Anchor()
+	if !ok || w.Counts(now.Add(10*time.Second)) {
+		t.Fatalf("anchor %v %v; counts %v", at, ok, w.Counts(now.Add(10*time.Second)))
+	}
+	w.EndEarly(at, now.Add(5*time.Second))
+	if !w.Early() || w.Counts(now.Add(4*time.Second)) || !w.Counts(now.Add(5*time.Second)) {
+		t.Fatalf("early %v; want the hold to end at the records' end", w.Early())
+	}
+	if !w.Ceiling().After(now.Add(50 * time.Second)) {
+		t.Fatalf("ceiling %v moved", w.Ceiling().Sub(now))
+	}
+	// A later loss: the early end was for the one before.
+	later := &Marker{Change: "evicted", LostAgo: 0, StartedAgo: 8 * time.Second, LostAt: 12000, StartedAt: 5000}
+	w.Observe(Identity{RunID: "r", Uptime: 9 * time.Second, Marker: later}, now.Add(7*time.Second))
+	if w.Early() || w.Counts(now.Add(8*time.Second)) {
+		t.Fatal("a later loss is ended by the records of the one before")
+	}
+	w.EndEarly(at, now.Add(8*time.Second))
+	if w.Early() {
+		t.Fatal("an end computed for an earlier loss ends the hold of a later one")
+	}
+}
