@@ -712,25 +712,39 @@ func (c *Cluster) restartsSeen(p, i int) (restarts uint64, up bool, connects uin
 
 // waitCounting waits until every running proxy counts every master.
 func (c *Cluster) waitCounting(ctx context.Context, d time.Duration) bool {
+	return c.waitAll(ctx, d, func(_ int, a *app.App, now time.Time) bool {
+		for _, h := range a.Pool().Health() {
+			if !h.Counts(now) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitAll waits until ok holds of every running proxy (its slot, itself
+// and the instant of the look), or d passes.
+func (c *Cluster) waitAll(ctx context.Context, d time.Duration, ok func(p int, a *app.App, now time.Time) bool) bool {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		all := true
 		now := time.Now()
-		for _, p := range c.Running() {
-			a := c.Proxy(p)
-			if a == nil {
-				continue
-			}
-			for _, h := range a.Pool().Health() {
-				all = all && h.Counts(now)
-			}
-		}
+		c.eachProxy(func(p int, a *app.App) { all = all && ok(p, a, now) })
 		if all {
 			return true
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
 	return false
+}
+
+// eachProxy calls f with every running proxy and its slot.
+func (c *Cluster) eachProxy(f func(p int, a *app.App)) {
+	for _, p := range c.Running() {
+		if a := c.Proxy(p); a != nil {
+			f(p, a)
+		}
+	}
 }
 
 // waitSlotCounting waits until the proxy in slot p runs and counts every

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
@@ -205,12 +206,8 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 		all, detected, bounded := true, true, true
 		var until time.Time
 		var why string
-		for _, p := range e.C.Running() {
-			px := e.C.Proxy(p)
-			if px == nil {
-				continue
-			}
-			h := px.Pool().Health()[l.master]
+		e.C.eachProxy(func(p int, a *app.App) {
+			h := a.Pool().Health()[l.master]
 			seen[p] = seen[p] || h.Restarts > before[p]
 			detected = detected && seen[p]
 			if !seen[p] || !h.Counts(now) {
@@ -221,7 +218,7 @@ func (e *Env) watchHold(ctx context.Context, l *loss, before []uint64) {
 			if seen[p] && !h.Counts(now) && (why == "" || h.QuarantinedUntil.After(until)) {
 				until, why = h.QuarantinedUntil, h.QuarantineReason
 			}
-		}
+		})
 		e.mu.Lock()
 		if !l.next.IsZero() {
 			e.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
@@ -154,12 +155,8 @@ func driveRollback(key string) func(ctx context.Context, e *Env) error {
 // out and until when (relative to since), or that it counts it.
 func (e *Env) noteHolds(round int, ms []int, since time.Time) {
 	now := time.Now()
-	for _, p := range e.C.Running() {
-		px := e.C.Proxy(p)
-		if px == nil {
-			continue
-		}
-		hs := px.Pool().Health()
+	e.C.eachProxy(func(p int, a *app.App) {
+		hs := a.Pool().Health()
 		for _, i := range ms {
 			if hs[i].Counts(now) {
 				e.Logf("round %d: proxy %d counts master %d (%v after the fault)", round, p, i, now.Sub(since).Round(time.Millisecond))
@@ -167,7 +164,7 @@ func (e *Env) noteHolds(round int, ms []int, since time.Time) {
 			}
 			e.Logf("round %d: proxy %d holds master %d out until %v after the fault: %s", round, p, i, hs[i].QuarantinedUntil.Sub(since).Round(time.Millisecond), hs[i].QuarantineReason)
 		}
-	}
+	})
 }
 
 // retireEpochs records a loss on masters ms with their data intact: an

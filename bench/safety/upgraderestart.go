@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
@@ -177,22 +178,10 @@ func copyKey(ctx context.Context, from, to, key string) (bool, error) {
 // waitVetoCounting waits until every running proxy counts the old Redis's
 // answers (named as upgrade_from).
 func (c *Cluster) waitVetoCounting(ctx context.Context, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		all := true
-		now := time.Now()
-		for _, p := range c.Running() {
-			if a := c.Proxy(p); a != nil {
-				h, ok := a.Pool().VetoHealth()
-				all = all && ok && h.Counts(now)
-			}
-		}
-		if all {
-			return true
-		}
-		sleepCtx(ctx, 20*time.Millisecond)
-	}
-	return false
+	return c.waitAll(ctx, d, func(_ int, a *app.App, now time.Time) bool {
+		h, ok := a.Pool().VetoHealth()
+		return ok && h.Counts(now)
+	})
 }
 
 // vetoConnects is, per proxy slot, how many connections it has made to
@@ -212,37 +201,22 @@ func (c *Cluster) vetoConnects() []uint64 {
 // connection to the old Redis's address (since the counts in before) and
 // is up on it.
 func (c *Cluster) waitVetoReconnected(ctx context.Context, before []uint64, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		all := true
-		for _, p := range c.Running() {
-			if a := c.Proxy(p); a != nil {
-				h, _ := a.Pool().VetoHealth()
-				all = all && h.Up && h.Connects > before[p]
-			}
-		}
-		if all {
-			return true
-		}
-		sleepCtx(ctx, 10*time.Millisecond)
-	}
-	return false
+	return c.waitAll(ctx, d, func(p int, a *app.App, _ time.Time) bool {
+		h, _ := a.Pool().VetoHealth()
+		return h.Up && h.Connects > before[p]
+	})
 }
 
 // noteVetoHolds logs, for every running proxy, why it does not count the
 // old Redis's answers and until when (relative to since), or that it does.
 func (e *Env) noteVetoHolds(round int, since time.Time) {
 	now := time.Now()
-	for _, p := range e.C.Running() {
-		px := e.C.Proxy(p)
-		if px == nil {
-			continue
-		}
-		h, _ := px.Pool().VetoHealth()
+	e.C.eachProxy(func(p int, a *app.App) {
+		h, _ := a.Pool().VetoHealth()
 		if h.Counts(now) {
 			e.Logf("round %d: proxy %d counts the old Redis's answers (%v after the loss)", round, p, now.Sub(since).Round(time.Millisecond))
-			continue
+			return
 		}
 		e.Logf("round %d: proxy %d does not count the old Redis's answers until %v after the loss: %s", round, p, h.QuarantinedUntil.Sub(since).Round(time.Millisecond), h.QuarantineReason)
-	}
+	})
 }
