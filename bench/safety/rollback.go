@@ -140,7 +140,7 @@ func driveRollback(key string) func(ctx context.Context, e *Env) error {
 			if plan.fresh {
 				e.StartProxies(stopped)
 				for _, p := range stopped {
-					planned = planned && e.C.waitSees(ctx, p, all(n), time.Until(la.ValidUntil.Add(-500*time.Millisecond)))
+					planned = planned && e.C.waitSees(ctx, p, others(n, nil), time.Until(la.ValidUntil.Add(-500*time.Millisecond)))
 				}
 				e.Logf("round %d: the fresh proxies reach every master: %v", round, planned)
 			}
@@ -299,6 +299,3 @@ func others(n int, ms []int) []int {
 	}
 	return out
 }
-
-// all is masters 0 to n-1.
-func all(n int) []int { return others(n, nil) }
