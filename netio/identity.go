@@ -24,14 +24,14 @@ const MarkerKey = "redlock-proxy:marker"
 //
 // A master's data may go back in time in many ways; each leaves a trace
 // that the script reads from what the master reports, and records as a
-// loss now (or, for a restart, at the run's start, when its data was
-// loaded):
+// loss now:
 //   - no marker: a fresh master, or one whose data is gone (flushed,
 //     restarted empty, swapped out): "new";
 //   - a new run (run_id) with no promotion since its start (master_replid2
 //     all zeros): it reloaded whatever file it found, which may be older
 //     than its last writes, whatever appendfsync says of the new run:
-//     "restarted", lost at its start;
+//     "restarted", dated when seen (the data of another run may have come
+//     in long after this run started: a standby that takes the address);
 //   - a promotion since the marker was written (master_replid2 set), where
 //     the marker's replication id is the old one: a replica of the master
 //     the marker was written on: "promoted";

@@ -61,14 +61,17 @@ elseif m[1] ~= replid then
     -- A promotion since the marker was written.
     if m[1] == replid2 then loss('promoted', now) else loss('resynced', now) end
   elseif m[3] ~= runid then
-    loss('restarted', started)
+    loss('restarted', now)
   end
   -- Otherwise the same run, never promoted: a master changes its
   -- replication id when its first replica attaches or its backlog is
   -- freed, with its data as it was.
 elseif m[3] ~= runid then
-  loss('restarted', started)
+  loss('restarted', now)
 end
+-- A restart is dated when it is seen, not at the run's start: the marker
+-- of another run may have come in long after this one started (a standby
+-- that has run for hours takes the address with a copy of the data).
 if ARGV[3] ~= '' and ARGV[3] ~= runid and change == '' then
   loss('replaced', now)
 end

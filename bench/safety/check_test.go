@@ -373,7 +373,7 @@ func TestLookup(t *testing.T) {
 	}
 	faults, _ := Lookup("faults")
 	controls, _ := Lookup("controls")
-	if len(faults)+len(controls) != len(all) || len(controls) != 17 {
+	if len(faults)+len(controls) != len(all) || len(controls) != 20 {
 		t.Fatalf("faults %d + controls %d != all %d", len(faults), len(controls), len(all))
 	}
 	two, err := Lookup("kill9, none,kill9")

@@ -45,9 +45,11 @@ type Client struct {
 	// direct: the client locks on the old Redis directly, not through a
 	// proxy (see NewOldClient).
 	direct bool
-	// connected is when rdb last opened a connection (Unix ns): a command
-	// that waited for it was sent no earlier.
-	connected atomic.Int64
+	// connected is when rdb last opened a connection: a command that
+	// waited for it was sent no earlier. It keeps its monotonic reading, as
+	// every instant of the history does (the wall clock may run at another
+	// rate).
+	connected atomic.Pointer[time.Time]
 	h         *History
 	rng       *rand.Rand
 	seq       int
@@ -59,10 +61,7 @@ type Client struct {
 // (a proxy that restarts or joins later is found at its new address).
 func NewClient(id, proxy int, c *Cluster, h *History, seed uint64) *Client {
 	cl := &Client{ID: id, Proxy: proxy, h: h, cluster: c, rng: rand.New(rand.NewPCG(seed, uint64(id)+1))}
-	cl.rdb = proxyClient(c, proxy, func(context.Context, *redis.Conn) error {
-		cl.connected.Store(time.Now().UnixNano())
-		return nil
-	})
+	cl.rdb = proxyClient(c, proxy, cl.onConnect)
 	cl.rs = redsync.New(goredis.NewPool(cl.rdb))
 	return cl
 }
@@ -95,10 +94,17 @@ func (c *Client) FenceExtendsVia(p int) {
 // was restarting, or not yet joined) was sent no earlier, and its validity
 // counts from then.
 func (c *Client) sentAfter(t0 time.Time) time.Time {
-	if ns := c.connected.Load(); ns > t0.UnixNano() {
-		return time.Unix(0, ns)
+	if t := c.connected.Load(); t != nil && t.After(t0) {
+		return *t
 	}
 	return t0
+}
+
+// onConnect notes when rdb opened a connection (see sentAfter).
+func (c *Client) onConnect(context.Context, *redis.Conn) error {
+	now := time.Now()
+	c.connected.Store(&now)
+	return nil
 }
 
 // Close hands the client's operations to the History and disconnects.

@@ -76,7 +76,15 @@ type ClusterConfig struct {
 	// and UpgradeFrom names it to the proxies as upgrade_from, through a
 	// relay of its own (OldRelay).
 	OldRedis, UpgradeFrom bool
-	Log                   io.Writer // proxies' warnings and errors (nil: discarded)
+	// OldVolatile runs the old Redis without persistence: a restart
+	// empties it.
+	OldVolatile bool
+	// Vouch vouches for the brand-new masters (VOUCH through the first
+	// proxy) once the proxies reach them, so that they count at once
+	// instead of after max_ttl + drift (not under restart_quarantine off,
+	// which keeps no marker).
+	Vouch bool
+	Log   io.Writer // proxies' warnings and errors (nil: discarded)
 }
 
 func (c *ClusterConfig) defaults() {
@@ -247,6 +255,11 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 	if err := c.startProxies(10*time.Second, "masters"); err != nil {
 		return nil, err
 	}
+	if cfg.Vouch && cfg.EffectiveQuarantine() != "off" {
+		if err := c.vouch(10 * time.Second); err != nil {
+			return nil, err
+		}
+	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	if cfg.UpgradeFrom {
@@ -260,6 +273,30 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 		return nil, fmt.Errorf("safety: the proxies do not count every master %v after they started", 2*c.Hold()+5*time.Second)
 	}
 	return c, nil
+}
+
+// vouch sends VOUCH through the first proxy, as an operator would, until
+// it is answered OK or d has passed (a master the proxy has not read yet
+// is refused).
+func (c *Cluster) vouch(d time.Duration) error {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: c.ProxyAddr(0), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: time.Second,
+	})
+	defer rdb.Close()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := rdb.Do(ctx, "VOUCH").Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("safety: VOUCH over the brand-new masters: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // newCluster is an empty Cluster of cfg, its log set.
@@ -596,9 +633,12 @@ func infoFields(ctx context.Context, addr, section string) (map[string]string, e
 
 // direct is a client of the redis-server at addr itself, past every relay
 // and proxy.
-func direct(addr string) *redis.Client {
+func direct(addr string) *redis.Client { return directDB(addr, 0) }
+
+// directDB is direct for database db.
+func directDB(addr string, db int) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		Addr: addr, DB: db, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 	})
 }
@@ -679,25 +719,39 @@ func (c *Cluster) restartsSeen(p, i int) (restarts uint64, up bool, connects uin
 
 // waitCounting waits until every running proxy counts every master.
 func (c *Cluster) waitCounting(ctx context.Context, d time.Duration) bool {
+	return c.waitAll(ctx, d, func(_ int, a *app.App, now time.Time) bool {
+		for _, h := range a.Pool().Health() {
+			if !h.Counts(now) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitAll waits until ok holds of every running proxy (its slot, itself
+// and the instant of the look), or d passes.
+func (c *Cluster) waitAll(ctx context.Context, d time.Duration, ok func(p int, a *app.App, now time.Time) bool) bool {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		all := true
 		now := time.Now()
-		for _, p := range c.Running() {
-			a := c.Proxy(p)
-			if a == nil {
-				continue
-			}
-			for _, h := range a.Pool().Health() {
-				all = all && h.Counts(now)
-			}
-		}
+		c.eachProxy(func(p int, a *app.App) { all = all && ok(p, a, now) })
 		if all {
 			return true
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
 	return false
+}
+
+// eachProxy calls f with every running proxy and its slot.
+func (c *Cluster) eachProxy(f func(p int, a *app.App)) {
+	for _, p := range c.Running() {
+		if a := c.Proxy(p); a != nil {
+			f(p, a)
+		}
+	}
 }
 
 // waitSlotCounting waits until the proxy in slot p runs and counts every

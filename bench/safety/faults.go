@@ -33,6 +33,7 @@ type Env struct {
 	// reported the key's undo left pending (see reportUndos).
 	reported map[string]int
 	problems []string // expectations a schedule found unmet
+	losses   []*loss  // the mixed-TTL nemesis's losses, for judgeHolds
 
 	wg sync.WaitGroup // fault goroutines started with Go
 }

@@ -27,6 +27,7 @@ func check(sc Scenario, opt Options, env *Env, h *History, end time.Time, stalls
 	if err := runCheckers(rep, sc, opt, env, h, stalls, hiccups); err != nil {
 		return rep, err
 	}
+	judgeHolds(rep, env, h, end)
 	judge(rep, sc, env, h)
 	return rep, nil
 }

@@ -73,10 +73,13 @@ type Report struct {
 	StaleWritesRefused int   // writes a fenced register refused
 	FencedRefusals     int64 // reads and writes fenced registers refused
 
-	Stalls     []string // stalls of the whole harness process (the machine starved it)
-	Slowest    []string // the slowest operations, when slower than 500ms
-	Relays     []string // each relay's counters
-	Examples   []string
+	Stalls   []string // stalls of the whole harness process (the machine starved it)
+	Slowest  []string // the slowest operations, when slower than 500ms
+	Relays   []string // each relay's counters
+	Examples []string
+	// Losses are the mixed-TTL nemesis's losses of masters, each hold
+	// against the locks the master may have held and the ceiling.
+	Losses     []string
 	Faults     []string // the fault log
 	Visualized []string // porcupine HTML files
 	Problems   []string // expectations not met; empty when the run passed
@@ -145,6 +148,9 @@ func (r *Report) WriteDetails(w io.Writer, faults bool) {
 	}
 	for _, e := range r.Examples {
 		fmt.Fprintf(w, "  example: %s\n", e)
+	}
+	for _, l := range r.Losses {
+		fmt.Fprintf(w, "  hold: %s\n", l)
 	}
 	for _, e := range r.UnknownErrors {
 		fmt.Fprintf(w, "  unknown: %s\n", e)

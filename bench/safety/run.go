@@ -92,6 +92,11 @@ type Scenario struct {
 	// UpgradeFrom names it to the proxies as upgrade_from.
 	OldRedis, UpgradeFrom bool
 	OldClients            int
+	// OldVolatile runs the old Redis without persistence.
+	OldVolatile bool
+	// Vouch vouches for the brand-new masters (VOUCH) as the cluster
+	// starts, so that they count at once under a long max_ttl.
+	Vouch bool
 	// SlowPath gives the last proxy slot relays of its own to the masters,
 	// which the scenario delays.
 	SlowPath bool
@@ -173,6 +178,12 @@ func Scenarios() []Scenario {
 			Backends: 3, Groups: true, MaxTTL: failbackMaxTTL, Faults: scheduleNone, Drive: driveGroupsFailback},
 		{Name: "upgrade", About: "an old single Redis named as upgrade_from: 8 clients lock on it directly (SET NX PX, the release script) on the proxy clients' keys; it hangs, is killed and started again (durable), or is cut off from the proxies, while the masters take mixed faults: no two holders across both groups",
 			OldClients: 8, UpgradeFrom: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, Recovers: true},
+		{Name: "rollback", About: "3 masters: on two, the marker is copied to database 1 (in some rounds a loss is recorded after), A locks, the copy comes back with SWAPDB 0 1 (in some rounds every proxy replaced by a fresh one across the swap): A's lock must hold",
+			Backends: 3, MaxTTL: rollbackMaxTTL, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveRollback("ctl:rollback")},
+		{Name: "upgrade-restart", About: "an old Redis without persistence named as upgrade_from: an old client locks on it directly, then it is killed (-9) and started again empty, or another redis-server (empty, or holding a copy of its marker from before the lock) comes to answer at its address: no proxy client may get the lock while the old client's validity lasts",
+			UpgradeFrom: true, OldVolatile: true, MaxTTL: 3 * time.Second, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveUpgradeRestart("ctl:upgrade")},
+		{Name: "mixed-ttl", About: "5 masters with replicas, max_ttl 10m, vouched for at the start: TTLs of 100ms to 2s, a holder keeping 3-12s locks, one lock of minutes late in the run; masters restarted empty and failed over to lagging replicas, one at a time or two at once: no two holders, and each lost master counts again soon after the locks it may have held expired",
+			Replicas: true, Vouch: true, MaxTTL: mixedMaxTTL, TTLMin: 100 * time.Millisecond, TTLMax: 2 * time.Second, BackendTimeout: 250 * time.Millisecond, Faults: scheduleMixedTTL},
 		{Name: "control-quarantine-off", About: "CONTROL: as restart-majority with restart_quarantine off: a second holder must be seen",
 			Quarantine: "off", Faults: scheduleNone, Drive: driveRestart(restartPlan{key: "ctl:restart", phase: 0.05}), DetectLock: true},
 		{Name: "control-run-id-join", About: "CONTROL: proxy-join with restart_quarantine run-id (it trusts a master it sees for the first time): a second holder must be seen",
@@ -198,6 +209,12 @@ func Scenarios() []Scenario {
 			Quarantine: "off", Backends: 3, Groups: true, MaxTTL: failbackMaxTTL, Faults: scheduleNone, Drive: driveGroupsFailback, DetectLock: true},
 		{Name: "control-upgrade-unnamed", About: "CONTROL: upgrade without upgrade_from: the old clients and the proxy clients hold one key at once: a second holder must be seen",
 			OldClients: 8, OldRedis: true, MaxTTL: 3 * time.Second, Faults: scheduleUpgrade, DetectLock: true},
+		{Name: "control-rollback-off", About: "CONTROL: rollback with restart_quarantine off (no marker, no continuity check): a second holder must be seen",
+			Quarantine: "off", Backends: 3, MaxTTL: rollbackMaxTTL, ShutdownGrace: joinGrace, Faults: scheduleNone, Drive: driveRollback("ctl:rollback"), DetectLock: true},
+		{Name: "control-upgrade-restart-off", About: "CONTROL: upgrade-restart with restart_quarantine off: the old Redis's grant counts at once after it lost its data: a second holder must be seen",
+			Quarantine: "off", UpgradeFrom: true, OldVolatile: true, MaxTTL: 3 * time.Second, BackendTimeout: 250 * time.Millisecond, Faults: scheduleNone, Drive: driveUpgradeRestart("ctl:upgrade"), DetectLock: true},
+		{Name: "control-mixed-ttl-off", About: "CONTROL: mixed-ttl with restart_quarantine off (no hold, no record read): a second holder must be seen",
+			Quarantine: "off", Replicas: true, MaxTTL: mixedMaxTTL, TTLMin: 100 * time.Millisecond, TTLMax: 2 * time.Second, BackendTimeout: 250 * time.Millisecond, Faults: scheduleMixedTTL, DetectLock: true},
 		{Name: "control-shutdown-unreported", About: "CONTROL: shutdown-hang, what the stopped proxy reported dropped (as a proxy that exits 0 and names no key): a ghost lock must be seen",
 			ProbeSlot: true, MaxTTL: 4 * time.Second, ShutdownGrace: 300 * time.Millisecond, Faults: scheduleShutdownHang(true), DetectGhost: true},
 		{Name: "cluster-shards", About: "3 Redis Clusters of 3 shards (a replica each) as backends, 16 keys: the replica of a held lock's shard is cut off and takes over (its master killed or stopped; the cluster's failover or CLUSTER FAILOVER FORCE) on two clusters, or on one of the two that hold the lock when the third refused it, while the lock's slot and hot keys' slots move between shards on the others; graceful failovers, kills and reshardings between rounds: the lock must hold",
@@ -396,7 +413,7 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
 		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, BusCut: sc.BusCut, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
-		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, Log: opt.ProxyLog,
+		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, OldVolatile: sc.OldVolatile, Vouch: sc.Vouch, Log: opt.ProxyLog,
 	})
 	if err != nil {
 		return nil, err
@@ -605,6 +622,11 @@ func Run(ctx context.Context, sc Scenario, opt Options) (rep *Report, err error)
 // round's lock (held that long) outlasts two failovers and the proxies
 // following them.
 const groupsMaxTTL = 2 * time.Second
+
+// rollbackMaxTTL is the proxies' max_ttl in the rollback scenarios: A's
+// lock (held that long) outlasts stopping the proxies, the swap and fresh
+// proxies reaching the masters.
+const rollbackMaxTTL = 3 * time.Second
 
 // twoProxyHolders is how many holders extend through two proxies in the
 // two-proxy scenarios.

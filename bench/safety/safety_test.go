@@ -60,6 +60,18 @@ var shortRuns = map[string]time.Duration{
 	// Issue 25's upgrade from a single Redis.
 	"upgrade":                 7 * time.Second,
 	"control-upgrade-unnamed": 2 * time.Second,
+	// Issue 29's data that goes back within a run and the upgrade's old
+	// Redis losing its data: two rounds each (the second of rollback
+	// keeps the proxies and retires the copy's epoch; that of
+	// upgrade-restart moves the address to another server); the controls
+	// one.
+	"rollback":                    18 * time.Second,
+	"control-rollback-off":        time.Second,
+	"upgrade-restart":             14 * time.Second,
+	"control-upgrade-restart-off": time.Second,
+	// Issue 30's mixed TTLs under a 10 minute max_ttl.
+	"mixed-ttl":             15 * time.Second,
+	"control-mixed-ttl-off": 8 * time.Second,
 	// Redis Cluster backends: one orchestrated round each.
 	"cluster-shards":             time.Second,
 	"control-cluster-shards-off": time.Second,

@@ -24,10 +24,13 @@ import (
 // their safety before the upgrade rested on; a Redis without persistence
 // that restarts loses its clients' locks with or without the proxy.
 
-// startOld starts the old Redis and, when it is to be named, the proxies'
-// relay to it.
+// startOld starts the old Redis (durable unless OldVolatile) and, when it
+// is to be named, the proxies' relay to it.
 func (c *Cluster) startOld() error {
-	args := append(append([]string(nil), masterArgs...), durableArgs...)
+	args := masterArgs
+	if !c.Config.OldVolatile {
+		args = append(append([]string(nil), masterArgs...), durableArgs...)
+	}
 	s, err := redisproc.Start(c.Config.Dir, args...)
 	if err != nil {
 		return fmt.Errorf("safety: the old Redis: %w", err)
@@ -77,10 +80,7 @@ func NewOldClient(id int, c *Cluster, h *History, seed uint64) *Client {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		MaxRetries:               -1, PoolSize: 2,
 		DialTimeout: time.Second, ReadTimeout: opTimeout, WriteTimeout: opTimeout,
-		OnConnect: func(context.Context, *redis.Conn) error {
-			cl.connected.Store(time.Now().UnixNano())
-			return nil
-		},
+		OnConnect: cl.onConnect,
 	})
 	return cl
 }
