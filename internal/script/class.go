@@ -81,6 +81,9 @@ type Class struct {
 	// as, when set, is the role whose cases and key combination a query
 	// class follows (Lapsed: an acquire run as a read).
 	as Role
+	// rel, for a classification, are the relations of the call it was
+	// verified on: it holds only for calls in the same (relations.go).
+	rel *relations
 
 	// Set by Finish.
 	lapsed    *Class
@@ -220,8 +223,15 @@ func (c *Class) Threshold(argv [][]byte) (int64, bool) {
 
 // Matches reports whether a call with these KEYS and ARGV is covered by
 // the classification: same number of keys and arguments, same control
-// values. It does not allocate.
+// values and, for a classification, arguments in the same relations as
+// the call it was verified on. It does not allocate for calls of up to
+// 64 keys and arguments.
 func (c *Class) Matches(keys, argv [][]byte) bool {
+	return c.matchesShape(keys, argv) && (c.rel == nil || c.rel.holds(keys, argv))
+}
+
+// matchesShape is Matches without the relations.
+func (c *Class) matchesShape(keys, argv [][]byte) bool {
 	lock := len(keys) - c.KeyArgs
 	if (c.Keys != 0 && c.Keys != lock) || lock < 1 || (c.Args >= 0 && c.Args != len(argv)+c.KeyArgs) {
 		return false

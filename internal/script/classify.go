@@ -68,6 +68,8 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	}
 	cl.KeyArgs = c.extra
 	cl.Origin = "classified"
+	// Trusted only for calls in the relations of this one (relations.go).
+	cl.rel = p.lits.newRelations(keys, argv, len(c.keys), c.names)
 	return cl.Finish(), nil
 }
 

@@ -21,6 +21,9 @@ func (c *Class) Explain() []string {
 		holds = fmt.Sprintf("holds for: %d key(s), then %d argument(s) in KEYS and %d in ARGV", c.Keys, c.KeyArgs, c.Args-c.KeyArgs)
 	}
 	lines = append(lines, holds+c.controlsText())
+	if c.rel != nil && c.rel.text != "" {
+		lines = append(lines, "and for arguments in these relations (others are classified again): "+c.rel.text)
+	}
 	lines = append(lines, "layout: "+c.layoutText())
 	for _, cs := range c.Cases() {
 		t := c.Replies[cs]

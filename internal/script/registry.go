@@ -74,8 +74,9 @@ func (e *Entry) Guarded(keyPrefix string, maxTTLms int64) (*resp.Script, *Refusa
 
 // Lookup returns the classification covering a call, without
 // classifying: a hand-declared one, one the classifier made for the same
-// number of keys, arguments and control values, or (while the text is
-// unknown) a library fact. It does not allocate.
+// number of keys, arguments and control values and for arguments in the
+// same relations (relations.go), or (while the text is unknown) a library
+// fact. It does not allocate for calls of up to 64 keys and arguments.
 func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 	for _, c := range e.declared {
 		if c.Matches(keys, argv) {
@@ -83,10 +84,24 @@ func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 		}
 	}
 	if p := e.classes.Load(); p != nil {
+		// The classifications of one text share its constants: the
+		// call's signature is made once.
+		var buf [256]byte
+		var sig []byte
+		var lits *literals
 		for _, c := range *p {
-			if c.Matches(keys, argv) {
-				return c
+			if !c.matchesShape(keys, argv) {
+				continue
 			}
+			if c.rel != nil {
+				if c.rel.lits != lits {
+					lits, sig = c.rel.lits, c.rel.lits.appendSig(buf[:0], keys, argv)
+				}
+				if string(sig) != c.rel.sig {
+					continue
+				}
+			}
+			return c
 		}
 	}
 	if e.Body == nil {
@@ -283,8 +298,8 @@ func (r *Registry) check(e *Entry) *Refusal {
 }
 
 // Classify returns the classification of a call, classifying on first
-// sight of its shape and control values and caching the result. A refusal
-// is cached for the exact arguments.
+// sight of its shape, control values and relations and caching the
+// result. A refusal is cached for the exact arguments.
 func (r *Registry) Classify(e *Entry, keys, argv [][]byte) (*Class, *Refusal) {
 	if c := e.Lookup(keys, argv); c != nil {
 		return c, nil
