@@ -67,9 +67,21 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			c.replyErr(msgNoScript)
 			return
 		}
+		// A TTL of 0 is refused as SET without an expiry is, whether a
+		// classification of the same shape reads it (the call is in other
+		// relations: zero) or the call's own classification fails.
+		reg := c.s.cfg.Scripts
+		if arg, ok := reg.ZeroTTL(e, keys, argv, false); ok {
+			c.replyErr(msgScriptNeedsExpiry(arg))
+			return
+		}
 		var ref *script.Refusal
-		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
+		cl, ref = reg.Classify(e, keys, argv)
 		if ref != nil {
+			if arg, ok := reg.ZeroTTL(e, keys, argv, true); ok {
+				c.replyErr(msgScriptNeedsExpiry(arg))
+				return
+			}
 			if e.FirstRefusal() {
 				c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
 			}
@@ -111,6 +123,10 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv)
 		if !ok {
+			if arg, zero := cl.ZeroTTL(argv); zero {
+				c.replyErr(msgScriptNeedsExpiry(arg))
+				return
+			}
 			c.replyErr(msgNotInteger)
 			return
 		}

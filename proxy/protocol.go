@@ -233,6 +233,13 @@ func msgUnsafeDesign(name []byte) (string, bool) {
 	return "ERR redlock-proxy: " + why, true
 }
 
+// msgScriptNeedsExpiry is the error of a lock script given a TTL of 0 (no
+// expiry on one Redis), in the words of SET's without an expiry.
+func msgScriptNeedsExpiry(arg string) string {
+	return "ERR redlock-proxy: a lock script needs an expiry: its TTL (" + arg + ") is 0, which gives a lock no expiry; " +
+		"the proxy never writes a lock that cannot expire"
+}
+
 // msgRefused is the error a refused script gets: why, and where to look.
 func msgRefused(ref *script.Refusal) string {
 	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
