@@ -165,6 +165,20 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	counted := cl.Counted && (cl.Role == script.RoleExtendOrAcquire || cl.Role == script.RoleRelease)
+	if counted && cl.Role == script.RoleRelease && cl.TTLArg >= 0 {
+		// A release of one hold re-arms the lock while holds are left.
+		rttl, ok := cl.TTL(argv)
+		switch {
+		case !ok:
+			c.replyErr(msgNotInteger)
+			return
+		case rttl > c.s.cfg.MaxTTL:
+			c.replyErr(msgTTLTooLong(rttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+		a.TTLms = rttl.Milliseconds()
+	}
 	var second []byte
 	if cl.Role.Extends() {
 		t := c.s.eng.timing
@@ -184,7 +198,12 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	o.sc = scriptCall{class: cl, nkeys: len(keys), detailed: a.Detailed, lowMs: low, readOnly: a.ReadOnly}
 	o.ttl = ttl
 	o.secondStep = second
-	if cl.NeedsArgs() {
+	if counted && !a.ReadOnly {
+		a.Nonce = newNonce()
+		o.sc.nonce = a.Nonce
+		o.awaitAll = true
+	}
+	if cl.NeedsArgs() || counted {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
 	if cl.Role.Takes() && !a.ReadOnly {

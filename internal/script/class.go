@@ -47,6 +47,10 @@ type Layout struct {
 	// field holds, -1 when it holds the constant FieldValue.
 	FieldArg   int
 	FieldValue string
+	// Counted: a ShapeHash lock's field counts its owner's holds (a
+	// reentrant lock): taking it again adds one, a release takes one off
+	// and deletes the lock at zero (re-arming it while holds are left).
+	Counted bool
 	// Promotes: an exclusive acquire also takes a lock the caller holds
 	// shared alone. Demotes: a shared acquire also takes (as shared) a lock
 	// the caller holds exclusively.
@@ -121,6 +125,8 @@ func (c *Class) possible(cs Case) bool {
 		return false
 	}
 	switch cs {
+	case CaseOwnAgain:
+		return c.Counted && c.Tokens != nil
 	case CaseOwnShared, CaseOwnSharedOthers, CaseOtherShared:
 		return false
 	case CaseOwn, CaseOwnNoTTL:
@@ -166,11 +172,11 @@ func (c *Class) Acts(cs Case) bool {
 	case RoleAcquire:
 		return cs == CaseMissing || cs == CaseOwnShared && c.Promotes
 	case RoleRelease:
-		return cs == CaseOwn || cs == CaseOwnNoTTL || shared
+		return cs == CaseOwn || cs == CaseOwnNoTTL || cs == CaseOwnAgain || shared
 	case RoleExtend:
-		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
+		return cs == CaseOwn || cs == CaseOwnAgain || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
 	case RoleExtendOrAcquire:
-		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
+		return cs == CaseMissing || cs == CaseOwn || cs == CaseOwnAgain || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
 	case RoleShare:
 		return cs == CaseMissing || shared || cs == CaseOtherShared || cs == CaseOwn && c.Demotes
 	case RoleDelete:
@@ -290,7 +296,7 @@ func (c *Class) Writes() bool { return c.writes() }
 // Equal reports whether two classifications say the same (their Origin
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes ||
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted ||
 		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
 		return false
 	}

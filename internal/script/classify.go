@@ -246,6 +246,9 @@ type keySpec struct {
 	marker string
 	// str: a string held by another value, whatever the candidate's shape.
 	str bool
+	// count: for a reentrant lock (Layout.Counted), how many times its
+	// owner holds it (0 reads as 1).
+	count int
 }
 
 // otherOwners name the other owners of a probe's sorted set.
@@ -263,7 +266,11 @@ func (c *classifier) state(keys []string, specs []keySpec) *State {
 		}
 		it := Item{Value: s.value}
 		if c.cur != nil && c.cur.Shape == ShapeHash && !s.str {
-			it = Item{Type: TypeHash, Hash: map[string]string{s.value: string(c.cur.fieldValue(strArgs(c.argv)))}}
+			fv := string(c.cur.fieldValue(strArgs(c.argv)))
+			if c.cur.Counted {
+				fv = strconv.Itoa(max(1, s.count))
+			}
+			it = Item{Type: TypeHash, Hash: map[string]string{s.value: fv}}
 		}
 		if s.ttl != 0 {
 			it.At = c.now + s.ttl

@@ -98,6 +98,9 @@ func (c *Class) layoutText() string {
 		if c.FieldArg >= 0 {
 			v = c.names().arg(c.FieldArg)
 		}
+		if c.Counted {
+			v = "the count of its holds (reentrant)"
+		}
 		parts = append(parts, "a hash whose one field is the owner's token, holding "+v)
 	}
 	if c.Shape == ShapeOwners {
@@ -113,7 +116,7 @@ func (c *Class) layoutText() string {
 		}
 		parts = append(parts, t)
 	}
-	if c.writes() {
+	if c.writes() || c.Counted && c.TTLArg >= 0 {
 		switch {
 		case c.TTLArg >= 0 && c.Deadline:
 			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))

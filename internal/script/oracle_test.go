@@ -222,7 +222,8 @@ func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []
 // several owners), one that shortened a key on one Redis keeps what the key
 // had left, as the reference never shortens such a lock.
 func lengthened(cl *Class, specs []keySpec, after []keyState, tolerance int64) []keyState {
-	if (cl.Role != RoleExtend && cl.Role != RoleExtendOrAcquire) || cl.SetsTTL() {
+	counted := cl.Counted && cl.Role == RoleRelease
+	if (cl.Role != RoleExtend && cl.Role != RoleExtendOrAcquire && !counted) || cl.SetsTTL() {
 		return after
 	}
 	out := slices.Clone(after)

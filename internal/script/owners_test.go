@@ -279,12 +279,22 @@ return redis.call('pttl', KEYS[1])`, "k -- 8000 tok host-7", `acquire keys=1 arg
 		`ttl keys=1 args=1 token=1 hash="1"; missing: -3; own: pttl; own-no-ttl: -1; other: -3; other-no-ttl: -3`},
 }
 
+// countedScripts are reentrant locks: the owner's field counts its holds.
+// Their texts live in libscripts (the integration tests run them too).
+func countedScripts() []struct{ name, text, call, spec string } {
+	var out []struct{ name, text, call, spec string }
+	for _, s := range libscripts.Reentrant() {
+		out = append(out, struct{ name, text, call, spec string }{s.Name, s.Text, "k -- " + strings.Join(s.Argv, " "), s.Spec})
+	}
+	return out
+}
+
 // Locks kept in a hash classify as string locks of that shape, and on a
 // real Redis each script and its reference leave the same keys and the
 // reply the classification promises, on every probe state.
 func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 	r := startRedis(t)
-	for _, h := range hashScripts {
+	for _, h := range append(slices.Clone(hashScripts), countedScripts()...) {
 		keys, argv := splitCall(h.call)
 		cl := mustClassify(t, h.text, keys, argv)
 		if cl.Spec() != h.spec {

@@ -42,7 +42,7 @@ func (c *Class) Spec() string {
 	if c.Prefix > 0 {
 		fmt.Fprintf(&b, " prefix=%d", c.Prefix)
 	}
-	if c.writes() {
+	if c.writes() || c.Counted && c.TTLArg >= 0 {
 		if c.TTLArg >= 0 {
 			fmt.Fprintf(&b, " ttl=%d%s", c.TTLArg+1, unitWord(c.TTLUnit))
 		} else {
@@ -69,6 +69,9 @@ func (c *Class) Spec() string {
 			fmt.Fprintf(&b, " hash=%d", c.FieldArg+1)
 		} else {
 			b.WriteString(" hash=" + strconv.Quote(c.FieldValue))
+		}
+		if c.Counted {
+			b.WriteString(" counted")
 		}
 	}
 	if c.Shape == ShapeOwners {
@@ -181,6 +184,8 @@ func ParseSpec(s string) (*Class, error) {
 			c.NoTTLActs = true
 		case "owners":
 			c.Shape = ShapeOwners
+		case "counted":
+			c.Counted = true
 		case "hash":
 			c.Shape = ShapeHash
 			if strings.HasPrefix(v, `"`) {

@@ -267,6 +267,14 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 				out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[j], ttl: t} }))
 			}
 		}
+		if cl.Counted {
+			// Held more than once, and once more than that.
+			for _, cnt := range []int{2, 5} {
+				for _, t := range ok {
+					out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[0], ttl: t, count: cnt} }))
+				}
+			}
+		}
 	}
 	for j := range otherVals(0) {
 		for i, t := range ttls {

@@ -1,0 +1,54 @@
+package libscripts
+
+// Counted is a reentrant lock script written for this project: the lock is
+// a hash whose one field is its owner and counts the owner's holds, as
+// Redisson's RLock keeps it (a lease in ms and an owner "uuid:threadId";
+// taking it answers nil or the holder's PTTL, releasing nil, 0 while holds
+// are left, or 1), and in another style.
+type Counted struct {
+	Name string
+	Text string
+	Argv []string // ARGV of a typical call
+	Spec string   // its classification (script.Class.Spec)
+}
+
+// Reentrant lists the scripts.
+func Reentrant() []Counted {
+	return []Counted{
+		{"take or enter again", `local mine = redis.call('hget', KEYS[1], ARGV[2])
+if mine or redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return false
+end
+return redis.call('pttl', KEYS[1])`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`extend-or-acquire keys=1 args=2 token=2 ttl=1ms nottl-acts hash="1" counted; missing: nil; own: nil; own-no-ttl: nil; other: pttl; other-no-ttl: -1; own-again: nil`},
+		{"leave once", `if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return false end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`release keys=1 args=2 token=2 ttl=1ms hash="1" counted; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`},
+		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 1
+end
+return 0`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`extend keys=1 args=2 token=2 ttl=1ms nottl-acts hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
+		{"enter, owner first, 1 or 0", `local held = redis.call('hget', KEYS[1], ARGV[1])
+if not held and redis.call('exists', KEYS[1]) == 1 then return 0 end
+redis.call('hincrby', KEYS[1], ARGV[1], 1)
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1`, []string{"worker-3", "8000"},
+			`extend-or-acquire keys=1 args=2 token=1 ttl=2ms nottl-acts hash="1" counted; missing: 1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0; own-again: 1`},
+		{"exit, owner first", `if redis.call('hlen', KEYS[1]) ~= 1 or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 'not-held' end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) == 0 then
+  redis.call('del', KEYS[1])
+  return 'released'
+end
+return 'held'`, []string{"worker-3"},
+			`release keys=1 args=1 token=1 hash="1" counted; missing: "not-held"; own: "released"; own-no-ttl: "released"; other: "not-held"; other-no-ttl: "not-held"; own-again: "held"`},
+	}
+}
