@@ -47,6 +47,10 @@ type Layout struct {
 	// field holds, -1 when it holds the constant FieldValue.
 	FieldArg   int
 	FieldValue string
+	// Notice, for a release, is what it publishes when it frees its lock
+	// (nil: nothing).
+	Notice *Notice
+
 	// Counted: a ShapeHash lock's field counts its owner's holds (a
 	// reentrant lock): taking it again adds one, a release takes one off
 	// and deletes the lock at zero (re-arming it while holds are left).
@@ -310,6 +314,9 @@ func (c *Class) Equal(d *Class) bool {
 		return false
 	}
 	if c.Role.Extends() && c.NoTTLActs != d.NoTTLActs {
+		return false
+	}
+	if (c.Notice == nil) != (d.Notice == nil) || c.Notice != nil && *c.Notice != *d.Notice {
 		return false
 	}
 	for i := range c.Tokens {

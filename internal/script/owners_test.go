@@ -284,7 +284,8 @@ return redis.call('pttl', KEYS[1])`, "k -- 8000 tok host-7", `acquire keys=1 arg
 func countedScripts() []struct{ name, text, call, spec string } {
 	var out []struct{ name, text, call, spec string }
 	for _, s := range libscripts.Reentrant() {
-		out = append(out, struct{ name, text, call, spec string }{s.Name, s.Text, "k -- " + strings.Join(s.Argv, " "), s.Spec})
+		keys := strings.Join(append([]string{"k"}, s.Keys...), " ")
+		out = append(out, struct{ name, text, call, spec string }{s.Name, s.Text, keys + " -- " + strings.Join(s.Argv, " "), s.Spec})
 	}
 	return out
 }
@@ -300,7 +301,12 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 		if cl.Spec() != h.spec {
 			t.Fatalf("%s classified as\n  %s\nwant\n  %s", h.name, cl.Spec(), h.spec)
 		}
-		c := &classifier{keys: keys, argv: argv, cur: cl}
+		// Arguments passed in KEYS (a channel) are the class's first
+		// arguments.
+		x := cl.KeyArgs
+		lock := keys[:len(keys)-x]
+		c := &classifier{keys: lock, argv: append(slices.Clone(keys[len(lock):]), argv...), extra: x, names: namer{lock: len(lock), extra: x}, cur: cl}
+		keys, argv = c.keys, c.argv
 		runs := 0
 		for _, v := range c.variants(cl) {
 			for _, specs := range c.states(cl, v) {
@@ -319,7 +325,7 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				}
 				t0 := time.Now()
 				set()
-				got := r.evalOn(h.text, v.keys, v.argv)
+				got := r.evalOn(h.text, append(slices.Clone(v.keys), v.argv[:x]...), v.argv[x:])
 				after1 := r.hashState(v.keys)
 				set()
 				ttl, _ := cl.TTLAt(strArgs(v.argv), r.redisNow())

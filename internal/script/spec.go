@@ -74,6 +74,9 @@ func (c *Class) Spec() string {
 			b.WriteString(" counted")
 		}
 	}
+	if c.Notice != nil {
+		b.WriteString(" notice=" + strconv.Quote(c.Notice.String(c.names())))
+	}
 	if c.Shape == ShapeOwners {
 		b.WriteString(" owners")
 		if c.Marker != "" {

@@ -333,6 +333,7 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 // would, and the replies of each case must follow one template.
 func (c *classifier) verify(cl *Class) *refusal {
 	samples := map[Case][]sample{}
+	var all []sample
 	for _, v := range c.variants(cl) {
 		for _, specs := range c.states(cl, v) {
 			desc := c.names.describe(v.keys, v.argv, c.argv, specs, c.keys)
@@ -341,7 +342,11 @@ func (c *classifier) verify(cl *Class) *refusal {
 				return ref
 			}
 			samples[s.sit.Case] = append(samples[s.sit.Case], s)
+			all = append(all, s)
 		}
+	}
+	if ref := c.notice(cl, all); ref != nil {
+		return ref
 	}
 	for _, cs := range cl.Cases() {
 		ss := samples[cs]
@@ -382,7 +387,13 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		}
 		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
 	}
-	return sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc}, nil
+	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: res.state.Published, argv: argv}
+	if len(keys) == 1 {
+		_, before := st.lookup(keys[0])
+		_, after := res.state.lookup(keys[0])
+		s.freed = before && !after
+	}
+	return s, nil
 }
 
 func roleArticle(cl *Class) string {
