@@ -294,7 +294,7 @@ func cmdReset(c *client, args [][]byte) {
 		c.s.track.off(c)
 		c.trk = nil
 	}
-	c.subscriptions = 0
+	c.s.subs.drop(c)
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)
 }

@@ -203,7 +203,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
 	}
-	if cl.NeedsArgs() || counted {
+	if cl.NeedsArgs() || counted || cl.Notice != nil {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
 	if cl.Role.Takes() && !a.ReadOnly {

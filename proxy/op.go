@@ -408,11 +408,12 @@ func (o *op) final(now time.Time) resp.Value {
 		second = o.grantedNodesLocked()
 	}
 	repair, repairs := o.countRepairLocked()
+	notice := o.noticeLocked()
 	written := o.invKeys != nil && o.outcome == ResultGranted
 	o.mu.Unlock()
 	o.sendUndo(undo)
 	o.sendSecondStep(second, now)
-	o.sendCountRepair(repair, repairs, now)
+	o.sendAfterReply(repair, repairs, notice, now)
 	if written {
 		o.invalidateWritten()
 	}

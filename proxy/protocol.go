@@ -255,5 +255,5 @@ func msgVoteRefused(ref *script.Refusal) string {
 }
 
 // msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
-const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
-	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
+const msgPublish = "ERR redlock-proxy: PUBLISH is not served: only a lock script's release publishes here, " +
+	"once a majority of masters released the lock (SUBSCRIBE to its channel to wait for it)"

@@ -334,12 +334,37 @@ func (o *op) countRepairLocked() ([]byte, []int) {
 	return cl.AppendCountRepair(nil, o.sc.keys, o.sc.argv, fenceStatePrefix, o.sc.nonce, d), nodes
 }
 
-// sendCountRepair sends a reentrant lock's repair to nodes, as a second
+// sendAfterReply sends what a script's op leaves behind it, as a second
 // step is sent: before the reply leaves, on the links the client's next
-// command will follow. Its answers are not needed: a master it misses
-// keeps its count until the lock expires or a later op repairs it.
-func (o *op) sendCountRepair(cmd []byte, nodes []int, now time.Time) {
+// command will follow: a reentrant lock's repair (to nodes) and a release's
+// notice (to every master). Their answers are not needed: a master that
+// misses a repair keeps its count until the lock expires or a later op
+// repairs it, and one that misses a notice is one fewer to deliver it.
+func (o *op) sendAfterReply(repair []byte, nodes []int, notice []byte, now time.Time) {
 	for _, n := range nodes {
-		o.e.be.Send(n, cmd, script.CountRepair(), netio.Discard, n, now.Add(o.e.timeout), 0)
+		o.e.be.Send(n, repair, script.CountRepair(), netio.Discard, n, now.Add(o.e.timeout), 0)
 	}
+	if notice != nil {
+		for n := 0; n < o.e.n; n++ {
+			o.e.be.Send(n, notice, nil, netio.Discard, n, now.Add(o.e.timeout), 0)
+		}
+	}
+}
+
+// noticeLocked returns, for a release of a script that publishes when it
+// frees its lock (script.Notice), the PUBLISH of its notice once the
+// release freed the lock on a majority: a release that succeeded (of a
+// reentrant lock: its last hold), or a delete that found the lock. Every
+// master gets it (sendAfterReply); a proxy delivers it to its subscribers
+// once a majority of masters delivered it (Server.Released).
+func (o *op) noticeLocked() []byte {
+	cl := o.sc.class
+	if cl == nil || cl.Notice == nil || !o.sc.success {
+		return nil
+	}
+	if cl.Role == script.RoleRelease && cl.Counted && o.sc.caseAt == script.CaseOwnAgain {
+		return nil // holds are left: nothing was released
+	}
+	n := cl.Notice
+	return appendNotice(nil, netio.ReleaseChannel, newNonce(), n.Shard, n.ChannelOf(o.sc.argv), n.PayloadOf(o.sc.argv))
 }

@@ -108,6 +108,8 @@ type Server struct {
 	nextID   atomic.Int64
 	shutdown chan struct{}
 	track    tracker // client-side caching (tracking.go)
+
+	subs subscriptions // pub/sub and release notices (cmds_pubsub.go)
 }
 
 // New returns a server over the given backends.
