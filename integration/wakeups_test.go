@@ -146,6 +146,29 @@ func TestReleaseWakesWaitersThroughAnyProxy(t *testing.T) {
 		d.Publish(ctx, netio.ReleaseChannel, notice("minority-1"))
 	}
 	none(t, "the same notice from more masters", msgs, 300*time.Millisecond)
+
+	// A forced unlock that publishes (a delete with a notice) wakes them
+	// too.
+	var force libscripts.Counted
+	for _, s := range libscripts.Reentrant() {
+		if s.Name == "force the lock free, telling waiters" {
+			force = s
+		}
+	}
+	if got := replyOf(holder.Eval(ctx, enter, []string{key}, 30000, owner).Result()); got != "nil" {
+		t.Fatalf("take again: %s", got)
+	}
+	if got := replyOf(holder.Eval(ctx, force.Text, []string{key, channel}, force.Argv[0]).Result()); got != "1" {
+		t.Fatalf("forced unlock: %s", got)
+	}
+	select {
+	case m := <-msgs:
+		if m.Payload != "0" {
+			t.Fatalf("got %q", m.Payload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a forced unlock woke no one")
+	}
 }
 
 // The release notice of SPUBLISH reaches SSUBSCRIBE waiters, and the

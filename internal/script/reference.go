@@ -57,6 +57,16 @@ end
 `
 )
 
+// anyAccess reads a key of any type, for the delete reference: a string's
+// value, another type's name (a delete compares no token).
+const anyAccess = `local function read(i, t)
+  local ty = redis.call('type', KEYS[i]).ok
+  if ty == 'none' then return false end
+  if ty == 'string' then return redis.call('get', KEYS[i]) end
+  return ty
+end
+`
+
 const refHead = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -233,7 +243,7 @@ var (
 	refExtend          = refScript("extend: every key holds its token, then re-arm them all, never shorter", stringAccess, extendBody)
 	refExtendOrAcquire = refScript("extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token", stringAccess, extendOrAcquireBody)
 	refQuery           = refScript("query: read the keys", stringAccess, queryBody)
-	refDelete          = refScript("delete: delete the keys whatever holds them", stringAccess, deleteBody)
+	refDelete          = refScript("delete: delete the keys whatever holds them", anyAccess, deleteBody)
 
 	refHashAcquire         = refScript("acquire (hash): every key is free, then take them all", hashAccess, acquireBody)
 	refHashRelease         = refScript("release (hash): delete each key that holds its token", hashAccess, releaseBody)

@@ -43,6 +43,13 @@ redis.call(ARGV[4], KEYS[2], ARGV[1])
 return 1`, []string{"0", "30000", "6f1c2e7a-52b8-4a42:41", "publish"},
 			`release keys=1 args=5 keyargs=1 token=4 ttl=3ms hash="1" counted notice="PUBLISH KEYS[2] ARGV[1]" control=5:"publish"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`,
 			[]string{"redlock-channel:{k}"}},
+		{"force the lock free, telling waiters", `if redis.call('del', KEYS[1]) == 1 then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+return 0`, []string{"0"},
+			`delete keys=1 args=2 keyargs=1 notice="PUBLISH KEYS[2] ARGV[1]"; missing: 0; other: 1; other-no-ttl: 1`,
+			[]string{"redlock-channel:{k}"}},
 		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1
