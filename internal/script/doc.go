@@ -46,7 +46,10 @@
 // add the caller to a lock of several owners that no other holds
 // exclusively, re-score or remove the caller's own member (the same roles,
 // and share, for ShapeOwners; ShapeHash keeps a string lock's roles in a
-// hash whose one field is the owner); delete whatever holds the keys, as the DEL
+// hash whose one field is the owner and, Counted, adds or takes off one of
+// the owner's holds there, deleting the lock at none, while the proxy's
+// repair sets that count only where the field is still the caller's);
+// delete whatever holds the keys, as the DEL
 // command already does (delete); or read. None can take a key from another
 // holder or leave a key without expiry, and the proxy votes on them and
 // checks validity as for SET NX.
