@@ -259,7 +259,7 @@ return 0`
 		}
 		key := uniqueKey("ttl0")
 		err := cl.Eval(ctx, text, []string{key}, "tok", 0).Err()
-		if err == nil || !strings.Contains(err.Error(), "a lock script needs an expiry: its TTL (ARGV[2]) is 0") || !strings.Contains(err.Error(), why) {
+		if err == nil || !strings.Contains(err.Error(), "the lock script's TTL (ARGV[2]) must be above 0") || !strings.Contains(err.Error(), why) {
 			t.Fatalf("%s, TTL 0: %v", step, err)
 		}
 		for i, d := range c.direct {

@@ -16,6 +16,7 @@ import (
 var lockCommands = []*command{
 	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
 	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
+	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, fn: cmdExists},
 	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
 	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
 	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
@@ -85,6 +86,20 @@ func startPastAcquire(c *client, key []byte) {
 func cmdGet(c *client, args [][]byte) {
 	c.reserveRead()
 	o := c.s.eng.newOp("get", ruleGet, c.done)
+	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
+	c.startOp(o, c.cmd, getScript)
+}
+
+// cmdExists answers EXISTS of one lock as GET reads it (redlock-rb asks
+// EXISTS, then GET, whether a lock is held): 1 when a majority holds a
+// value, else 0.
+func cmdExists(c *client, args [][]byte) {
+	if len(args) != 2 {
+		c.replyErr(msgExistsOneKey)
+		return
+	}
+	c.reserveRead()
+	o := c.s.eng.newOp("exists", ruleExists, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
 	c.startOp(o, c.cmd, getScript)
 }

@@ -67,18 +67,18 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			c.replyErr(msgNoScript)
 			return
 		}
-		// A TTL of 0 is refused as SET without an expiry is, whether a
+		// A TTL of 0 or less is refused as SET without an expiry is, whether a
 		// classification of the same shape reads it (the call is in other
 		// relations: zero) or the call's own classification fails.
 		reg := c.s.cfg.Scripts
-		if arg, ok := reg.ZeroTTL(e, keys, argv, false); ok {
+		if arg, ok := reg.NoExpiry(e, keys, argv, false); ok {
 			c.replyErr(msgScriptNeedsExpiry(arg))
 			return
 		}
 		var ref *script.Refusal
 		cl, ref = reg.Classify(e, keys, argv)
 		if ref != nil {
-			if arg, ok := reg.ZeroTTL(e, keys, argv, true); ok {
+			if arg, ok := reg.NoExpiry(e, keys, argv, true); ok {
 				c.replyErr(msgScriptNeedsExpiry(arg))
 				return
 			}
@@ -113,6 +113,17 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 	c.startOp(o, c.cmd, sc)
 }
 
+// ttlArgError is the refusal of a call whose TTL argument is no positive
+// TTL: a TTL of 0 or less asks for a lock that never expires (what such a
+// script does on one Redis), which gets SET's refusal of a lock without an
+// expiry; anything else is not a number.
+func ttlArgError(cl *script.Class, argv [][]byte) string {
+	if arg, ok := cl.NoExpiry(argv); ok {
+		return msgScriptNeedsExpiry(arg)
+	}
+	return msgNotInteger
+}
+
 // startClassOp runs a call of a classified script as its role: the
 // reference script on every backend.
 func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
@@ -123,11 +134,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv)
 		if !ok {
-			if arg, zero := cl.ZeroTTL(argv); zero {
-				c.replyErr(msgScriptNeedsExpiry(arg))
-				return
-			}
-			c.replyErr(msgNotInteger)
+			c.replyErr(ttlArgError(cl, argv))
 			return
 		}
 		if ttl > c.s.cfg.MaxTTL {

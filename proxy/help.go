@@ -60,6 +60,7 @@ var docs = map[string]cmdDoc{
 			named("PXAT", docArg{name: "unix-time-milliseconds", typ: "unix-time"}), named("EXAT", docArg{name: "unix-time-seconds", typ: "unix-time"})),
 	}},
 	"get":     {"lock", "The value a majority of the backends hold at key (a lock's token), else nil.", []docArg{key("key")}},
+	"exists":  {"lock", "1 when a majority of the backends hold a value at key (the lock is held), else 0. One key.", []docArg{key("key")}},
 	"pttl":    {"lock", "The lock's remaining validity in milliseconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
 	"ttl":     {"lock", "The lock's remaining validity in seconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
 	"del":     {"lock", "Force unlock: delete the keys on every backend; counts the keys a majority deleted.", []docArg{many(key("key"))}},

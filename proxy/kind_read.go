@@ -7,7 +7,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The reads: GET, PTTL and TTL of a lock (cmdGet, cmdPTTL, cmdTTL). Every
+// The reads: GET, EXISTS, PTTL and TTL of a lock (cmdGet, cmdExists,
+// cmdPTTL, cmdTTL). Every
 // backend's answer is an answer (Granted); the value and the TTL are the
 // majority's (quorum.MajorityValue, quorum.MajorityRemaining), and a TTL
 // is reported as of the moment the reply leaves, never more than remains.
@@ -24,6 +25,10 @@ var (
 	rulePTTL        = &ttlRules{unit: time.Millisecond}
 	ruleTTL         = &ttlRules{unit: time.Second}
 )
+
+// ruleExists is GET's read answered as EXISTS: 1 where GET would give a
+// value, 0 where nil.
+var ruleExists = &existsRules{}
 
 type getRules struct {
 	plain
@@ -66,6 +71,21 @@ func (g *getRules) decide(o *op) bool {
 		o.result = resp.Nil
 	}
 	return o.answered(true)
+}
+
+type existsRules struct{ getRules }
+
+func (e *existsRules) decide(o *op) bool {
+	if !e.getRules.decide(o) {
+		return false
+	}
+	switch o.result.Kind {
+	case resp.KindBulk:
+		o.result = resp.IntValue(1)
+	case resp.KindNil:
+		o.result = resp.IntValue(0)
+	}
+	return true
 }
 
 type ttlRules struct {

@@ -137,11 +137,22 @@ for i, k in ipairs(KEYS) do
 end
 return n`))
 
+// fenceHolds defines holds(key, token) for the FENCE scripts: the lock
+// holds the token when it is a string of that value, or a hash whose one
+// field is the token (a hash lock, whose field may count re-entries, as
+// Redisson's RLock and RFencedLock keep theirs).
+const fenceHolds = `local function holds(k, tok)
+  local t = redis.call('type', k).ok
+  if t == 'string' then return redis.call('get', k) == tok end
+  return t == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, tok) == 1
+end
+`
+
 var (
 	// fencePrepare: KEYS lock, state, counter; ARGV token, ballot. Returns
 	// {0} when the lock does not hold the token, else {1, pttl, promised,
 	// higher ballot, accepted ballot, accepted value, counter, now ms}.
-	fencePrepare = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return {0} end
+	fencePrepare = resp.NewScript([]byte(fenceHolds + `if not holds(KEYS[1], ARGV[1]) then return {0} end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local pttl = redis.call('pttl', KEYS[1])
@@ -154,7 +165,7 @@ if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
 return {1, pttl, 1, '', s[3], s[4], counter, now}`))
 	// fenceAccept: KEYS as above; ARGV token, ballot, value. Returns 1 when
 	// accepted.
-	fenceAccept = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+	fenceAccept = resp.NewScript([]byte(fenceHolds + `if not holds(KEYS[1], ARGV[1]) then return 0 end
 local s = redis.call('hmget', KEYS[2], 'tok', 'pb')
 if s[1] ~= ARGV[1] then s[2] = '` + fenceZero + `' end
 if ARGV[2] < s[2] then return 0 end

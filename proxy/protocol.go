@@ -29,6 +29,7 @@ const (
 	msgMaxClients        = "ERR max number of clients reached"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
+	msgExistsOneKey   = "ERR redlock-proxy: EXISTS takes one key: each lock is read on its own, by a majority of the backends"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
@@ -233,11 +234,12 @@ func msgUnsafeDesign(name []byte) (string, bool) {
 	return "ERR redlock-proxy: " + why, true
 }
 
-// msgScriptNeedsExpiry is the error of a lock script given a TTL of 0 (no
-// expiry on one Redis), in the words of SET's without an expiry.
+// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
+// less in the argument named arg (ARGV[2]), as SET without an expiry is
+// refused.
 func msgScriptNeedsExpiry(arg string) string {
-	return "ERR redlock-proxy: a lock script needs an expiry: its TTL (" + arg + ") is 0, which gives a lock no expiry; " +
-		"the proxy never writes a lock that cannot expire"
+	return "ERR redlock-proxy: the lock script's TTL (" + arg + ") must be above 0: a TTL of 0 asks for a lock that never expires, " +
+		"and the proxy never writes a lock that cannot expire"
 }
 
 // msgRefused is the error a refused script gets: why, and where to look.

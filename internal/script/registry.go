@@ -375,31 +375,36 @@ func shapeKey(keys, argv [][]byte) string {
 	return string(h.Sum(nil))
 }
 
-// probeTTL stands in for a TTL argument of 0 when ZeroTTL classifies a
-// call to find which argument is its TTL.
+// probeTTL stands in for a TTL argument of 0 or less when NoExpiry
+// classifies a call to find which argument is its TTL.
 const probeTTL = "30000"
 
-// ZeroTTL reports whether a call gives 0 as the TTL argument of its
-// script (no expiry, on one Redis, for a script that sets the TTL only
-// when there is one), and that argument's name. The proxy never writes a
-// lock that cannot expire, and such a call is refused as SET without an
-// expiry is. The TTL argument is the one a classification of the same
-// number of keys and arguments reads; with classify, when none is known,
-// the call is classified with each argument that is 0 in turn replaced by
-// a TTL (a classification that holds for calls in those relations, kept
-// as any other).
-func (r *Registry) ZeroTTL(e *Entry, keys, argv [][]byte, classify bool) (string, bool) {
+// NoExpiry reports whether a call gives 0 or less as the TTL argument of
+// its script (a lock that never expires, on one Redis, for a script that
+// sets a TTL only when there is one), and that argument's name. The proxy
+// never writes a lock that cannot expire, and such a call is refused as
+// SET without an expiry is. The TTL argument is the one a classification
+// of the same number of keys and arguments reads; with classify, when none
+// is known, the call is classified with each argument that is 0 or less in
+// turn replaced by a TTL (a classification that holds for calls in those
+// relations, kept as any other).
+func (r *Registry) NoExpiry(e *Entry, keys, argv [][]byte, classify bool) (string, bool) {
 	classes, _ := e.Known()
 	for _, c := range classes {
-		if name, ok := c.zeroTTL(keys, argv); ok {
-			return name, true
+		if !c.matchesShape(keys, argv) {
+			continue
+		}
+		if _, args := c.Split(keys, argv); len(args) > 0 {
+			if name, ok := c.NoExpiry(args); ok {
+				return name, true
+			}
 		}
 	}
 	if !classify || e.Body == nil {
 		return "", false
 	}
-	// Each value that is 0, in ARGV or in KEYS after the first (a library
-	// may pass its TTL there).
+	// Each value that is 0 or less, in ARGV or in KEYS after the first (a
+	// library may pass its TTL there).
 	for p := 1; p < len(keys)+len(argv); p++ {
 		k, a := append([][]byte(nil), keys...), append([][]byte(nil), argv...)
 		v := &a
@@ -407,7 +412,7 @@ func (r *Registry) ZeroTTL(e *Entry, keys, argv [][]byte, classify bool) (string
 		if p < len(keys) {
 			v, i = &k, p
 		}
-		if n, ok := parseInt(string((*v)[i])); !ok || n != 0 {
+		if n, ok := parseInt(string((*v)[i])); !ok || n > 0 {
 			continue
 		}
 		(*v)[i] = []byte(probeTTL)
@@ -428,22 +433,14 @@ func (r *Registry) ZeroTTL(e *Entry, keys, argv [][]byte, classify bool) (string
 	return "", false
 }
 
-// zeroTTL is ZeroTTL for a call of the class's shape (KEYS and ARGV).
-func (c *Class) zeroTTL(keys, argv [][]byte) (string, bool) {
-	if !c.matchesShape(keys, argv) {
-		return "", false
-	}
-	_, args := c.Split(keys, argv)
-	return c.ZeroTTL(args)
-}
-
-// ZeroTTL reports whether a call's TTL argument (its arguments as Split
-// gives them) is 0 for a role that writes a TTL, and the argument's name.
-func (c *Class) ZeroTTL(args [][]byte) (string, bool) {
+// NoExpiry reports whether a call's TTL argument (its arguments as Split
+// gives them) is 0 or less for a role that writes a TTL that is not a
+// deadline, and the argument's name.
+func (c *Class) NoExpiry(args [][]byte) (string, bool) {
 	if !c.Writes() || c.TTLArg < 0 || c.Deadline || c.TTLArg >= len(args) {
 		return "", false
 	}
-	if n, ok := parseInt(string(args[c.TTLArg])); !ok || n != 0 {
+	if n, ok := parseInt(string(args[c.TTLArg])); !ok || n > 0 {
 		return "", false
 	}
 	return c.names().arg(c.TTLArg), true
