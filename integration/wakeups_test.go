@@ -211,3 +211,45 @@ func TestShardReleaseWakesShardWaiters(t *testing.T) {
 		t.Fatalf("a client's PUBLISH: %v", err)
 	}
 }
+
+// A string lock's release that publishes its key's name (Spring's pub/sub
+// lock does) wakes a waiter on the channel through another proxy, with
+// the key's name.
+func TestReleaseMessageNamesItsKey(t *testing.T) {
+	var rel libscripts.Counted
+	for _, s := range libscripts.Reentrant() {
+		if s.Name == "release, telling waiters its key" {
+			rel = s
+		}
+	}
+	c := newCluster(t, 5)
+	other := startSecondProxy(t, c)
+	ctx := context.Background()
+	holder := c.client(2)
+	w := proxyClient(t, other, 2)
+	key := uniqueKey("wake")
+	sub := w.Subscribe(ctx, rel.Argv[1])
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := received(t, sub)
+	if err := holder.SetNX(ctx, key, rel.Argv[0], 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := replyOf(holder.Eval(ctx, rel.Text, []string{key}, rel.Argv[0], rel.Argv[1]).Result()); got != "1" {
+		t.Fatalf("release: %s", got)
+	}
+	select {
+	case m := <-msgs:
+		if m.Payload != key {
+			t.Fatalf("got %q, want the key's name %q", m.Payload, key)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no message")
+	}
+	if got := replyOf(holder.Eval(ctx, rel.Text, []string{key}, rel.Argv[0], rel.Argv[1]).Result()); got != "nil" {
+		t.Fatalf("release of a free lock: %s", got)
+	}
+	none(t, "a release that freed nothing", msgs, 300*time.Millisecond)
+}

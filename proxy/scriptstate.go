@@ -366,5 +366,5 @@ func (o *op) noticeLocked() []byte {
 		return nil // holds are left: nothing was released
 	}
 	n := cl.Notice
-	return appendNotice(nil, netio.ReleaseChannel, newNonce(), n.Shard, n.ChannelOf(o.sc.argv), n.PayloadOf(o.sc.argv))
+	return appendNotice(nil, netio.ReleaseChannel, newNonce(), n.Shard, n.ChannelOf(o.sc.keys, o.sc.argv), n.PayloadOf(o.sc.keys, o.sc.argv))
 }

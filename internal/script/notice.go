@@ -12,39 +12,65 @@ import (
 // proxy's pub/sub), so that a waiter is woken once per release and never
 // by a message no majority saw.
 type Notice struct {
-	Shard      bool   // SPUBLISH
-	ChannelArg int    // 0-based argument (KEYS after the lock keys, then ARGV) holding the channel; -1: Channel
-	Channel    string // the constant channel
-	PayloadArg int    // the argument holding the message; -1: Payload
-	Payload    string // the constant message
+	Shard bool // SPUBLISH
+	// Channel and Payload are where the channel and the message come
+	// from: an argument, a lock key's name, or a constant.
+	Channel, Payload NoticePart
 }
 
-// ChannelOf and PayloadOf return a call's channel and message.
-func (n *Notice) ChannelOf(args [][]byte) []byte { return noticePart(args, n.ChannelArg, n.Channel) }
+// NoticePart is where a notice's channel or message comes from.
+type NoticePart struct {
+	Arg   int    // 0-based argument (KEYS after the lock keys, then ARGV); -1: none
+	Key   int    // 0-based lock key, when Arg is -1; -1: none
+	Const string // when neither
+}
+
+// ChannelOf and PayloadOf return a call's channel and message, from its
+// lock keys and arguments (as Class.Split gives them).
+func (n *Notice) ChannelOf(keys, args [][]byte) []byte { return n.Channel.of(keys, args) }
 
 // PayloadOf is ChannelOf for the message.
-func (n *Notice) PayloadOf(args [][]byte) []byte { return noticePart(args, n.PayloadArg, n.Payload) }
+func (n *Notice) PayloadOf(keys, args [][]byte) []byte { return n.Payload.of(keys, args) }
 
-func noticePart(args [][]byte, i int, c string) []byte {
-	if i >= 0 && i < len(args) {
-		return args[i]
+func (p NoticePart) of(keys, args [][]byte) []byte {
+	switch {
+	case p.Arg >= 0 && p.Arg < len(args):
+		return args[p.Arg]
+	case p.Key >= 0 && p.Key < len(keys):
+		return keys[p.Key]
 	}
-	return []byte(c)
+	return []byte(p.Const)
+}
+
+func (p NoticePart) text(nm namer) string {
+	switch {
+	case p.Arg >= 0:
+		return nm.arg(p.Arg)
+	case p.Key >= 0:
+		return fmt.Sprintf("KEYS[%d]", p.Key+1)
+	}
+	return strconv.Quote(p.Const)
+}
+
+// partOf finds where v comes from in a call: an argument, else a lock
+// key, else a constant.
+func partOf(keys, args []string, v string) NoticePart {
+	p := NoticePart{Arg: -1, Key: -1, Const: v}
+	if i := argsEqual(args, v); len(i) > 0 {
+		p.Arg = i[0]
+	} else if i := argsEqual(keys, v); len(i) > 0 {
+		p.Key = i[0]
+	}
+	return p
 }
 
 // String writes the notice as the classification's spec does.
 func (n *Notice) String(nm namer) string {
-	part := func(i int, c string) string {
-		if i >= 0 {
-			return nm.arg(i)
-		}
-		return strconv.Quote(c)
-	}
 	cmd := "PUBLISH"
 	if n.Shard {
 		cmd = "SPUBLISH"
 	}
-	return fmt.Sprintf("%s %s %s", cmd, part(n.ChannelArg, n.Channel), part(n.PayloadArg, n.Payload))
+	return fmt.Sprintf("%s %s %s", cmd, n.Channel.text(nm), n.Payload.text(nm))
 }
 
 // notice reads, from the battery's runs, what a release publishes: one
@@ -74,17 +100,13 @@ func (c *classifier) notice(cl *Class, all []sample) *refusal {
 		}
 		m := s.pub[0]
 		if n == nil {
-			n = &Notice{Shard: m.Shard, ChannelArg: -1, Channel: m.Channel, PayloadArg: -1, Payload: m.Payload}
-			// An argument rather than a constant wherever one holds it.
-			if i := argsEqual(s.argv, m.Channel); len(i) > 0 {
-				n.ChannelArg = i[0]
-			}
-			if i := argsEqual(s.argv, m.Payload); len(i) > 0 {
-				n.PayloadArg = i[0]
-			}
+			// An argument, or a key's name, rather than a constant wherever
+			// one holds it.
+			n = &Notice{Shard: m.Shard, Channel: partOf(s.keys, s.argv, m.Channel), Payload: partOf(s.keys, s.argv, m.Payload)}
 		}
-		if m.Shard != n.Shard || m.Channel != string(n.ChannelOf(strArgs(s.argv))) || m.Payload != string(n.PayloadOf(strArgs(s.argv))) {
-			return refuse(refuseOther, "%s it published %s on %s, which follows neither an argument nor a constant", s.probe, strconv.Quote(short(m.Payload)), strconv.Quote(short(m.Channel)))
+		keys, args := strArgs(s.keys), strArgs(s.argv)
+		if m.Shard != n.Shard || m.Channel != string(n.ChannelOf(keys, args)) || m.Payload != string(n.PayloadOf(keys, args)) {
+			return refuse(refuseOther, "%s it published %s on %s, which follows no argument, key name or constant", s.probe, strconv.Quote(short(m.Payload)), strconv.Quote(short(m.Channel)))
 		}
 	}
 	if n == nil {

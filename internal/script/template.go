@@ -393,6 +393,7 @@ type sample struct {
 	// arguments: what a release's notice is read from (notice.go).
 	pub   []Message
 	freed bool
+	keys  []string
 	argv  []string
 }
 

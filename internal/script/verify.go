@@ -388,7 +388,7 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		}
 		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
 	}
-	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: pub, argv: argv}
+	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: pub, keys: keys, argv: argv}
 	if len(keys) == 1 {
 		_, before := st.lookup(keys[0])
 		_, after := res.state.lookup(keys[0])

@@ -4,7 +4,9 @@ package libscripts
 // a hash whose one field is its owner and counts the owner's holds, as
 // Redisson's RLock keeps it (a lease in ms and an owner "uuid:threadId";
 // taking it answers nil or the holder's PTTL, releasing nil, 0 while holds
-// are left, or 1), and in another style.
+// are left, or 1), and in another style; and releases that tell waiters
+// (a forced unlock, a string lock's release that publishes its key's name
+// as Spring's pub/sub lock does).
 type Counted struct {
 	Name string
 	Text string
@@ -50,6 +52,13 @@ end
 return 0`, []string{"0"},
 			`delete keys=1 args=2 keyargs=1 notice="PUBLISH KEYS[2] ARGV[1]"; missing: 0; other: 1; other-no-ttl: 1`,
 			[]string{"redlock-channel:{k}"}},
+		{"release, telling waiters its key", `local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] and redis.call('UNLINK', KEYS[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  return true
+end
+return false`, []string{"client-9", "registry-channel"},
+			`release keys=1 args=2 token=1 notice="PUBLISH ARGV[2] KEYS[1]"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil`, nil},
 		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1
