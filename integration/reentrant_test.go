@@ -9,25 +9,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // reentrant returns the texts of the reentrant lock's take and release.
 func reentrant(t *testing.T) (enter, exit string) {
 	t.Helper()
-	for _, s := range libscripts.Reentrant() {
-		switch s.Name {
-		case "take or enter again":
-			enter = s.Text
-		case "leave once":
-			exit = s.Text
-		}
-	}
-	if enter == "" || exit == "" {
-		t.Fatal("reentrant scripts missing")
-	}
-	return enter, exit
+	return counted(t, "take or enter again").Text, counted(t, "leave once").Text
 }
 
 // setHolds puts on each master the owner's count of holds (0: no lock).
