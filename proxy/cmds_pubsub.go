@@ -81,8 +81,15 @@ type noticeSeen struct {
 }
 
 // noticeMemory is how long a notice's id is remembered: far longer than
-// any master takes to deliver it.
-const noticeMemory = time.Minute
+// any master takes to deliver it. At most maxNotices are remembered: past
+// that they are forgotten at once, which cannot deliver one twice (a
+// delivered notice would need a majority of masters to deliver it again,
+// and fewer than that are left), only miss one a majority had not yet
+// delivered (its waiters fall back on their own timeouts).
+const (
+	noticeMemory = time.Minute
+	maxNotices   = 1 << 16
+)
 
 func (ss *subscriptions) add(c *client, k subKind, name []byte) int {
 	ss.mu.Lock()
@@ -252,6 +259,9 @@ func (s *Server) Released(node int, payload []byte) {
 	ss.mu.Lock()
 	if ss.seen == nil {
 		ss.seen = map[string]*noticeSeen{}
+	}
+	if len(ss.seen) >= maxNotices {
+		clear(ss.seen)
 	}
 	if now.Sub(ss.last) > noticeMemory/4 {
 		for k, v := range ss.seen {
