@@ -67,18 +67,21 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			c.replyErr(msgNoScript)
 			return
 		}
-		// A TTL of 0 or less is refused as SET without an expiry is, whether a
-		// classification of the same shape reads it (the call is in other
-		// relations: zero) or the call's own classification fails.
-		reg := c.s.cfg.Scripts
-		if arg, ok := reg.NoExpiry(e, keys, argv, false); ok {
-			c.replyErr(msgScriptNeedsExpiry(arg))
-			return
+		// A TTL argument that is no TTL (0 or less: refused as SET without
+		// an expiry is; not a number: Redis's error) gets its error, whether
+		// a classification of the same shape reads it (the call stands in
+		// other relations) or the call's own classification fails.
+		if tc := e.TTLReader(keys, argv); tc != nil {
+			if _, args := tc.Split(keys, argv); !validTTL(tc, args) {
+				c.replyErr(ttlArgError(tc, args))
+				return
+			}
 		}
+		reg := c.s.cfg.Scripts
 		var ref *script.Refusal
 		cl, ref = reg.Classify(e, keys, argv)
 		if ref != nil {
-			if arg, ok := reg.NoExpiry(e, keys, argv, true); ok {
+			if arg, ok := reg.NoExpiry(e, keys, argv); ok {
 				c.replyErr(msgScriptNeedsExpiry(arg))
 				return
 			}
@@ -111,6 +114,20 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 	o := c.s.eng.newOp("vote", ruleVote, c.done)
 	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
 	c.startOp(o, c.cmd, sc)
+}
+
+// validTTL reports whether a call's TTL argument is one (a positive
+// integer; a deadline's, whether passed or not, is judged later).
+func validTTL(cl *script.Class, args [][]byte) bool {
+	if cl.Deadline {
+		if cl.TTLArg >= len(args) {
+			return false
+		}
+		_, ok := resp.ParseInt(args[cl.TTLArg])
+		return ok
+	}
+	_, ok := cl.TTL(args)
+	return ok
 }
 
 // ttlArgError is the refusal of a call whose TTL argument is no positive

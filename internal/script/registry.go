@@ -379,28 +379,32 @@ func shapeKey(keys, argv [][]byte) string {
 // classifies a call to find which argument is its TTL.
 const probeTTL = "30000"
 
-// NoExpiry reports whether a call gives 0 or less as the TTL argument of
-// its script (a lock that never expires, on one Redis, for a script that
-// sets a TTL only when there is one), and that argument's name. The proxy
-// never writes a lock that cannot expire, and such a call is refused as
-// SET without an expiry is. The TTL argument is the one a classification
-// of the same number of keys and arguments reads; with classify, when none
-// is known, the call is classified with each argument that is 0 or less in
-// turn replaced by a TTL (a classification that holds for calls in those
-// relations, kept as any other).
-func (r *Registry) NoExpiry(e *Entry, keys, argv [][]byte, classify bool) (string, bool) {
+// TTLReader returns a classification of the entry for the same number of
+// keys and arguments (and control values) as the call that reads a TTL
+// argument, whatever the relations of the call's arguments, or nil. A
+// call whose TTL argument is no TTL (0 or less, not a number) stands in
+// other relations than the calls classified, and gets the error of a TTL
+// that is none before it is classified on its own.
+func (e *Entry) TTLReader(keys, argv [][]byte) *Class {
 	classes, _ := e.Known()
 	for _, c := range classes {
-		if !c.matchesShape(keys, argv) {
-			continue
-		}
-		if _, args := c.Split(keys, argv); len(args) > 0 {
-			if name, ok := c.NoExpiry(args); ok {
-				return name, true
-			}
+		if c.matchesShape(keys, argv) && c.Writes() && c.TTLArg >= 0 {
+			return c
 		}
 	}
-	if !classify || e.Body == nil {
+	return nil
+}
+
+// NoExpiry reports whether a call whose script is refused gives 0 or less
+// as the TTL argument (a lock that never expires, on one Redis, for a
+// script that sets a TTL only when there is one), and that argument's
+// name: the call is classified with each argument that is 0 or less in
+// turn replaced by a TTL (a classification that holds for calls in those
+// relations, kept as any other), and the argument is the one it reads as
+// the TTL. The proxy never writes a lock that cannot expire, and such a
+// call is refused as SET without an expiry is.
+func (r *Registry) NoExpiry(e *Entry, keys, argv [][]byte) (string, bool) {
+	if e.Body == nil {
 		return "", false
 	}
 	// Each value that is 0 or less, in ARGV or in KEYS after the first (a

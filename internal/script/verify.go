@@ -207,12 +207,16 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 		}
 		return vals
 	}
-	// The script's own string constants as other holders' values too: a
-	// script may single out a lock holding one ("*", "force").
+	// The script's own string constants as other holders' values too (but
+	// command, option and type names, at most 8): a script may single out
+	// a lock holding one ("*", "force").
 	var consts []string
 	if v.full && c.p != nil {
 	next:
-		for _, s := range c.p.strs {
+		for _, s := range c.markers() {
+			if s == "" {
+				continue
+			}
 			for k := 0; k < n; k++ {
 				if cl.Tokens != nil && s == cl.token(v.argv, k) {
 					continue next
