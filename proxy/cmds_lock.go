@@ -16,7 +16,6 @@ import (
 var lockCommands = []*command{
 	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
 	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
-	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, fn: cmdExists},
 	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
 	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
 	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
@@ -29,7 +28,7 @@ var lockCommands = []*command{
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
 	c.noteTracking(o, c.cmdKeys)
 	c.s.eng.start(o, cmd, sc)
-	c.slots = append(c.slots, slot{op: o, resp3: c.resp3})
+	c.slots = append(c.slots, slot{op: o, resp3: c.resp3.Load()})
 	c.inflight++
 }
 
@@ -90,20 +89,6 @@ func cmdGet(c *client, args [][]byte) {
 	c.startOp(o, c.cmd, getScript)
 }
 
-// cmdExists answers EXISTS of one lock as GET reads it (redlock-rb asks
-// EXISTS, then GET, whether a lock is held): 1 when a majority holds a
-// value, else 0.
-func cmdExists(c *client, args [][]byte) {
-	if len(args) != 2 {
-		c.replyErr(msgExistsOneKey)
-		return
-	}
-	c.reserveRead()
-	o := c.s.eng.newOp("exists", ruleExists, c.done)
-	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
-	c.startOp(o, c.cmd, getScript)
-}
-
 // appendBoundedRead encodes EVALSHA of a read script bounded by max_token.
 func appendBoundedRead(b []byte, sc *resp.Script, key []byte, maxToken int) []byte {
 	b = resp.AppendArrayHeader(b, 5)
@@ -132,7 +117,8 @@ func cmdDel(c *client, args [][]byte) {
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("del", ruleDel, c.done)
-		c.cmd = appendDelCmd(c.cmd[:0], k)
+		ops[i].forcedBy, ops[i].forcedKey = c, append([]byte(nil), k...)
+		c.cmd = appendDelCmd(c.cmd[:0], k, c.s.cfg.Limits.MaxToken)
 		if c.cmdKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1])
 		}
@@ -143,15 +129,16 @@ func cmdDel(c *client, args [][]byte) {
 
 // appendDelCmd encodes a forced delete of key and of its FENCE state, which
 // lives exactly as long as its grant (as a release deletes it too).
-func appendDelCmd(b []byte, key []byte) []byte {
-	b = resp.AppendArrayHeader(b, 5)
+func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
+	b = resp.AppendArrayHeader(b, 6)
 	b = resp.AppendBulkString(b, "EVALSHA")
 	b = resp.AppendBulkString(b, delScript.Sha)
 	b = resp.AppendBulkString(b, "2")
 	b = resp.AppendBulk(b, key)
 	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(fenceStatePrefix, key))
 	b = keyslot.Companion(b, fenceStatePrefix, key)
-	return append(b, '\r', '\n')
+	b = append(b, '\r', '\n')
+	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
 // The newer release primitives of Valkey 9 (DELIFEQ) and Redis 8.4 (DELEX

@@ -65,7 +65,7 @@ func subKindOf(name string) subKind {
 // them, the links' goroutines read them to deliver notices.
 type subscriptions struct {
 	mu    sync.Mutex
-	index [numSubKinds]map[string]map[*client]bool // the client, and whether it speaks RESP3
+	index [numSubKinds]map[string]map[*client]bool // the clients subscribed, by kind and name
 	// seen counts the masters that delivered each notice, by id, until it
 	// is delivered or old (notices).
 	seen map[string]*noticeSeen
@@ -105,7 +105,7 @@ func (ss *subscriptions) add(c *client, k subKind, name []byte) int {
 	if ss.index[k][key] == nil {
 		ss.index[k][key] = map[*client]bool{}
 	}
-	ss.index[k][key][c] = c.resp3
+	ss.index[k][key][c] = true
 	return c.subCount(k)
 }
 
@@ -193,10 +193,10 @@ func cmdUnsubscribe(c *client, args [][]byte) {
 // appendPush encodes a pub/sub confirmation: a push in RESP3, an array in
 // RESP2. A nil channel is encoded as a nil bulk.
 func (c *client) appendPush(b []byte, kind string, ch []byte, n int64) []byte {
-	b = resp.AppendPushHeader(b, 3, c.resp3)
+	b = resp.AppendPushHeader(b, 3, c.resp3.Load())
 	b = resp.AppendBulkString(b, kind)
 	if ch == nil {
-		b = resp.AppendNull(b, c.resp3)
+		b = resp.AppendNull(b, c.resp3.Load())
 	} else {
 		b = resp.AppendBulk(b, ch)
 	}
@@ -288,24 +288,23 @@ func (s *Server) Released(node int, payload []byte) {
 	}
 	e.delivered = true
 	type target struct {
-		c     *client
-		resp3 bool
-		pat   string
-		kind  subKind
+		c    *client
+		pat  string
+		kind subKind
 	}
 	var to []target
 	if shard {
-		for c, r3 := range ss.index[subShard][string(ch)] {
-			to = append(to, target{c, r3, "", subShard})
+		for c := range ss.index[subShard][string(ch)] {
+			to = append(to, target{c, "", subShard})
 		}
 	} else {
-		for c, r3 := range ss.index[subChannel][string(ch)] {
-			to = append(to, target{c, r3, "", subChannel})
+		for c := range ss.index[subChannel][string(ch)] {
+			to = append(to, target{c, "", subChannel})
 		}
 		for pat, cs := range ss.index[subPattern] {
 			if globMatch(pat, string(ch)) {
-				for c, r3 := range cs {
-					to = append(to, target{c, r3, pat, subPattern})
+				for c := range cs {
+					to = append(to, target{c, pat, subPattern})
 				}
 			}
 		}
@@ -313,12 +312,13 @@ func (s *Server) Released(node int, payload []byte) {
 	ss.mu.Unlock()
 	for _, t := range to {
 		var b []byte
+		resp3 := t.c.resp3.Load()
 		if t.kind == subPattern {
-			b = resp.AppendPushHeader(b, 4, t.resp3)
+			b = resp.AppendPushHeader(b, 4, resp3)
 			b = resp.AppendBulkString(b, messageNames[t.kind])
 			b = resp.AppendBulkString(b, t.pat)
 		} else {
-			b = resp.AppendPushHeader(b, 3, t.resp3)
+			b = resp.AppendPushHeader(b, 3, resp3)
 			b = resp.AppendBulkString(b, messageNames[t.kind])
 		}
 		b = resp.AppendBulk(b, ch)

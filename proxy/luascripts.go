@@ -43,10 +43,14 @@ return n`))
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
 	// delScript is DEL of a lock key (KEYS[1]) that also deletes its FENCE
-	// state (KEYS[2]); it answers as DEL of the lock key.
-	delScript = resp.NewScript([]byte(`local n = redis.call('del', KEYS[1])
+	// state (KEYS[2]). It answers {DEL's answer, the value it deleted}: the
+	// value (the holder's token, for the log of a forced unlock) is false
+	// when it was not a string or was longer than ARGV[1] (max_token).
+	delScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+if type(v) ~= 'string' or #v > tonumber(ARGV[1]) then v = false end
+local n = redis.call('del', KEYS[1])
 redis.call('del', KEYS[2])
-return n`))
+return {n, v}`))
 	// getScript is GET bounded like readScript.
 	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')
@@ -175,4 +179,32 @@ if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
 local c = redis.call('get', KEYS[3])
 if not c or c < ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
 return 1`))
+)
+
+// The operator's view of the key space (keyspace.go, lockinfo.go): reads
+// that change nothing.
+var (
+	// scanScript is SCAN with the arguments given (cursor, then COUNT,
+	// MATCH, TYPE). KEYS[1] only routes it: on a Redis Cluster backend, to
+	// the shard that owns its slot, whose master's keys it scans.
+	scanScript = resp.NewScript([]byte(`return redis.call('scan', unpack(ARGV))`))
+	// digestScript answers, for each key, false when it holds no string,
+	// else {SHA1 of its value, PTTL}: what the majority view needs to
+	// compare values across backends, whatever their length.
+	digestScript = resp.NewScript([]byte(`local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('get', k)
+  if type(v) == 'string' then out[i] = {redis.sha1hex(v), redis.call('pttl', k)} else out[i] = false end
+end
+return out`))
+	// lockInfoScript reads a lock (KEYS[1]) and its FENCE state (KEYS[2]):
+	// {value (false when none, not a string, or longer than ARGV[1]),
+	// PTTL, the state's token, accepted ballot, accepted number, the
+	// value's length}.
+	lockInfoScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+local n = 0
+if type(v) ~= 'string' then v = false else n = #v end
+if n > tonumber(ARGV[1]) then v = false end
+local s = redis.call('hmget', KEYS[2], 'tok', 'ab', 'av')
+return {v, redis.call('pttl', KEYS[1]), s[1], s[2], s[3], n}`))
 )

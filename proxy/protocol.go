@@ -27,14 +27,19 @@ const (
 	msgWrongPass         = "WRONGPASS invalid username-password pair or user is disabled."
 	msgAuthNotConfigured = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	msgMaxClients        = "ERR max number of clients reached"
+	msgInvalidCursor     = "ERR invalid cursor"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
-	msgExistsOneKey   = "ERR redlock-proxy: EXISTS takes one key: each lock is read on its own, by a majority of the backends"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
 	msgSetNoGet       = "ERR redlock-proxy: SET with GET is not supported for locks"
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
+	// msgShutdownWalk: KEYS or DBSIZE stopped by a shutdown.
+	msgShutdownWalk = "ERR redlock-proxy: shutting down: the walk of the key space stopped"
+	// msgScanCursorTooLarge: a backend's cursor, times the places SCAN
+	// walks, would not fit the 64 bits of a cursor.
+	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
 )
 
 // msgProtocol is the reply to a malformed request (a ProtocolError, whose
@@ -51,6 +56,29 @@ const msgShutdownPartial = "ERR redlock-proxy: shutting down: the command had no
 
 func msgWrongArgs(name string) string {
 	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
+}
+
+// msgNoPermCommand is Redis's refusal of a command the user may not run
+// (id is "name" or "name|subcommand").
+func msgNoPermCommand(id string) string {
+	return "NOPERM this user has no permissions to run the '" + id + "' command"
+}
+
+// msgNoPermKey is Redis's refusal of a key the user may not access as the
+// command would.
+const msgNoPermKey = "NOPERM this user has no permissions to access one of the keys used as arguments"
+
+func msgUnknownCategory(cat []byte) string {
+	return "ERR Unknown category '" + string(cString(cat, 128)) + "'"
+}
+
+func msgUnknownSubcommandOrArgs(sub []byte, cmd string) string {
+	return "ERR unknown subcommand or wrong number of arguments for '" + string(cString(sub, 128)) + "'. Try " + cmd + " HELP."
+}
+
+func msgACLNotServed(sub []byte) string {
+	return "ERR redlock-proxy: ACL " + strings.ToUpper(string(cString(sub, 128))) +
+		" is not served: users and their rules are set in the proxy's configuration (users:, with rules:); ACL WHOAMI and ACL CAT are served"
 }
 
 func msgUnknownSubcommand(sub, cmd string) string {
@@ -89,7 +117,7 @@ func msgUnknownCommand(args [][]byte) string {
 }
 
 // unknownCommandHint follows Redis's unknown-command reply.
-const unknownCommandHint = "(redlock-proxy serves lock commands only; HELP lists them)"
+const unknownCommandHint = "(redlock-proxy serves lock commands only; COMMAND LIST lists them, redis-cli's help @lock describes them)"
 
 // redisUnknownCommand is Redis's own reply to a command it does not have.
 func redisUnknownCommand(args [][]byte) string {
@@ -175,7 +203,7 @@ func msgConfigUnsupported(sub []byte) string {
 }
 
 func msgNotServed(name []byte) string {
-	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; HELP lists what is"
+	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; COMMAND LIST lists what is"
 }
 
 func msgNoReplyForCase(c string) string {
