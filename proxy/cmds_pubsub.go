@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -302,7 +303,7 @@ func (s *Server) Released(node int, payload []byte) {
 			to = append(to, target{c, "", subChannel})
 		}
 		for pat, cs := range ss.index[subPattern] {
-			if globMatch(pat, string(ch)) {
+			if acl.Match(pat, string(ch)) {
 				for c := range cs {
 					to = append(to, target{c, pat, subPattern})
 				}
@@ -325,77 +326,4 @@ func (s *Server) Released(node int, payload []byte) {
 		b = resp.AppendBulk(b, msg)
 		t.c.push(b)
 	}
-}
-
-// globMatch is Redis's pattern matching of channels (stringmatchlen): *,
-// ?, [...] with ^ and ranges, and \ escapes.
-func globMatch(pat, s string) bool {
-	for len(pat) > 0 {
-		switch pat[0] {
-		case '*':
-			for len(pat) > 1 && pat[1] == '*' {
-				pat = pat[1:]
-			}
-			if len(pat) == 1 {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(pat[1:], s[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s = s[1:]
-			pat = pat[1:]
-			continue
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			p := pat[1:]
-			not := len(p) > 0 && p[0] == '^'
-			if not {
-				p = p[1:]
-			}
-			match := false
-			for len(p) > 0 && p[0] != ']' {
-				switch {
-				case p[0] == '\\' && len(p) >= 2:
-					match = match || p[1] == s[0]
-					p = p[2:]
-				case len(p) >= 3 && p[1] == '-':
-					lo, hi := p[0], p[2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					match = match || s[0] >= lo && s[0] <= hi
-					p = p[3:]
-				default:
-					match = match || p[0] == s[0]
-					p = p[1:]
-				}
-			}
-			if len(p) > 0 {
-				p = p[1:] // the closing ]
-			}
-			if match == not {
-				return false
-			}
-			pat, s = p, s[1:]
-			continue
-		case '\\':
-			if len(pat) >= 2 {
-				pat = pat[1:]
-			}
-		}
-		if len(s) == 0 || pat[0] != s[0] {
-			return false
-		}
-		pat, s = pat[1:], s[1:]
-	}
-	return len(s) == 0
 }

@@ -1,9 +1,14 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
 
-// Channel patterns match as Redis's stringmatchlen matches them.
-func TestGlobMatch(t *testing.T) {
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
+)
+
+// Channel patterns (PSUBSCRIBE) match as Redis's stringmatchlen matches
+// them.
+func TestChannelPatterns(t *testing.T) {
 	for _, c := range []struct {
 		pat, s string
 		want   bool
@@ -25,8 +30,8 @@ func TestGlobMatch(t *testing.T) {
 		{`h\*llo`, "hello", false},
 		{"lock:[\\]]", "lock:]", true},
 	} {
-		if got := globMatch(c.pat, c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v", c.pat, c.s, got)
+		if got := acl.Match(c.pat, c.s); got != c.want {
+			t.Errorf("Match(%q, %q) = %v", c.pat, c.s, got)
 		}
 	}
 }
