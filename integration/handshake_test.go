@@ -77,12 +77,13 @@ func TestHandshakes(t *testing.T) {
 		t.Errorf("HELLO 3, RESET, CLIENT GETNAME = %q", got)
 	}
 	// A subscription connection (StackExchange.Redis) is accepted; in RESP2
-	// only pub/sub commands are allowed on it, as in Redis.
+	// only pub/sub commands are allowed on it, and UNSUBSCRIBE with no
+	// channel leaves each by name, as in Redis.
 	got = rawDo(t, addr, "SUBSCRIBE __Booksleeve_MasterChanged\r\nGET k\r\nPING\r\nUNSUBSCRIBE\r\nGET k\r\n")
 	want := "*3\r\n$9\r\nsubscribe\r\n$26\r\n__Booksleeve_MasterChanged\r\n:1\r\n" +
 		"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n" +
 		"*2\r\n$4\r\npong\r\n$0\r\n\r\n" +
-		"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n" +
+		"*3\r\n$11\r\nunsubscribe\r\n$26\r\n__Booksleeve_MasterChanged\r\n:0\r\n" +
 		"$-1\r\n"
 	if got != want {
 		t.Errorf("subscribed session:\n got %q\nwant %q", got, want)

@@ -234,3 +234,39 @@ func TestScriptExplainThroughProxy(t *testing.T) {
 		t.Fatalf("a lock-stealing script: %v; want a refusal naming the probe", err)
 	}
 }
+
+// A lock script given a TTL of 0, which would leave its lock without an
+// expiry, is refused as SET without an expiry is, before and after a call
+// with a TTL classified it, and no master holds anything.
+func TestLockScriptWithTTLZeroIsRefusedAsSetIs(t *testing.T) {
+	c := newCluster(t, 5)
+	ctx := context.Background()
+	cl := c.client(2)
+	text := `if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+  return 1
+end
+return 0`
+	const why = "the proxy never writes a lock that cannot expire"
+	setErr := cl.SetArgs(ctx, uniqueKey("ttl0"), "tok", redis.SetArgs{Mode: "NX"}).Err()
+	if setErr == nil || !strings.Contains(setErr.Error(), why) {
+		t.Fatalf("SET NX without an expiry: %v", setErr)
+	}
+	for _, step := range []string{"first call", "after a call with a TTL"} {
+		if step != "first call" {
+			if n, err := cl.Eval(ctx, text, []string{uniqueKey("ttl0")}, "tok", 30000).Int(); n != 1 || err != nil {
+				t.Fatalf("a call with a TTL: %v, %v", n, err)
+			}
+		}
+		key := uniqueKey("ttl0")
+		err := cl.Eval(ctx, text, []string{key}, "tok", 0).Err()
+		if err == nil || !strings.Contains(err.Error(), "the lock script's TTL (ARGV[2]) must be above 0") || !strings.Contains(err.Error(), why) {
+			t.Fatalf("%s, TTL 0: %v", step, err)
+		}
+		for i, d := range c.direct {
+			if n, err := d.Exists(ctx, key).Result(); n != 0 || err != nil {
+				t.Fatalf("%s: master %d holds %s (%v)", step, i, key, err)
+			}
+		}
+	}
+}

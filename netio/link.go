@@ -67,6 +67,11 @@ type Options struct {
 	// Tracked command read them (nil: any key may have). Called from link
 	// goroutines; it must not block. Nil: no tracking.
 	Invalidated func(node int, key []byte)
+	// Released receives the messages the backend delivers on
+	// ReleaseChannel (a lock's release notice, published by a proxy once a
+	// majority decided it), on the invalidation connection. Called from a
+	// link goroutine; it must not block. Nil: not subscribed.
+	Released func(node int, payload []byte)
 
 	// MarkerKey is where the replication marker is kept (default
 	// MarkerKey). A shard of a Redis Cluster keeps it in a slot it owns

@@ -41,6 +41,11 @@ import (
 // redirected connection.
 const invalidateChannel = "__redis__:invalidate"
 
+// ReleaseChannel is where proxies publish the release notices of lock
+// scripts (see the proxy's pub/sub). The invalidation connection, which
+// every link keeps, subscribes to it too when Options.Released is set.
+const ReleaseChannel = "redlock-proxy:released"
+
 // trackState is a link's part in client-side caching. The link's mu
 // protects it.
 type trackState struct {
@@ -158,6 +163,9 @@ func (l *Link) serveInvalidations() error {
 	b = resp.AppendCommand(b, "CLIENT", "SETNAME", "redlock-proxy-invalidations")
 	b = resp.AppendCommand(b, "CLIENT", "ID")
 	b = resp.AppendCommand(b, "SUBSCRIBE", invalidateChannel)
+	if l.opt.Released != nil {
+		b = resp.AppendCommand(b, "SUBSCRIBE", ReleaseChannel)
+	}
 	c.SetDeadline(time.Now().Add(l.opt.DialTimeout))
 	if _, err := c.Write(b); err != nil {
 		return err
@@ -165,6 +173,9 @@ func (l *Link) serveInvalidations() error {
 	rd := resp.NewReader(bufio.NewReaderSize(c, 16<<10), resp.ReaderLimits{MaxBulk: l.opt.MaxReply})
 	replies := 3
 	if l.opt.Password != "" {
+		replies++
+	}
+	if l.opt.Released != nil {
 		replies++
 	}
 	var id int64
@@ -193,6 +204,12 @@ func (l *Link) serveInvalidations() error {
 			return err
 		}
 		if v.Kind != resp.KindArray || len(v.Elems) != 3 || !bytes.Equal(v.Elems[0].Str, []byte("message")) {
+			continue
+		}
+		if string(v.Elems[1].Str) == ReleaseChannel {
+			if l.opt.Released != nil {
+				l.opt.Released(l.opt.Index, v.Elems[2].Str)
+			}
 			continue
 		}
 		switch keys := v.Elems[2]; keys.Kind {

@@ -54,6 +54,8 @@ var aclCategories = map[string][]string{
 	"psubscribe":   {"pubsub", "slow"},
 	"unsubscribe":  {"pubsub", "slow"},
 	"punsubscribe": {"pubsub", "slow"},
+	"ssubscribe":   {"pubsub", "slow"},
+	"sunsubscribe": {"pubsub", "slow"},
 	"publish":      {"pubsub", "fast"},
 }
 

@@ -304,7 +304,7 @@ func cmdReset(c *client, args [][]byte) {
 		c.s.track.off(c)
 		c.trk = nil
 	}
-	c.subscriptions = 0
+	c.s.subs.drop(c)
 	c.user, c.acl = "default", nil
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)

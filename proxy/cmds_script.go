@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
@@ -68,9 +67,24 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			c.replyErr(msgNoScript)
 			return
 		}
+		// A TTL argument that is no TTL (0 or less: refused as SET without
+		// an expiry is; not a number: Redis's error) gets its error, whether
+		// a classification of the same shape reads it (the call stands in
+		// other relations) or the call's own classification fails.
+		if tc := e.TTLReader(keys, argv); tc != nil {
+			if _, args := tc.Split(keys, argv); !validTTL(tc, args) {
+				c.replyErr(ttlArgError(tc, args))
+				return
+			}
+		}
+		reg := c.s.cfg.Scripts
 		var ref *script.Refusal
-		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
+		cl, ref = reg.Classify(e, keys, argv)
 		if ref != nil {
+			if arg, ok := reg.NoExpiry(e, keys, argv); ok {
+				c.replyErr(msgScriptNeedsExpiry(arg))
+				return
+			}
 			if e.FirstRefusal() {
 				c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
 			}
@@ -102,15 +116,27 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 	c.startOp(o, c.cmd, sc)
 }
 
+// validTTL reports whether a call's TTL argument is one (a positive
+// integer; a deadline's, whether passed or not, is judged later).
+func validTTL(cl *script.Class, args [][]byte) bool {
+	if cl.Deadline {
+		if cl.TTLArg >= len(args) {
+			return false
+		}
+		_, ok := resp.ParseInt(args[cl.TTLArg])
+		return ok
+	}
+	_, ok := cl.TTL(args)
+	return ok
+}
+
 // ttlArgError is the refusal of a call whose TTL argument is no positive
 // TTL: a TTL of 0 or less asks for a lock that never expires (what such a
 // script does on one Redis), which gets SET's refusal of a lock without an
 // expiry; anything else is not a number.
 func ttlArgError(cl *script.Class, argv [][]byte) string {
-	if !cl.Deadline && cl.TTLArg >= 0 && cl.TTLArg < len(argv) {
-		if n, err := strconv.ParseInt(string(argv[cl.TTLArg]), 10, 64); err == nil && n <= 0 {
-			return msgScriptNeedsExpiry(cl.TTLArg + 1)
-		}
+	if arg, ok := cl.NoExpiry(argv); ok {
+		return msgScriptNeedsExpiry(arg)
 	}
 	return msgNotInteger
 }
@@ -163,6 +189,20 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	a.Detailed = cl.Detailed(len(keys))
 	a.MaxValue = c.s.cfg.Limits.MaxToken
 	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	counted := cl.Counted && (cl.Role == script.RoleExtendOrAcquire || cl.Role == script.RoleRelease)
+	if counted && cl.Role == script.RoleRelease && cl.TTLArg >= 0 {
+		// A release of one hold re-arms the lock while holds are left.
+		rttl, ok := cl.TTL(argv)
+		switch {
+		case !ok:
+			c.replyErr(msgNotInteger)
+			return
+		case rttl > c.s.cfg.MaxTTL:
+			c.replyErr(msgTTLTooLong(rttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+		a.TTLms = rttl.Milliseconds()
+	}
 	var second []byte
 	if cl.Role.Extends() {
 		t := c.s.eng.timing
@@ -185,7 +225,12 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		o.longest = c.s.cfg.MaxTTL
 	}
 	o.secondStep = second
-	if cl.NeedsArgs() {
+	if counted && !a.ReadOnly {
+		a.Nonce = newNonce()
+		o.sc.nonce = a.Nonce
+		o.awaitAll = true
+	}
+	if cl.NeedsArgs() || counted || cl.Notice != nil {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
 	if cl.Role.Takes() && !a.ReadOnly {

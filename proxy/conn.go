@@ -56,7 +56,10 @@ type client struct {
 	user          string   // the user it authenticated as ("default" until AUTH)
 	acl           *userACL // that user's rules (nil: everything allowed)
 	closeAfter    bool
-	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
+	subscriptions int // channels, patterns and shard channels subscribed to (subs)
+	// subs are the client's subscriptions by kind (cmds_pubsub.go; the
+	// server's subscriptions.mu protects them).
+	subs [numSubKinds]map[string]bool
 
 	// Client-side caching (tracking.go): the settings, whether the command
 	// being run has its keys tracked, and the keys of that command when
@@ -106,6 +109,7 @@ func (c *client) serve() {
 			c.s.track.off(c)
 			c.trk = nil
 		}
+		c.s.subs.drop(c)
 		c.nc.Close()
 		c.stopPushes()
 	}()

@@ -110,12 +110,14 @@ var docs = map[string]cmdDoc{
 		"unless every master of every backend holds no key and no sign of use. The risk is the operator's: masters that lost locks " +
 		"which others still hold would count at once.", nil},
 	"wait": {"server", "Answers 0 at once: the backends have no replicas, and every lock command already waited for a majority of masters.", []docArg{integer("numreplicas"), integer("timeout")}},
-	"subscribe": {"pubsub", "Accepted so that clients that open a subscription connection (StackExchange.Redis) can connect; " +
-		"nothing is ever published here.", []docArg{many(str("channel"))}},
-	"psubscribe":   {"pubsub", "Accepted as SUBSCRIBE is; nothing is ever published here.", []docArg{many(str("pattern"))}},
+	"subscribe": {"pubsub", "Wait for lock releases on channels: a lock script's release message arrives once per release a majority of masters decided, " +
+		"through whichever proxy it went.", []docArg{many(str("channel"))}},
+	"psubscribe":   {"pubsub", "As SUBSCRIBE, for the channels a pattern matches.", []docArg{many(str("pattern"))}},
+	"ssubscribe":   {"pubsub", "As SUBSCRIBE, for release messages a lock script sends with SPUBLISH.", []docArg{many(str("shardchannel"))}},
 	"unsubscribe":  {"pubsub", "Leave channels subscribed to with SUBSCRIBE.", []docArg{opt(many(str("channel")))}},
 	"punsubscribe": {"pubsub", "Leave patterns subscribed to with PSUBSCRIBE.", []docArg{opt(many(str("pattern")))}},
-	"publish": {"pubsub", "Refused: nothing is published here (SUBSCRIBE is accepted only so that clients that open a subscription connection can connect).",
+	"sunsubscribe": {"pubsub", "Leave shard channels subscribed to with SSUBSCRIBE.", []docArg{opt(many(str("shardchannel")))}},
+	"publish": {"pubsub", "Refused: only a lock script's release publishes here, once a majority of masters released the lock.",
 		[]docArg{str("channel"), str("message")}},
 }
 

@@ -72,6 +72,10 @@ type scriptCall struct {
 	readOnly bool
 	success  bool        // the decision, for a reply filled again as it leaves
 	caseAt   script.Case // the case the reply was filled in
+	// nonce, for a reentrant lock's take or release, marks what the op
+	// wrote, so that a repair of the count applies only where no later
+	// write came (countRepairLocked).
+	nonce string
 }
 
 // undoFate says whether a failed op may have taken effect on a backend and

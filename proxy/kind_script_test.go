@@ -450,3 +450,54 @@ func TestScriptFirstSeenWithAPassedDeadline(t *testing.T) {
 		t.Fatalf("EXPLAIN = %v; want the extend alone", v)
 	}
 }
+
+// A lock script given a TTL of 0 is refused as SET without an expiry is,
+// and nothing reaches a backend: after a classification of the same shape
+// (the call then stands in other relations), as the first call of its
+// script, and for a declared classification.
+func TestScriptZeroTTLIsRefusedAsSetWithoutExpiry(t *testing.T) {
+	conditional := `if redis.call("set", KEYS[1], ARGV[1], "NX") then
+if tonumber(ARGV[2]) > 0 then redis.call("pexpire", KEYS[1], ARGV[2]) end
+return 1 end return 0`
+	setPX := `return redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`
+	declared := `return redis.call("set", KEYS[1], ARGV[2], "NX", "PX", ARGV[1])`
+	want := msgScriptNeedsExpiry("ARGV[2]")
+	if !strings.HasSuffix(want, strings.SplitN(msgSetNeedsExpiry, ": ", 3)[2]) {
+		t.Fatalf("%q does not end as SET's refusal %q", want, msgSetNeedsExpiry)
+	}
+	for _, c := range []struct {
+		name, text string
+		warm       bool
+		argv       []string
+		want       string
+	}{
+		{"conditional expiry, after a classified call", conditional, true, []string{"tok", "0"}, want},
+		{"conditional expiry, first call", conditional, false, []string{"tok", "0"}, want},
+		{"SET PX, after a classified call", setPX, true, []string{"tok", "0"}, want},
+		{"SET PX, first call", setPX, false, []string{"tok", "0"}, want},
+		{"declared", declared, false, []string{"0", "tok"}, msgScriptNeedsExpiry("ARGV[1]")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newModelBackends(5)
+			reg := script.NewRegistry()
+			cl, err := script.ParseSpec("acquire keys=1 args=2 token=2 ttl=1ms; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg.Declare(script.Sha1([]byte(declared)), cl)
+			s := New(Config{Logger: discardLogger(), Scripts: reg}, m)
+			if c.warm {
+				if v := do(t, s, evalArgs(c.text, []string{"k0"}, "tok", "30000")...); v.Kind == resp.KindError {
+					t.Fatalf("a call with a TTL: %v", v)
+				}
+			}
+			sent := len(m.sent[0])
+			if v := do(t, s, evalArgs(c.text, []string{"k1"}, c.argv...)...); v.String() != "-"+c.want {
+				t.Fatalf("TTL 0: %v; want %q", v, c.want)
+			}
+			if len(m.sent[0]) != sent {
+				t.Fatalf("a backend was sent %q", m.sent[0][sent:])
+			}
+		})
+	}
+}

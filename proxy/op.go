@@ -133,6 +133,11 @@ type op struct {
 	remaining time.Duration // a TTL read: the majority's remaining TTL, or quorum.NoExpiry
 	timed     bool          // the reply is a TTL computed from remaining when it leaves
 	unitTTL   time.Duration // the unit of a timed reply
+
+	// awaitAll: a reentrant lock's take or release, whose reply (held or
+	// released: as the majority counts) and repair need every master's
+	// count, answers once every master answered or timed out.
+	awaitAll bool
 }
 
 // engine runs ops against the backends.
@@ -249,6 +254,9 @@ func (o *op) readyLocked() bool {
 		// its first (or timed out): the second goes to each that granted
 		// before the reply left, so that every master ends as one Redis
 		// would, and never to one whose first step is still on its way.
+		return false
+	}
+	if o.awaitAll && !o.tally.Done() {
 		return false
 	}
 	if o.undoCmd != nil && o.undo.Failed() && !o.undo.Settled() {
@@ -411,7 +419,7 @@ func (o *op) final(now time.Time) resp.Value {
 			}
 		}
 	}
-	if o.timed {
+	if o.timed || o.awaitAll {
 		o.result = o.rules.refill(o, now)
 	}
 	undo := o.takeUndoLocked()
@@ -420,6 +428,8 @@ func (o *op) final(now time.Time) resp.Value {
 	if o.granted && o.secondStep != nil {
 		second = o.grantedNodesLocked()
 	}
+	repair, repairs := o.countRepairLocked()
+	notice := o.noticeLocked()
 	written := o.invKeys != nil && o.outcome == ResultGranted
 	if o.forcedBy != nil && o.outcome == ResultGranted {
 		o.forcedUnlockLocked()
@@ -427,6 +437,7 @@ func (o *op) final(now time.Time) resp.Value {
 	o.mu.Unlock()
 	o.sendUndo(undo)
 	o.sendSecondStep(second, now)
+	o.sendAfterReply(repair, repairs, notice, now)
 	if written {
 		o.invalidateWritten()
 	}

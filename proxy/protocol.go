@@ -271,6 +271,14 @@ func msgUnsafeDesign(name []byte) (string, bool) {
 	return "ERR redlock-proxy: " + why, true
 }
 
+// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
+// less in the argument named arg (ARGV[2]), as SET without an expiry is
+// refused.
+func msgScriptNeedsExpiry(arg string) string {
+	return "ERR redlock-proxy: the lock script's TTL (" + arg + ") must be above 0: a TTL of 0 asks for a lock that never expires, " +
+		"and the proxy never writes a lock that cannot expire"
+}
+
 // msgRefused is the error a refused script gets: why, and where to look.
 func msgRefused(ref *script.Refusal) string {
 	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
@@ -286,12 +294,5 @@ func msgVoteRefused(ref *script.Refusal) string {
 }
 
 // msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
-const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
-	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
-
-// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
-// less in ARGV[arg], as SET without an expiry is refused.
-func msgScriptNeedsExpiry(arg int) string {
-	return fmt.Sprintf("ERR redlock-proxy: the lock script's TTL (ARGV[%d]) must be above 0: a TTL of 0 asks for a lock that never expires, "+
-		"and the proxy never writes a lock that cannot expire", arg)
-}
+const msgPublish = "ERR redlock-proxy: PUBLISH is not served: only a lock script's release publishes here, " +
+	"once a majority of masters released the lock (SUBSCRIBE to its channel to wait for it)"

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -35,7 +37,7 @@ func (o *op) obs(i, k int) (keyObs, bool) {
 // holder is a case without its TTL detail: missing, own or other.
 func holder(c script.Case) script.Case {
 	switch c {
-	case script.CaseOwn, script.CaseOwnNoTTL, script.CaseOwnLowTTL:
+	case script.CaseOwn, script.CaseOwnNoTTL, script.CaseOwnLowTTL, script.CaseOwnAgain:
 		return script.CaseOwn
 	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
 		return script.CaseOther
@@ -84,7 +86,7 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 		h := holder(a.cs)
 		var ranks [3]int
 		var pttls, afters []int64
-		count := 0
+		count, again := 0, 0
 		for j := range o.replies {
 			b, ok := o.obs(j, k)
 			if !ok || holder(b.cs) != h || (h == script.CaseOther && o.sc.detailed && string(b.value) != string(a.value)) {
@@ -92,6 +94,9 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 			}
 			count++
 			ranks[ttlRank(b.cs)]++
+			if b.cs == script.CaseOwnAgain {
+				again++
+			}
 			if o.sc.detailed {
 				pttls = append(pttls, b.pttl)
 				afters = append(afters, b.after)
@@ -110,6 +115,12 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 			out.cs = h
 		default:
 			out.cs = h + 2 // too little left
+		}
+		if out.cs == script.CaseOwn && again >= m {
+			// A reentrant lock that a majority holds more than once: one
+			// hold less leaves it held (never a release while a majority
+			// still counts holds).
+			out.cs = script.CaseOwnAgain
 		}
 		if o.sc.detailed {
 			out.pttl = o.validityLeft(majorityPTTL(o.e.n, pttls), elapsed)
@@ -270,4 +281,90 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 		cs = script.CaseOther
 	}
 	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}
+}
+
+// countRepairLocked returns, for a reentrant lock's op that succeeded,
+// the count of holds a majority of masters agree on and the masters whose
+// own count differs from it: each counted master's count after the op
+// (what it held, one more where it took or entered, one less where it
+// released), the others' 0, and the majority-th largest of them. A repair
+// (script.CountRepair) sets it where the lock is still the caller's and
+// no later write came; so the masters agree again, and no minority keeps
+// counting holds the majority has given up, or gives up holds the majority
+// still counts.
+//
+// It returns the repair's command and the masters it goes to.
+func (o *op) countRepairLocked() ([]byte, []int) {
+	if o.sc.class == nil || !o.sc.class.Counted || !o.sc.success || o.sc.nonce == "" {
+		return nil, nil
+	}
+	cl := o.sc.class
+	counts := make([]int64, o.e.n)
+	own := make([]bool, o.e.n)
+	for i := 0; i < o.e.n; i++ {
+		a, ok := o.obs(i, 0)
+		if !ok {
+			continue
+		}
+		var n int64
+		if holder(a.cs) == script.CaseOwn {
+			n, _ = resp.ParseInt(a.value)
+		}
+		acted, _ := o.acted(o.replies[i])
+		switch {
+		case acted && cl.Role == script.RoleRelease:
+			n--
+		case acted:
+			n++
+		}
+		counts[i], own[i] = max(n, 0), n > 0
+	}
+	sorted := append([]int64(nil), counts...)
+	slices.Sort(sorted)
+	d := sorted[len(sorted)-quorum.Majority(o.e.n)]
+	var nodes []int
+	for i, n := range counts {
+		if own[i] && n != d {
+			nodes = append(nodes, i)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	return cl.AppendCountRepair(nil, o.sc.keys, o.sc.argv, fenceStatePrefix, o.sc.nonce, d), nodes
+}
+
+// sendAfterReply sends what a script's op leaves behind it, as a second
+// step is sent: before the reply leaves, on the links the client's next
+// command will follow: a reentrant lock's repair (to nodes) and a release's
+// notice (to every master). Their answers are not needed: a master that
+// misses a repair keeps its count until the lock expires or a later op
+// repairs it, and one that misses a notice is one fewer to deliver it.
+func (o *op) sendAfterReply(repair []byte, nodes []int, notice []byte, now time.Time) {
+	for _, n := range nodes {
+		o.e.be.Send(n, repair, script.CountRepair(), netio.Discard, n, now.Add(o.e.timeout), 0)
+	}
+	if notice != nil {
+		for n := 0; n < o.e.n; n++ {
+			o.e.be.Send(n, notice, nil, netio.Discard, n, now.Add(o.e.timeout), 0)
+		}
+	}
+}
+
+// noticeLocked returns, for a release of a script that publishes when it
+// frees its lock (script.Notice), the PUBLISH of its notice once the
+// release freed the lock on a majority: a release that succeeded (of a
+// reentrant lock: its last hold), or a delete that found the lock. Every
+// master gets it (sendAfterReply); a proxy delivers it to its subscribers
+// once a majority of masters delivered it (Server.Released).
+func (o *op) noticeLocked() []byte {
+	cl := o.sc.class
+	if cl == nil || cl.Notice == nil || !o.sc.success {
+		return nil
+	}
+	if cl.Role == script.RoleRelease && cl.Counted && o.sc.caseAt == script.CaseOwnAgain {
+		return nil // holds are left: nothing was released
+	}
+	n := cl.Notice
+	return appendNotice(nil, netio.ReleaseChannel, newNonce(), n.Shard, n.ChannelOf(o.sc.keys, o.sc.argv), n.PayloadOf(o.sc.keys, o.sc.argv))
 }

@@ -113,6 +113,8 @@ type Server struct {
 	acls     map[string]*userACL // the users' compiled rules (acl.go); none: everything allowed
 	// plainTextSeen: a plain-text client on the TLS listener was logged.
 	plainTextSeen atomic.Bool
+
+	subs subscriptions // pub/sub and release notices (cmds_pubsub.go)
 }
 
 // User is a client user: its password, and its ACL rules (nil: it may run

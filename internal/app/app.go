@@ -152,12 +152,19 @@ func (a *App) start() error {
 			s.Invalidated(node, key)
 		}
 	}
+	// Release notices of lock scripts, published by any proxy (see the
+	// proxy's pub/sub), reach this one's subscribers the same way.
+	released := func(node int, payload []byte) {
+		if s := front.Load(); s != nil {
+			s.Released(node, payload)
+		}
+	}
 	var opts []netio.Options
 	for i, b := range backends {
 		o := netio.Options{
 			Addr: b, Timeout: cfg.BackendTimeout, Restart: rule, Logger: log,
 			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Events: a.metrics,
-			InProcess: a.demo != nil, Invalidated: invalidated,
+			InProcess: a.demo != nil, Invalidated: invalidated, Released: released,
 		}
 		if i < len(specs) && specs[i].Kind == config.BackendSentinel {
 			// The master changes: the link asks the Sentinels for it, and

@@ -73,6 +73,7 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 	if ref != nil {
 		return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
 	}
+	st0 := res.state // what it made of missing keys
 	seenEffects = append(seenEffects, "with every key missing it "+c.names.effect(c.keys, c.argv, st, res.state))
 	created := 0
 	for _, k := range c.keys {
@@ -196,6 +197,15 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		}
 	}
 	if len(out) > 0 {
+		// A script that deletes the keys whoever holds them and publishes
+		// then (a forced unlock that tells waiters) is a delete with a
+		// notice, not a release. (One that does not publish is refused as
+		// a release that deletes another owner's lock.)
+		if out[0].Role == RoleRelease && publishes(c, otherSpecs) {
+			if del := c.deleteCandidate(base, st0); del != nil {
+				out = append(out, del)
+			}
+		}
 		return out, nil
 	}
 	if n == 1 && c.zsetSeen {
@@ -262,4 +272,10 @@ func tokenChoices(cands [][]int) [][]int {
 		out = append(out, per)
 	}
 	return out
+}
+
+// publishes reports whether a run on a probe state published.
+func publishes(c *classifier, specs []keySpec) bool {
+	res, ref := c.run(c.keys, c.argv, c.state(c.keys, specs))
+	return ref == nil && len(res.state.Published) > 0
 }

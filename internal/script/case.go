@@ -35,6 +35,9 @@ const (
 	CaseOwnShared       // the caller holds it shared, alone
 	CaseOwnSharedOthers // the caller holds it shared, with other owners
 	CaseOtherShared     // other owners hold it shared, not the caller
+	// CaseOwnAgain: (a reentrant lock, Layout.Counted) the caller holds it
+	// more than once, with a TTL; CaseOwn is then its first hold.
+	CaseOwnAgain
 	numCases
 )
 
@@ -54,17 +57,19 @@ var (
 	_ [8]struct{}  = [CaseOwnShared]struct{}{}
 	_ [9]struct{}  = [CaseOwnSharedOthers]struct{}{}
 	_ [10]struct{} = [CaseOtherShared]struct{}{}
+	_ [11]struct{} = [CaseOwnAgain]struct{}{}
 	_ [0]struct{}  = [(2*numCases + 1) / 128]struct{}{} // the compact answer stays below 128
 )
 
 var caseNames = [numCases]string{"missing", "own", "own-no-ttl", "own-low-ttl", "other", "other-no-ttl", "other-low-ttl", "partial",
-	"own-shared", "own-shared-others", "other-shared"}
+	"own-shared", "own-shared-others", "other-shared", "own-again"}
 
 var caseText = [numCases]string{
 	"missing (not held)", "held by the caller", "held by the caller without a TTL",
 	"held by the caller with too little time left", "held by another owner", "held by another owner without a TTL",
 	"held by another owner with little time left", "held by the caller on some keys only",
 	"held shared by the caller alone", "held shared by the caller and others", "held shared by others",
+	"held by the caller more than once",
 }
 
 // Valid reports whether c is a case a backend's answer may name.

@@ -47,6 +47,14 @@ type Layout struct {
 	// field holds, -1 when it holds the constant FieldValue.
 	FieldArg   int
 	FieldValue string
+	// Notice, for a release, is what it publishes when it frees its lock
+	// (nil: nothing).
+	Notice *Notice
+
+	// Counted: a ShapeHash lock's field counts its owner's holds (a
+	// reentrant lock): taking it again adds one, a release takes one off
+	// and deletes the lock at zero (re-arming it while holds are left).
+	Counted bool
 	// Promotes: an exclusive acquire also takes a lock the caller holds
 	// shared alone. Demotes: a shared acquire also takes (as shared) a lock
 	// the caller holds exclusively.
@@ -81,6 +89,9 @@ type Class struct {
 	// as, when set, is the role whose cases and key combination a query
 	// class follows (Lapsed: an acquire run as a read).
 	as Role
+	// rel, for a classification, are the relations of the call it was
+	// verified on: it holds only for calls in the same (relations.go).
+	rel *relations
 
 	// Set by Finish.
 	lapsed    *Class
@@ -118,6 +129,8 @@ func (c *Class) possible(cs Case) bool {
 		return false
 	}
 	switch cs {
+	case CaseOwnAgain:
+		return c.Counted && c.Tokens != nil
 	case CaseOwnShared, CaseOwnSharedOthers, CaseOtherShared:
 		return false
 	case CaseOwn, CaseOwnNoTTL:
@@ -163,11 +176,11 @@ func (c *Class) Acts(cs Case) bool {
 	case RoleAcquire:
 		return cs == CaseMissing || cs == CaseOwnShared && c.Promotes
 	case RoleRelease:
-		return cs == CaseOwn || cs == CaseOwnNoTTL || shared
+		return cs == CaseOwn || cs == CaseOwnNoTTL || cs == CaseOwnAgain || shared
 	case RoleExtend:
-		return cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
+		return cs == CaseOwn || cs == CaseOwnAgain || (cs == CaseOwnNoTTL && c.NoTTLActs) || shared
 	case RoleExtendOrAcquire:
-		return cs == CaseMissing || cs == CaseOwn || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
+		return cs == CaseMissing || cs == CaseOwn || cs == CaseOwnAgain || (cs == CaseOwnNoTTL && c.NoTTLActs) || cs == CaseOwnShared && c.Promotes
 	case RoleShare:
 		return cs == CaseMissing || shared || cs == CaseOtherShared || cs == CaseOwn && c.Demotes
 	case RoleDelete:
@@ -220,8 +233,15 @@ func (c *Class) Threshold(argv [][]byte) (int64, bool) {
 
 // Matches reports whether a call with these KEYS and ARGV is covered by
 // the classification: same number of keys and arguments, same control
-// values. It does not allocate.
+// values and, for a classification, arguments in the same relations as
+// the call it was verified on. It does not allocate for calls of up to
+// 64 keys and arguments.
 func (c *Class) Matches(keys, argv [][]byte) bool {
+	return c.matchesShape(keys, argv) && (c.rel == nil || c.rel.holds(keys, argv))
+}
+
+// matchesShape is Matches without the relations.
+func (c *Class) matchesShape(keys, argv [][]byte) bool {
 	lock := len(keys) - c.KeyArgs
 	if (c.Keys != 0 && c.Keys != lock) || lock < 1 || (c.Args >= 0 && c.Args != len(argv)+c.KeyArgs) {
 		return false
@@ -280,7 +300,7 @@ func (c *Class) Writes() bool { return c.writes() }
 // Equal reports whether two classifications say the same (their Origin
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes ||
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted ||
 		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
 		return false
 	}
@@ -294,6 +314,9 @@ func (c *Class) Equal(d *Class) bool {
 		return false
 	}
 	if c.Role.Extends() && c.NoTTLActs != d.NoTTLActs {
+		return false
+	}
+	if (c.Notice == nil) != (d.Notice == nil) || c.Notice != nil && *c.Notice != *d.Notice {
 		return false
 	}
 	for i := range c.Tokens {

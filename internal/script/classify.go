@@ -68,6 +68,8 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	}
 	cl.KeyArgs = c.extra
 	cl.Origin = "classified"
+	// Trusted only for calls in the relations of this one (relations.go).
+	cl.rel = p.lits.newRelations(keys, argv, len(c.keys), c.names)
 	return cl.Finish(), nil
 }
 
@@ -127,11 +129,19 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 				st.Keys[k] = Item{Value: values[i], At: c.now + ttlLong1}
 			}
 		}
-		if c.r == nil {
+		if c.r == nil || c.r.broken {
+			if c.r != nil {
+				c.r.close()
+			}
 			c.r = newRunner()
 		}
 		res := c.p.runOn(c.r, c.keys, c.argv, st, min(maxSteps, c.left))
 		c.left -= res.steps
+		if res.ref != nil && i >= 0 && res.ref.kind == refuseOther && !c.r.broken {
+			// A script of hashes given strings fails there: the other
+			// states still tell which keys it uses.
+			continue
+		}
 		if res.ref != nil || c.r.broken {
 			return nil, nil // the classification proper will say why
 		}
@@ -244,6 +254,9 @@ type keySpec struct {
 	marker string
 	// str: a string held by another value, whatever the candidate's shape.
 	str bool
+	// count: for a reentrant lock (Layout.Counted), how many times its
+	// owner holds it (0 reads as 1).
+	count int
 }
 
 // otherOwners name the other owners of a probe's sorted set.
@@ -261,7 +274,11 @@ func (c *classifier) state(keys []string, specs []keySpec) *State {
 		}
 		it := Item{Value: s.value}
 		if c.cur != nil && c.cur.Shape == ShapeHash && !s.str {
-			it = Item{Type: TypeHash, Hash: map[string]string{s.value: string(c.cur.fieldValue(strArgs(c.argv)))}}
+			fv := string(c.cur.fieldValue(strArgs(c.argv)))
+			if c.cur.Counted {
+				fv = strconv.Itoa(max(1, s.count))
+			}
+			it = Item{Type: TypeHash, Hash: map[string]string{s.value: fv}}
 		}
 		if s.ttl != 0 {
 			it.At = c.now + s.ttl

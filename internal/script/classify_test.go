@@ -262,8 +262,12 @@ func TestRefusalsNameTheProbe(t *testing.T) {
 		{"database 3", `redis.pcall('select', ARGV[1]) return redis.call('del', KEYS[1])`, "k -- 3", []string{"database 3", "only database 0"}, false},
 		{"an endless loop", `while true do end`, "k -- tok", []string{"more than 100000 Lua instructions"}, false},
 		{"no keys", `return 1`, " -- tok", []string{"takes no keys"}, false},
+		{"a delete that spares a lock holding a constant of its text", `local v = redis.call('GET', KEYS[1]) if v and v ~= '*' then return redis.call('DEL', KEYS[1]) end return 0`, "k --",
+			[]string{`holding another value "*"`, "a delete would have deleted KEYS[1]"}, false},
+		// A threshold the script computes (no constant 1000 in its text):
+		// the relations do not see it, the TTL probes do.
 		{"small TTLs read as seconds", `local ttl = tonumber(ARGV[2])
-if ttl < 1000 then ttl = ttl * 1000 end
+if ttl * 0.001 < 1 then ttl = ttl / 0.001 end
 if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ttl) else return 0 end`, "k -- tok 30000",
 			[]string{`ARGV[2] = "7"`, "PTTL 7000 ms", "would have set KEYS[1]'s PTTL 7 ms"}, false},
 	} {

@@ -172,7 +172,7 @@ var outside = map[string]string{
 	"object":         "it reports the backend's internal encoding",
 	"debug":          "it reports or changes the backend's internals",
 	"wait":           "replication to the backends' replicas is not a lock operation",
-	"lpush":          "lists are not a shape a lock is kept in here (no lock operation reads a list)",
+	"lpush":          "lists are not a shape a lock is kept in here (no lock operation reads a list), and a signal list that waiters take with BLPOP (python-redis-lock's) is not served",
 	"rpush":          "lists are not a shape a lock is kept in here (no lock operation reads a list)",
 	"lpop":           "lists are not a shape a lock is kept in here (no lock operation reads a list)",
 	"rpop":           "lists are not a shape a lock is kept in here (no lock operation reads a list)",

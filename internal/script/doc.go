@@ -16,7 +16,12 @@
 // its replies in each case must follow one template. Otherwise it is
 // refused, with the probe that showed it. The classification holds for
 // the number of keys and arguments and the values of the control
-// arguments it was made with (Registry caches it by them); library facts
+// arguments it was made with, and only for calls whose arguments stand in
+// the same relations as that call's (relations.go: equal or not to each
+// constant of the script's text, above or below each number constant,
+// numeric or not, sign, whole or not, and equal, above or below each
+// other); Registry caches it by them, and a call in other relations is
+// classified as a call of its own. Library facts
 // (facts.go) and the configuration give classifications for SHA1s whose
 // text the proxy has not seen.
 //
@@ -41,7 +46,10 @@
 // add the caller to a lock of several owners that no other holds
 // exclusively, re-score or remove the caller's own member (the same roles,
 // and share, for ShapeOwners; ShapeHash keeps a string lock's roles in a
-// hash whose one field is the owner); delete whatever holds the keys, as the DEL
+// hash whose one field is the owner and, Counted, adds or takes off one of
+// the owner's holds there, deleting the lock at none, while the proxy's
+// repair sets that count only where the field is still the caller's);
+// delete whatever holds the keys, as the DEL
 // command already does (delete); or read. None can take a key from another
 // holder or leave a key without expiry, and the proxy votes on them and
 // checks validity as for SET NX.
@@ -51,23 +59,29 @@
 // behaves, through the proxy, as the lock operation it resembles.
 //
 // What can still surprise the classifier, within that bound: a script
-// that treats some value, TTL or argument specially where no probe looks
-// (a value equal to a constant in its text, a TTL threshold that is a
-// constant between the probed TTLs, a token or TTL argument outside the
-// probed variants, a key name it tests), a combination of several keys'
-// states other than "all alike" and "one differs", and differences
-// between gopher-lua and Redis's Lua 5.1 or between the model and Redis
-// for the allowed commands (the tests run classified scripts and their
-// reference scripts on a real redis-server, and the model command by
-// command against it, to keep those small); a lock of several owners
-// whose marker the script builds at run time, or whose owners' deadlines
-// passed while the set lives on. Each of
-// these changes the reply a client sees, never which client holds a lock,
-// with one exception: a script that reads the TTL argument in another unit
-// for values between the probed ones would have its caller count on a
-// lock that the masters keep for a different time. The TTL variants
-// therefore include a very small TTL (7 ms, or 1 s) beside 1234 ms and
-// 59999 ms, the ranges where such a switch is plausible.
+// that treats some value specially where neither the probes nor the
+// relations look (a value it computes from an argument, a prefix, a
+// length or ARGV[2] / 1000, and compares; a constant it builds at run
+// time; the byte order of two strings; a key name it tests), a
+// combination of several keys' states other than "all alike" and "one
+// differs", and differences between gopher-lua and Redis's Lua 5.1 or
+// between the model and Redis for the allowed commands (the tests run
+// classified scripts and their reference scripts on a real redis-server,
+// and the model command by command against it, to keep those small); a
+// lock of several owners whose marker the script builds at run time, or
+// whose owners' deadlines passed while the set lives on. Most of these
+// change the reply a client sees, not which client holds a lock. Two do
+// not: a script that refuses to re-enter for an owner it recognises by a
+// computed value (a token that starts with "anon:") is taken for an
+// extend-or-acquire for that owner too, when an ordinary owner's call was
+// classified first, so two clients sharing that token would both hold
+// the lock; and a script that reads the TTL argument in another unit for
+// values it tells apart by computing would have its caller count on a
+// lock the masters keep for a different time. The TTL variants therefore
+// include a very small TTL (7 ms, or 1 s) beside 1234 ms and 59999 ms, the
+// ranges where such a switch is plausible; a threshold written as a
+// constant (ttl < 1000) is a relation, and each side is classified on its
+// own.
 //
 // One latitude is the libraries' own: a script that treats a value as the
 // caller's when its first P bytes equal the token's (bsm/redislock) is

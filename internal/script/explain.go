@@ -21,6 +21,9 @@ func (c *Class) Explain() []string {
 		holds = fmt.Sprintf("holds for: %d key(s), then %d argument(s) in KEYS and %d in ARGV", c.Keys, c.KeyArgs, c.Args-c.KeyArgs)
 	}
 	lines = append(lines, holds+c.controlsText())
+	if c.rel != nil && c.rel.text != "" {
+		lines = append(lines, "and for arguments in these relations (others are classified again): "+c.rel.text)
+	}
 	lines = append(lines, "layout: "+c.layoutText())
 	for _, cs := range c.Cases() {
 		t := c.Replies[cs]
@@ -95,6 +98,9 @@ func (c *Class) layoutText() string {
 		if c.FieldArg >= 0 {
 			v = c.names().arg(c.FieldArg)
 		}
+		if c.Counted {
+			v = "the count of its holds (reentrant)"
+		}
 		parts = append(parts, "a hash whose one field is the owner's token, holding "+v)
 	}
 	if c.Shape == ShapeOwners {
@@ -110,7 +116,7 @@ func (c *Class) layoutText() string {
 		}
 		parts = append(parts, t)
 	}
-	if c.writes() {
+	if c.writes() || c.Counted && c.TTLArg >= 0 {
 		switch {
 		case c.TTLArg >= 0 && c.Deadline:
 			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.names().arg(c.TTLArg), unitName(c.TTLUnit)))

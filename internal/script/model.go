@@ -99,6 +99,17 @@ func (it Item) String() string {
 type State struct {
 	Now  int64
 	Keys map[string]Item
+	// Published are the messages a run published (PUBLISH, SPUBLISH):
+	// read by the classifier as a release's notice, never sent to a
+	// backend as such (a publish of the proxy's own follows a release a
+	// majority decided).
+	Published []Message
+}
+
+// Message is one PUBLISH or SPUBLISH of a script.
+type Message struct {
+	Shard            bool // SPUBLISH
+	Channel, Payload string
 }
 
 func (s *State) clone() *State {
@@ -144,6 +155,13 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 		return resp.Value{}, refuse(refuseOther, "calls redis.call with no command")
 	}
 	name := strings.ToLower(args[0])
+	if name == "publish" || name == "spublish" {
+		if len(args) != 3 {
+			return (&call{s: s, name: name, args: args}).fail("ERR wrong number of arguments for '" + name + "' command")
+		}
+		s.Published = append(s.Published, Message{Shard: name == "spublish", Channel: args[1], Payload: args[2]})
+		return resp.IntValue(0), nil
+	}
 	cmd, ok := lockCommands[name]
 	if !ok {
 		return resp.Value{}, refuse(refuseCommand, "calls %s, %s", quoteCmd(args[0]), OutsideReason(name))

@@ -222,7 +222,8 @@ func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []
 // several owners), one that shortened a key on one Redis keeps what the key
 // had left, as the reference never shortens such a lock.
 func lengthened(cl *Class, specs []keySpec, after []keyState, tolerance int64) []keyState {
-	if (cl.Role != RoleExtend && cl.Role != RoleExtendOrAcquire) || cl.SetsTTL() {
+	counted := cl.Counted && cl.Role == RoleRelease
+	if (cl.Role != RoleExtend && cl.Role != RoleExtendOrAcquire && !counted) || cl.SetsTTL() {
 		return after
 	}
 	out := slices.Clone(after)
@@ -306,8 +307,20 @@ func checkOracle(t *testing.T, r *redisConn, rng *rand.Rand, text string, cl *Cl
 	t.Helper()
 	for i := 0; i < states; i++ {
 		a := randomArgs(rng, cl, argv)
-		if diff := r.oracle(text, cl, keys, a, randomSpecs(rng, cl, keys, a)); diff != "" {
-			t.Fatalf("%s\nclassified as %s\n%s", text, cl.Spec(), diff)
+		ca := cl
+		if !cl.Matches(bytesOf(keys), bytesOf(a)) {
+			// Arguments in other relations: the proxy classifies such a
+			// call on its own, and so does the oracle.
+			p, ref := Compile([]byte(text))
+			if ref == nil {
+				ca, ref = Classify(p, keys, a)
+			}
+			if ref != nil {
+				continue
+			}
+		}
+		if diff := r.oracle(text, ca, keys, a, randomSpecs(rng, ca, keys, a)); diff != "" {
+			t.Fatalf("%s\nclassified as %s\n%s", text, ca.Spec(), diff)
 		}
 	}
 }

@@ -279,18 +279,37 @@ return redis.call('pttl', KEYS[1])`, "k -- 8000 tok host-7", `acquire keys=1 arg
 		`ttl keys=1 args=1 token=1 hash="1"; missing: -3; own: pttl; own-no-ttl: -1; other: -3; other-no-ttl: -3`},
 }
 
+// countedScripts are reentrant locks: the owner's field counts its holds.
+// Their texts live in libscripts (the integration tests run them too).
+func countedScripts() []struct{ name, text, call, spec string } {
+	var out []struct{ name, text, call, spec string }
+	for _, s := range libscripts.Reentrant() {
+		if !strings.Contains(s.Spec, " hash=") {
+			continue // not a hash lock's script
+		}
+		keys := strings.Join(append([]string{"k"}, s.Keys...), " ")
+		out = append(out, struct{ name, text, call, spec string }{s.Name, s.Text, keys + " -- " + strings.Join(s.Argv, " "), s.Spec})
+	}
+	return out
+}
+
 // Locks kept in a hash classify as string locks of that shape, and on a
 // real Redis each script and its reference leave the same keys and the
 // reply the classification promises, on every probe state.
 func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 	r := startRedis(t)
-	for _, h := range hashScripts {
+	for _, h := range append(slices.Clone(hashScripts), countedScripts()...) {
 		keys, argv := splitCall(h.call)
 		cl := mustClassify(t, h.text, keys, argv)
 		if cl.Spec() != h.spec {
 			t.Fatalf("%s classified as\n  %s\nwant\n  %s", h.name, cl.Spec(), h.spec)
 		}
-		c := &classifier{keys: keys, argv: argv, cur: cl}
+		// Arguments passed in KEYS (a channel) are the class's first
+		// arguments.
+		x := cl.KeyArgs
+		lock := keys[:len(keys)-x]
+		c := &classifier{keys: lock, argv: append(slices.Clone(keys[len(lock):]), argv...), extra: x, names: namer{lock: len(lock), extra: x}, cur: cl}
+		keys, argv = c.keys, c.argv
 		runs := 0
 		for _, v := range c.variants(cl) {
 			for _, specs := range c.states(cl, v) {
@@ -309,7 +328,7 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				}
 				t0 := time.Now()
 				set()
-				got := r.evalOn(h.text, v.keys, v.argv)
+				got := r.evalOn(h.text, append(slices.Clone(v.keys), v.argv[:x]...), v.argv[x:])
 				after1 := r.hashState(v.keys)
 				set()
 				ttl, _ := cl.TTLAt(strArgs(v.argv), r.redisNow())
@@ -345,4 +364,15 @@ func (r *redisConn) hashState(keys []string) []keyState {
 		out[i] = keyState{exists: r.do("EXISTS", k).Int == 1, value: canonical("hash", v), pttl: r.do("PTTL", k).Int}
 	}
 	return out
+}
+
+// The reentrant lock's scripts (and a forced unlock that tells waiters)
+// classify as their specs say.
+func TestReentrantScriptsClassify(t *testing.T) {
+	for _, s := range libscripts.Reentrant() {
+		keys := append([]string{"k"}, s.Keys...)
+		if got := mustClassify(t, s.Text, keys, s.Argv).Spec(); got != s.Spec {
+			t.Errorf("%s classified as\n  %s\nwant\n  %s", s.Name, got, s.Spec)
+		}
+	}
 }

@@ -57,6 +57,16 @@ end
 `
 )
 
+// anyAccess reads a key of any type, for the delete reference: a string's
+// value, another type's name (a delete compares no token).
+const anyAccess = `local function read(i, t)
+  local ty = redis.call('type', KEYS[i]).ok
+  if ty == 'none' then return false end
+  if ty == 'string' then return redis.call('get', KEYS[i]) end
+  return ty
+end
+`
+
 const refHead = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -170,6 +180,46 @@ if c == 1 or (c == 2 and nottl) then
   return reply(1)
 end
 return reply(0)`
+	// A reentrant lock (Layout.Counted): the caller's holds are counted in
+	// its field. countHead reads the count into each own key's case (11:
+	// held more than once) and into its value slot, which a detailed
+	// answer brings back; tally leaves the op's nonce in the companion, so
+	// that a repair to the majority's count (refCountRepair) applies only
+	// where no later write came.
+	countHead = `for i = 1, n do
+  if cs[i] == 1 or cs[i] == 2 then
+    local h = tonumber(redis.call('hget', KEYS[i], ARGV[8 + i])) or 0
+    vs[i] = tostring(h)
+    if cs[i] == 1 and h > 1 then cs[i] = 11 end
+  end
+end
+local function tally(i)
+  if #KEYS <= n or not nonce then return end
+  redis.call('hset', KEYS[n + i], 'cn', nonce)
+  redis.call('pexpire', KEYS[n + i], redis.call('pttl', KEYS[i]))
+end
+`
+	countEnterBody = countHead + `local c = cs[1]
+if c == 0 or c == 1 or c == 11 or (c == 2 and nottl) then
+  redis.call('hincrby', KEYS[1], ARGV[9], 1)
+  if c == 0 then forget(1) end
+  rearm(1, math.max(ttl, pts[1]))
+  tally(1)
+  return reply(1)
+end
+return reply(0)`
+	countReleaseBody = countHead + `local c = cs[1]
+if c == 1 or c == 2 or c == 11 then
+  if redis.call('hincrby', KEYS[1], ARGV[9], -1) > 0 then
+    if ttl > 0 then rearm(1, math.max(ttl, pts[1])) end
+    tally(1)
+  else
+    redis.call('del', KEYS[1])
+    forget(1)
+  end
+  return reply(1)
+end
+return reply(0)`
 	queryBody  = `return reply(1)`
 	deleteBody = `local any = 0
 for i = 1, n do
@@ -193,13 +243,32 @@ var (
 	refExtend          = refScript("extend: every key holds its token, then re-arm them all, never shorter", stringAccess, extendBody)
 	refExtendOrAcquire = refScript("extend-or-acquire: take the key if free, re-arm it (never shorter) if it holds the token", stringAccess, extendOrAcquireBody)
 	refQuery           = refScript("query: read the keys", stringAccess, queryBody)
-	refDelete          = refScript("delete: delete the keys whatever holds them", stringAccess, deleteBody)
+	refDelete          = refScript("delete: delete the keys whatever holds them", anyAccess, deleteBody)
 
 	refHashAcquire         = refScript("acquire (hash): every key is free, then take them all", hashAccess, acquireBody)
 	refHashRelease         = refScript("release (hash): delete each key that holds its token", hashAccess, releaseBody)
 	refHashExtend          = refScript("extend (hash): every key holds its token, then re-arm them all, never shorter", hashAccess, extendBody)
 	refHashExtendOrAcquire = refScript("extend-or-acquire (hash): take the key if free, re-arm it (never shorter) if it holds the token", hashAccess, extendOrAcquireBody)
 	refHashQuery           = refScript("query (hash): read the keys", hashAccess, queryBody)
+
+	refCountEnter   = refScript("take or enter again (reentrant hash): one more hold if free or the caller's, re-armed never shorter", hashAccess, countEnterBody)
+	refCountRelease = refScript("release one hold (reentrant hash): one hold less, the lock deleted at none", hashAccess, countReleaseBody)
+
+	// refCountRepair sets a reentrant lock's count of holds to the one a
+	// majority of masters agreed on, after an op that decided: on a key
+	// that is still the caller's one field and whose companion still holds
+	// the op's nonce (no later write came), the count, or at 0 the key's
+	// deletion. KEYS: the lock, its companion; ARGV: token, nonce, count.
+	refCountRepair = resp.NewScript([]byte(`-- redlock-proxy reentrant lock repair: the majority's count of holds
+if redis.call('hget', KEYS[2], 'cn') ~= ARGV[2] then return 0 end
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hlen', KEYS[1]) ~= 1 or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
+local d = tonumber(ARGV[3])
+if d <= 0 then
+  redis.call('del', KEYS[1], KEYS[2])
+  return 1
+end
+redis.call('hset', KEYS[1], ARGV[1], d)
+return 1`))
 
 	// refSecondStep is the second step of an extend that kept a key longer
 	// than asked (an extend never shortens a lock before it succeeded): once
@@ -322,7 +391,8 @@ var evalsha = func() map[*resp.Script][]byte {
 // references are every reference script.
 var references = []*resp.Script{refAcquire, refRelease, refExtend, refExtendOrAcquire, refQuery, refDelete,
 	refOwnersAcquire, refOwnersExtendOrAcquire, refOwnersShare, refOwnersExtend, refOwnersRelease, refOwnersQuery,
-	refHashAcquire, refHashRelease, refHashExtend, refHashExtendOrAcquire, refHashQuery, refSecondStep}
+	refHashAcquire, refHashRelease, refHashExtend, refHashExtendOrAcquire, refHashQuery, refSecondStep,
+	refCountEnter, refCountRelease, refCountRepair}
 
 // Reference returns the script the backends run for the class's role.
 func (c *Class) Reference() *resp.Script {
@@ -340,6 +410,14 @@ func (c *Class) Reference() *resp.Script {
 			return refOwnersRelease
 		}
 		return refOwnersQuery
+	}
+	if c.Shape == ShapeHash && c.Counted {
+		switch c.Role {
+		case RoleExtendOrAcquire:
+			return refCountEnter
+		case RoleRelease:
+			return refCountRelease
+		}
 	}
 	if c.Shape == ShapeHash {
 		switch c.Role {
@@ -375,7 +453,7 @@ func (c *Class) Detailed(numkeys int) bool {
 	if !c.finished {
 		c = c.finishedCopy()
 	}
-	return numkeys > 1 || c.detail
+	return numkeys > 1 || c.detail || c.Counted
 }
 
 // uses reports whether the template has a hole of one of the sources.
@@ -444,7 +522,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		ntok = len(keys)
 	}
 	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape != ShapeOwners
-	nonce := companions && a.Nonce != "" && c.SetsTTL()
+	nonce := companions && a.Nonce != "" && (c.SetsTTL() || c.Counted && (c.Role == RoleExtendOrAcquire || c.Role == RoleRelease))
 	nk := len(keys)
 	if companions {
 		nk *= 2
@@ -529,9 +607,10 @@ func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 // (not added) on a lock with a companion: an extend, or an
 // extend-or-acquire, whose first step keeps a key longer than asked and
 // whose second step then sets what was asked. A lock of several owners
-// keeps each owner's deadline and is never shortened.
+// keeps each owner's deadline and is never shortened, and so does a
+// reentrant lock (Counted): each hold re-arms it to the longer TTL.
 func (c *Class) SetsTTL() bool {
-	return !c.Additive && c.Tokens != nil && c.Shape != ShapeOwners && c.Role.Extends()
+	return !c.Additive && c.Tokens != nil && c.Shape != ShapeOwners && c.Role.Extends() && !c.Counted
 }
 
 // AppendSecondStep encodes EVALSHA of refSecondStep for a call whose first
@@ -593,4 +672,22 @@ func IsReference(sc *resp.Script) bool {
 		}
 	}
 	return false
+}
+
+// CountRepair is the script that sets a reentrant lock's count of holds to
+// the majority's (see refCountRepair).
+func CountRepair() *resp.Script { return refCountRepair }
+
+// AppendCountRepair encodes EVALSHA of the repair of a reentrant lock's
+// count for a call with these (split) keys and arguments: the lock, its
+// companion, the token, the op's nonce and the count.
+func (c *Class) AppendCountRepair(dst []byte, keys, argv [][]byte, companion, nonce string, count int64) []byte {
+	dst = resp.AppendArrayHeader(dst, 8)
+	dst = append(dst, evalsha[refCountRepair]...)
+	dst = resp.AppendBulkInt(dst, 2)
+	dst = resp.AppendBulk(dst, keys[0])
+	dst = appendCompanions(dst, companion, keys[:1])
+	dst = resp.AppendBulk(dst, argv[c.Tokens[0]])
+	dst = resp.AppendBulkString(dst, nonce)
+	return resp.AppendBulkInt(dst, count)
 }

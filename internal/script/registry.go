@@ -74,8 +74,9 @@ func (e *Entry) Guarded(keyPrefix string, maxTTLms int64) (*resp.Script, *Refusa
 
 // Lookup returns the classification covering a call, without
 // classifying: a hand-declared one, one the classifier made for the same
-// number of keys, arguments and control values, or (while the text is
-// unknown) a library fact. It does not allocate.
+// number of keys, arguments and control values and for arguments in the
+// same relations (relations.go), or (while the text is unknown) a library
+// fact. It does not allocate for calls of up to 64 keys and arguments.
 func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 	for _, c := range e.declared {
 		if c.Matches(keys, argv) {
@@ -83,10 +84,24 @@ func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 		}
 	}
 	if p := e.classes.Load(); p != nil {
+		// The classifications of one text share its constants: the
+		// call's signature is made once.
+		var buf [256]byte
+		var sig []byte
+		var lits *literals
 		for _, c := range *p {
-			if c.Matches(keys, argv) {
-				return c
+			if !c.matchesShape(keys, argv) {
+				continue
 			}
+			if c.rel != nil {
+				if c.rel.lits != lits {
+					lits, sig = c.rel.lits, c.rel.lits.appendSig(buf[:0], keys, argv)
+				}
+				if string(sig) != c.rel.sig {
+					continue
+				}
+			}
+			return c
 		}
 	}
 	if e.Body == nil {
@@ -283,8 +298,8 @@ func (r *Registry) check(e *Entry) *Refusal {
 }
 
 // Classify returns the classification of a call, classifying on first
-// sight of its shape and control values and caching the result. A refusal
-// is cached for the exact arguments.
+// sight of its shape, control values and relations and caching the
+// result. A refusal is cached for the exact arguments.
 func (r *Registry) Classify(e *Entry, keys, argv [][]byte) (*Class, *Refusal) {
 	if c := e.Lookup(keys, argv); c != nil {
 		return c, nil
@@ -358,4 +373,79 @@ func shapeKey(keys, argv [][]byte) string {
 		h.Write(a)
 	}
 	return string(h.Sum(nil))
+}
+
+// probeTTL stands in for a TTL argument of 0 or less when NoExpiry
+// classifies a call to find which argument is its TTL.
+const probeTTL = "30000"
+
+// TTLReader returns a classification of the entry for the same number of
+// keys and arguments (and control values) as the call that reads a TTL
+// argument, whatever the relations of the call's arguments, or nil. A
+// call whose TTL argument is no TTL (0 or less, not a number) stands in
+// other relations than the calls classified, and gets the error of a TTL
+// that is none before it is classified on its own.
+func (e *Entry) TTLReader(keys, argv [][]byte) *Class {
+	classes, _ := e.Known()
+	for _, c := range classes {
+		if c.matchesShape(keys, argv) && c.Writes() && c.TTLArg >= 0 {
+			return c
+		}
+	}
+	return nil
+}
+
+// NoExpiry reports whether a call whose script is refused gives 0 or less
+// as the TTL argument (a lock that never expires, on one Redis, for a
+// script that sets a TTL only when there is one), and that argument's
+// name: the call is classified with each argument that is 0 or less in
+// turn replaced by a TTL (a classification that holds for calls in those
+// relations, kept as any other), and the argument is the one it reads as
+// the TTL. The proxy never writes a lock that cannot expire, and such a
+// call is refused as SET without an expiry is.
+func (r *Registry) NoExpiry(e *Entry, keys, argv [][]byte) (string, bool) {
+	if e.Body == nil {
+		return "", false
+	}
+	// Each value that is 0 or less, in ARGV or in KEYS after the first (a
+	// library may pass its TTL there).
+	for p := 1; p < len(keys)+len(argv); p++ {
+		k, a := append([][]byte(nil), keys...), append([][]byte(nil), argv...)
+		v := &a
+		i := p - len(keys)
+		if p < len(keys) {
+			v, i = &k, p
+		}
+		if n, ok := parseInt(string((*v)[i])); !ok || n > 0 {
+			continue
+		}
+		(*v)[i] = []byte(probeTTL)
+		c, ref := r.Classify(e, k, a)
+		if ref != nil || !c.Writes() || c.TTLArg < 0 || c.Deadline {
+			continue
+		}
+		// The argument's place among the class's arguments (KEYS after
+		// the lock keys, then ARGV).
+		at := c.KeyArgs + i
+		if p < len(keys) {
+			at = p - (len(keys) - c.KeyArgs)
+		}
+		if at == c.TTLArg {
+			return c.names().arg(c.TTLArg), true
+		}
+	}
+	return "", false
+}
+
+// NoExpiry reports whether a call's TTL argument (its arguments as Split
+// gives them) is 0 or less for a role that writes a TTL that is not a
+// deadline, and the argument's name.
+func (c *Class) NoExpiry(args [][]byte) (string, bool) {
+	if !c.Writes() || c.TTLArg < 0 || c.Deadline || c.TTLArg >= len(args) {
+		return "", false
+	}
+	if n, ok := parseInt(string(args[c.TTLArg])); !ok || n > 0 {
+		return "", false
+	}
+	return c.names().arg(c.TTLArg), true
 }

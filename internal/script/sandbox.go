@@ -49,6 +49,9 @@ type Program struct {
 	// strs are the script's string constants, in order, each once: the
 	// names a script may give a member of its own (a lock's marker).
 	strs []string
+	// lits are every constant of the script, which a call's arguments are
+	// compared with (relations.go).
+	lits *literals
 }
 
 // Compile reads, checks and compiles a script. The refusal says why a
@@ -78,6 +81,8 @@ func compile(body []byte) (*Program, *refusal) {
 	}
 	p.concat = w.concats > 0
 	p.strs = w.strs
+	w.lits.finish()
+	p.lits = &w.lits
 	proto, err := compileChunk(chunk, p.Sha)
 	if err != nil {
 		return nil, refuse(refuseOther, "does not compile: %s", oneLine(err.Error()))

@@ -1,5 +1,7 @@
 package script
 
+import "strconv"
+
 // The meaning of each role on one Redis, in Go: what the classifier checks
 // a script against, and what the reference scripts (reference.go) do on
 // the backends. The two are checked against each other on a real Redis
@@ -80,10 +82,19 @@ func (c *Class) keyCase(st *State, key, tok string, thr int64) Case {
 		return CaseOwnLowTTL
 	case c.MinArg >= 0 && p < thr:
 		return CaseOtherLowTTL
+	case own && c.Counted && holds(it, tok) > 1:
+		return CaseOwnAgain
 	case own:
 		return CaseOwn
 	}
 	return CaseOther
+}
+
+// holds is how many times a counted lock's owner tok holds it (its field,
+// read as HINCRBY reads it; 0 when not a whole number).
+func holds(it Item, tok string) int64 {
+	n, _ := parseInt(it.Hash[tok])
+	return n
 }
 
 func strArgs(a []string) [][]byte {
@@ -107,7 +118,7 @@ func (c *Class) situate(before, after *State, keys, argv []string) *Situation {
 	count := 0
 	for k, key := range keys {
 		cases[k] = c.keyCase(before, key, c.token(argv, k), thr)
-		if cases[k] == CaseOwn || cases[k] == CaseOwnNoTTL || cases[k] == CaseOwnLowTTL {
+		if cases[k] == CaseOwn || cases[k] == CaseOwnNoTTL || cases[k] == CaseOwnLowTTL || cases[k] == CaseOwnAgain {
 			count++
 		}
 	}
@@ -247,6 +258,13 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 			return out, false
 		}
 		for k, key := range keys {
+			if c.Counted && ms > 0 {
+				// One more hold: HINCRBY, then the TTL.
+				it, _ := out.lookup(key)
+				tok := c.token(argv, k)
+				out.Keys[key] = Item{Type: TypeHash, Hash: map[string]string{tok: strconv.FormatInt(holds(it, tok)+1, 10)}, At: out.Now + ms}
+				continue
+			}
 			if ms > 0 {
 				out.Keys[key] = c.lockItem(argv, k, out.Now+ms)
 			} else {
@@ -257,6 +275,21 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 	case RoleRelease:
 		all := true
 		for k, key := range keys {
+			if c.Counted && cases[k] == CaseOwnAgain {
+				// One hold less; the lock stays, re-armed when the script
+				// gives a TTL.
+				it, _ := out.lookup(key)
+				tok := c.token(argv, k)
+				it = Item{Type: TypeHash, Hash: map[string]string{tok: strconv.FormatInt(holds(it, tok)-1, 10)}, At: it.At}
+				if c.TTLArg >= 0 || c.TTLConst > 0 {
+					if !ok || ms <= 0 {
+						return st.clone(), false
+					}
+					it.At = out.Now + ms
+				}
+				out.Keys[key] = it
+				continue
+			}
 			if c.Acts(cases[k]) {
 				delete(out.Keys, key)
 			} else {
@@ -274,7 +307,8 @@ func (c *Class) simulate(st *State, keys, argv []string) (*State, bool) {
 // (a key it re-arms keeps the longer of the TTL asked and what it had left).
 func (c *Class) simulateRef(st *State, keys, argv []string) (*State, bool) {
 	out, acted := c.simulate(st, keys, argv)
-	if !acted || c.Additive || c.SetsTTL() || (c.Role != RoleExtend && c.Role != RoleExtendOrAcquire) {
+	counted := c.Counted && (c.Role == RoleExtendOrAcquire || c.Role == RoleRelease)
+	if !acted || c.Additive || c.SetsTTL() || (c.Role != RoleExtend && c.Role != RoleExtendOrAcquire && !counted) {
 		return out, acted
 	}
 	for _, key := range keys {

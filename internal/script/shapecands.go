@@ -216,6 +216,16 @@ func (c *classifier) hashCandidates(base func(Role) *Class, after *State) []*Cla
 		if i := argsEqual(c.argv, field); len(i) > 0 && !slices.Contains(tok, i[0]) {
 			fieldArg = i[0]
 		}
+		if field == "1" && fieldArg < 0 && n == 1 {
+			// A count of holds from nothing (HINCRBY): a reentrant lock
+			// that takes it again is tried first.
+			for _, t := range ttlArgs(c.argv, d, c.now) {
+				cl := mk(RoleExtendOrAcquire, slices.Clone(tok))
+				cl.Counted = true
+				cl.TTLArg, cl.TTLUnit, cl.Deadline = t.idx, t.unit, t.deadline
+				out = append(out, cl)
+			}
+		}
 		for _, role := range []Role{RoleAcquire, RoleExtendOrAcquire} {
 			if role == RoleExtendOrAcquire && n > 1 {
 				continue
@@ -257,6 +267,7 @@ func (c *classifier) hashCandidates(base func(Role) *Class, after *State) []*Cla
 			}
 		}
 		if deleted == n {
+			out = append(out, c.countedReleases(mk, a, i)...)
 			out = append(out, mk(RoleRelease, uniformInts(n, i)))
 		}
 		for d, cnt := range rearmed {
@@ -275,6 +286,40 @@ func (c *classifier) hashCandidates(base func(Role) *Class, after *State) []*Cla
 	}
 	for _, t := range toks {
 		out = append(out, mk(RoleInspect, t))
+	}
+	return out
+}
+
+// countedReleases proposes, for a script that deletes a hash whose one
+// field is argument i (held once), the release of a reentrant lock: held
+// three times, it leaves the count at two, re-armed with a TTL argument or
+// not.
+func (c *classifier) countedReleases(mk func(Role, []int) *Class, a string, i int) []*Class {
+	if len(c.keys) != 1 {
+		return nil
+	}
+	st := &State{Now: c.now, Keys: map[string]Item{c.keys[0]: {Type: TypeHash, Hash: map[string]string{a: "3"}, At: c.now + ttlLong1}}}
+	res, ref := c.run(c.keys, c.argv, st)
+	if ref != nil {
+		return nil
+	}
+	it, ok := res.state.lookup(c.keys[0])
+	if !ok || it.Type != TypeHash || len(it.Hash) != 1 || it.Hash[a] != "2" || it.At == 0 {
+		return nil
+	}
+	cl := mk(RoleRelease, []int{i})
+	cl.Counted = true
+	if it.At == c.now+ttlLong1 {
+		return []*Class{cl}
+	}
+	var out []*Class
+	for _, t := range ttlArgs(c.argv, it.At-c.now, c.now) {
+		if t.deadline {
+			continue
+		}
+		d := *cl
+		d.TTLArg, d.TTLUnit = t.idx, t.unit
+		out = append(out, &d)
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func (c *Class) Spec() string {
 	if c.Prefix > 0 {
 		fmt.Fprintf(&b, " prefix=%d", c.Prefix)
 	}
-	if c.writes() {
+	if c.writes() || c.Counted && c.TTLArg >= 0 {
 		if c.TTLArg >= 0 {
 			fmt.Fprintf(&b, " ttl=%d%s", c.TTLArg+1, unitWord(c.TTLUnit))
 		} else {
@@ -70,6 +70,12 @@ func (c *Class) Spec() string {
 		} else {
 			b.WriteString(" hash=" + strconv.Quote(c.FieldValue))
 		}
+		if c.Counted {
+			b.WriteString(" counted")
+		}
+	}
+	if c.Notice != nil {
+		b.WriteString(" notice=" + strconv.Quote(c.Notice.String(c.names())))
 	}
 	if c.Shape == ShapeOwners {
 		b.WriteString(" owners")
@@ -181,6 +187,8 @@ func ParseSpec(s string) (*Class, error) {
 			c.NoTTLActs = true
 		case "owners":
 			c.Shape = ShapeOwners
+		case "counted":
+			c.Counted = true
 		case "hash":
 			c.Shape = ShapeHash
 			if strings.HasPrefix(v, `"`) {

@@ -388,6 +388,13 @@ type sample struct {
 	sit   *Situation
 	reply resp.Value
 	probe string // description, for refusals
+	// pub is what the run published, freed whether it freed the lock
+	// (its one key was there before and is gone after), argv the call's
+	// arguments: what a release's notice is read from (notice.go).
+	pub   []Message
+	freed bool
+	keys  []string
+	argv  []string
 }
 
 // learn finds one template that explains every sample (all of the same

@@ -30,8 +30,23 @@ func (c *classifier) variants(cl *Class) []argVariant {
 		a[idx] = v
 		return a
 	}
+	// A variant in other relations than the call (relations.go) is left
+	// out: the classification will not hold for it, and a call like it is
+	// classified on its own. Numbers near the call's stand in for those.
+	var lits *literals
+	if c.p != nil {
+		lits = c.p.lits
+	}
+	base := lits.sigOf(c.keys, c.argv)
+	same := func(keys, argv []string) bool { return lits.sigOf(keys, argv) == base }
 	if cl.Tokens != nil {
-		for i, alt := range append(slices.Clone(tokenAlts), c.argv[cl.Tokens[0]]+"-2") {
+		orig := c.argv[cl.Tokens[0]]
+		alts := append(slices.Clone(tokenAlts), orig+"-2")
+		if _, ok := argNumber([]byte(orig)); ok {
+			alts = append(alts, orig+"1", "1"+orig, orig+"7")
+		}
+		full := 0
+		for _, alt := range alts {
 			a := slices.Clone(c.argv)
 			for k, t := range cl.Tokens {
 				a[t] = alt
@@ -39,7 +54,11 @@ func (c *classifier) variants(cl *Class) []argVariant {
 					a[t] = alt + "-" + strconv.Itoa(k)
 				}
 			}
-			out = append(out, argVariant{keys: c.keys, argv: a, full: i < 2})
+			if !same(c.keys, a) {
+				continue
+			}
+			out = append(out, argVariant{keys: c.keys, argv: a, full: full < 2})
+			full++
 		}
 	}
 	if cl.TTLArg >= 0 {
@@ -66,8 +85,21 @@ func (c *classifier) variants(cl *Class) []argVariant {
 				alts = append(alts, base-1000)
 			}
 		}
+		want := len(alts)
+		if n, ok := parseInt(c.argv[cl.TTLArg]); ok && n > 0 {
+			if cl.Deadline {
+				alts = append(alts, n+1, n+1000)
+			} else {
+				alts = append(alts, n+1, 2*n)
+			}
+		}
+		kept := 0
 		for _, v := range alts {
-			out = append(out, argVariant{keys: c.keys, argv: with(cl.TTLArg, strconv.FormatInt(v, 10))})
+			a := with(cl.TTLArg, strconv.FormatInt(v, 10))
+			if kept < want && same(c.keys, a) {
+				out = append(out, argVariant{keys: c.keys, argv: a})
+				kept++
+			}
 		}
 	}
 	if cl.MinArg >= 0 {
@@ -75,15 +107,22 @@ func (c *classifier) variants(cl *Class) []argVariant {
 		if cl.MinUnit == time.Second {
 			alts = []string{"1", "7"}
 		}
+		if n, ok := parseInt(c.argv[cl.MinArg]); ok {
+			alts = append(alts, strconv.FormatInt(n+1, 10))
+		}
 		for _, v := range alts {
-			out = append(out, argVariant{keys: c.keys, argv: with(cl.MinArg, v)})
+			if a := with(cl.MinArg, v); same(c.keys, a) {
+				out = append(out, argVariant{keys: c.keys, argv: a})
+			}
 		}
 	}
 	other := make([]string, len(c.keys))
 	for k := range other {
 		other[k] = fmt.Sprintf("{probe}:lock:%d", k+1)
 	}
-	out = append(out, argVariant{keys: other, argv: c.argv})
+	if same(other, c.argv) {
+		out = append(out, argVariant{keys: other, argv: c.argv})
+	}
 	return out
 }
 
@@ -168,12 +207,33 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 		}
 		return vals
 	}
+	// The script's own string constants as other holders' values too (but
+	// command, option and type names, at most 8): a script may single out
+	// a lock holding one ("*", "force").
+	var consts []string
+	if v.full && c.p != nil {
+	next:
+		for _, s := range c.markers() {
+			if s == "" {
+				continue
+			}
+			for k := 0; k < n; k++ {
+				if cl.Tokens != nil && s == cl.token(v.argv, k) {
+					continue next
+				}
+			}
+			if s != "other-holder-7f3a" && s != "\x00" {
+				consts = append(consts, s)
+			}
+		}
+	}
 	otherVals := func(k int) []string {
 		vals := []string{"other-holder-7f3a"}
 		if !v.full {
 			return vals
 		}
 		vals = append(vals, "\x00")
+		vals = append(vals, consts...)
 		if cl.Tokens != nil {
 			tok := cl.token(v.argv, k)
 			if cl.Prefix > 0 {
@@ -209,6 +269,14 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 		for j := range ownVals(0) {
 			for _, t := range ttls {
 				out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[j], ttl: t} }))
+			}
+		}
+		if cl.Counted {
+			// Held more than once, and once more than that.
+			for _, cnt := range []int{2, 5} {
+				for _, t := range ok {
+					out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[0], ttl: t, count: cnt} }))
+				}
 			}
 		}
 	}
@@ -269,6 +337,7 @@ func (c *classifier) stringStates(cl *Class, v argVariant) [][]keySpec {
 // would, and the replies of each case must follow one template.
 func (c *classifier) verify(cl *Class) *refusal {
 	samples := map[Case][]sample{}
+	var all []sample
 	for _, v := range c.variants(cl) {
 		for _, specs := range c.states(cl, v) {
 			desc := c.names.describe(v.keys, v.argv, c.argv, specs, c.keys)
@@ -277,7 +346,11 @@ func (c *classifier) verify(cl *Class) *refusal {
 				return ref
 			}
 			samples[s.sit.Case] = append(samples[s.sit.Case], s)
+			all = append(all, s)
 		}
+	}
+	if ref := c.notice(cl, all); ref != nil {
+		return ref
 	}
 	for _, cs := range cl.Cases() {
 		ss := samples[cs]
@@ -307,6 +380,7 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		return sample{}, withProbe(ref, desc)
 	}
 	want, _ := cl.simulate(st, keys, argv)
+	pub := res.state.Published
 	if cl.Role == RoleDelete {
 		res.state = settled(res.state)
 	}
@@ -318,7 +392,13 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		}
 		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
 	}
-	return sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc}, nil
+	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: pub, keys: keys, argv: argv}
+	if len(keys) == 1 {
+		_, before := st.lookup(keys[0])
+		_, after := res.state.lookup(keys[0])
+		s.freed = before && !after
+	}
+	return s, nil
 }
 
 func roleArticle(cl *Class) string {

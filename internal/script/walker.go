@@ -18,6 +18,13 @@ type walker struct {
 	concats int
 	ref     *refusal
 	strs    []string
+	lits    literals // every constant, for the relations (relations.go)
+}
+
+func (w *walker) literal(ok bool) {
+	if !ok {
+		w.fail("names more than %d constants; the proxy compares each call's arguments with every one", maxLiterals)
+	}
 }
 
 // maxConstants bounds the string constants a program keeps.
@@ -104,17 +111,27 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 	}
 	switch e := e.(type) {
 	case *ast.StringExpr:
+		w.literal(w.lits.addString(e.Value))
 		if len(e.Value) <= 64 && len(w.strs) < maxConstants && !slices.Contains(w.strs, e.Value) {
 			w.strs = append(w.strs, e.Value)
 		}
 	case *ast.NumberExpr:
-		if _, ok := luaNumber(e.Value); !ok {
+		f, ok := luaNumber(e.Value)
+		w.literal(w.lits.addNumber(f))
+		if !ok {
 			w.fail("writes the number %s, which Redis's Lua and the classifier's interpreter read differently (a leading zero, 0b, 0o or _)", strconv.Quote(e.Value))
 		}
 	case *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr, *ast.Comma3Expr, *ast.IdentExpr:
 	case *ast.AttrGetExpr:
 		w.expr(e.Object, d+1, loop)
-		if _, ok := e.Key.(*ast.StringExpr); !ok { // a field name is no constant of the script's
+		if argIndex(e) {
+			return // KEYS[2], ARGV[1]: a position, not a value compared with
+		}
+		if k, ok := e.Key.(*ast.StringExpr); ok {
+			// A field name is no member name of the script's, but a
+			// table the script indexes with an argument may hold it.
+			w.literal(w.lits.addString(k.Value))
+		} else {
 			w.expr(e.Key, d+1, loop)
 		}
 	case *ast.TableExpr:
@@ -173,4 +190,17 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 	default:
 		w.fail("uses an expression the classifier does not know (%T)", e)
 	}
+}
+
+// argIndex reports whether e is KEYS[n] or ARGV[n] with a number n.
+func argIndex(e *ast.AttrGetExpr) bool {
+	id, ok := e.Object.(*ast.IdentExpr)
+	if !ok || id.Value != "KEYS" && id.Value != "ARGV" {
+		return false
+	}
+	n, ok := e.Key.(*ast.NumberExpr)
+	if ok {
+		_, ok = luaNumber(n.Value)
+	}
+	return ok
 }

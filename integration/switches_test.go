@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+)
+
+// A lock script whose role depends on an argument's value (an anonymous
+// owner, a reserved token, a numeric threshold): its role is classified
+// from an ordinary owner's call, then two clients call it as the special
+// owner, who may not re-enter. On one Redis the second is refused; through
+// the proxy over five masters it must be too, and every step answers as
+// on one Redis.
+func TestRoleThatDependsOnItsArguments(t *testing.T) {
+	c := newCluster(t, 5)
+	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
+	t.Cleanup(func() { lone.Close() })
+	ctx := context.Background()
+	reply := func(v any, err error) string {
+		if err == redis.Nil {
+			return "nil"
+		}
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprint(v)
+	}
+	for _, sw := range libscripts.Switches() {
+		t.Run(sw.Name, func(t *testing.T) {
+			ordinaryKey, specialKey := uniqueKey("switch"), uniqueKey("switch")
+			a, b, cc := c.client(2), c.client(2), c.client(2)
+			steps := []struct {
+				name string
+				cl   *redis.Client
+				key  string
+				argv []string
+			}{
+				{"an ordinary owner takes its lock", a, ordinaryKey, sw.Ordinary},
+				{"and re-enters it", a, ordinaryKey, sw.Ordinary},
+				{"a first special owner takes another lock", b, specialKey, sw.Special},
+				{"a second special owner asks for it", cc, specialKey, sw.Special},
+			}
+			var lease time.Duration
+			fmt.Sscan(sw.Special[1], &lease)
+			lease *= time.Millisecond
+			for i, s := range steps {
+				if i == 3 {
+					time.Sleep(300 * time.Millisecond) // a re-arm would show in the PTTL
+				}
+				argv := make([]any, len(s.argv))
+				for j, x := range s.argv {
+					argv[j] = x
+				}
+				want := reply(lone.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
+				got := reply(s.cl.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
+				if got != want {
+					t.Fatalf("%s: the proxy answered %s, one Redis %s", s.name, got, want)
+				}
+				if h := c.eventuallyHolders(s.key, s.argv[0], 5); len(h) != 5 {
+					t.Fatalf("%s: masters %v hold %q", s.name, h, s.argv[0])
+				}
+				if i == 3 {
+					// Refused, and the lock was not re-armed for the second
+					// holder: on every master its PTTL is what is left of
+					// the first's lease.
+					for m, p := range c.pttls(s.key) {
+						if p <= 0 || p > lease-300*time.Millisecond {
+							t.Fatalf("master %d: PTTL %v after the refusal (lease %v)", m, p, lease)
+						}
+					}
+				}
+				t.Logf("%s: %s", s.name, got)
+			}
+		})
+	}
+}
