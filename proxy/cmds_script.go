@@ -61,6 +61,10 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 	}
 	cl := e.Lookup(keys, argv)
 	if cl == nil {
+		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil {
+			startSemScript(c, s, keys, argv)
+			return
+		}
 		if e.Body == nil {
 			// Known by a library fact for other arguments: the client
 			// sends the text on NOSCRIPT, and it is classified then.
@@ -70,6 +74,10 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 		var ref *script.Refusal
 		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
 		if ref != nil {
+			if s, _ := c.s.sems.Classify(e, keys, argv); s != nil {
+				startSemScript(c, s, keys, argv)
+				return
+			}
 			if e.FirstRefusal() {
 				c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
 			}
@@ -291,8 +299,14 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		if cl == nil {
 			cl, ref = reg.Classify(e, keys, argv)
 		}
-		if ref != nil {
-			add("refused: " + ref.Reason)
+		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil && cl == nil {
+			add(s.String())
+		} else if ref != nil {
+			if s, _ := c.s.sems.Classify(e, keys, argv); s != nil {
+				add(s.String())
+			} else {
+				add("refused: " + ref.Reason)
+			}
 		} else {
 			add(cl.Explain()...)
 		}
@@ -307,10 +321,17 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			}
 			add(cl.Explain()...)
 		}
+		sems := c.s.sems.Known(e.Sha)
+		for _, s := range sems {
+			if len(lines) > 1 {
+				add("--")
+			}
+			add(s.String())
+		}
 		for _, r := range refusals {
 			add("refused: " + r.Reason)
 		}
-		if len(classes) == 0 && len(refusals) == 0 {
+		if len(classes) == 0 && len(refusals) == 0 && len(sems) == 0 {
 			add("not classified yet: the classification depends on the number of keys and the arguments;",
 				"give them: SCRIPT EXPLAIN <sha1|script> numkeys key [key ...] [arg ...]")
 		}

@@ -28,7 +28,7 @@ type command struct {
 var commands map[string]*command
 
 func init() {
-	commands = table(slices.Concat(lockCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands)...)
+	commands = table(slices.Concat(lockCommands, semCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands)...)
 }
 
 // table indexes the commands by name. A name registered twice is a

@@ -59,6 +59,12 @@ const (
 	effWrites
 )
 
+// outcomer is a kind whose grants are decided by more than their number
+// (a semaphore's: by slot, see kind_sem.go).
+type outcomer interface {
+	outcome(o *op) quorum.Outcome
+}
+
 // plain gives a kind the defaults most share: the reply set at the
 // decision, and an undo wherever the command may have run.
 type plain struct{}
@@ -79,6 +85,7 @@ type op struct {
 	name    string        // the client's command, for metrics
 	rules   rules         // its kind's rules, one of the ruleX values (kind_*.go)
 	sc      scriptCall    // a lock script's classification and call (kind_script.go)
+	sem     *semCall      // a semaphore's operation (kind_sem.go)
 	ttl     time.Duration // requested TTL (acquire, extend)
 	undoCmd []byte        // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script  // the script undoCmd runs, when not undoScript
@@ -292,6 +299,9 @@ func (o *op) voteOf(r netio.Result) quorum.Vote {
 func (o *op) decideByMajority() bool {
 	eff := o.rules.effects(o)
 	outcome := o.tally.Outcome()
+	if s, ok := o.rules.(outcomer); ok {
+		outcome = s.outcome(o)
+	}
 	if o.e.veto && eff&effVeto != 0 {
 		outcome = quorum.WithVeto(outcome, o.vetoVote)
 	}

@@ -34,7 +34,14 @@ const (
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
+
+	msgSemUpgrade  = "ERR redlock-proxy: semaphores are refused while upgrade_from is set: the old Redis keeps its holders in a sorted set that the proxy's permits (slots) do not see, so clients on either side could exceed the limit together"
+	msgSemNoExpiry = "ERR redlock-proxy: a semaphore's permits need a TTL above 0: the proxy never grants a permit that cannot expire (its holder's death would keep it forever)"
 )
+
+func msgSemLimit(got string) string {
+	return fmt.Sprintf("ERR redlock-proxy: a semaphore's limit must be an integer from 1 to %d here, not %q", script.MaxSemLimit, got)
+}
 
 // msgProtocol is the reply to a malformed request (a ProtocolError, whose
 // text is Redis's), before the connection closes.

@@ -108,6 +108,8 @@ type Server struct {
 	nextID   atomic.Int64
 	shutdown chan struct{}
 	track    tracker // client-side caching (tracking.go)
+	sems     *script.Semaphores
+	semHints semHints // kind_sem.go
 }
 
 // New returns a server over the given backends.
@@ -117,7 +119,7 @@ func New(cfg Config, be Backends) *Server {
 	rand.Read(id[:])
 	s := &Server{
 		cfg: cfg, be: be, runID: hex.EncodeToString(id[:]), started: time.Now(),
-		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}),
+		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}), sems: script.NewSemaphores(),
 	}
 	s.stats.obs = cfg.Observer
 	s.eng = engine{
