@@ -67,7 +67,7 @@ return {acted, slot, how, table.concat(bits)}`))
 
 // semRefreshScript: KEYS[1] the hash; ARGV token, TTL ms. A caller that
 // holds a slot there re-arms it (never shortening it) and the nonce is
-// cleared. Returns {acted, slot or -1, 2 or 0, ''}.
+// cleared. Returns {acted, slot or -1, 2 or 0, an empty string}.
 var semRefreshScript = resp.NewScript([]byte(`local h, tok, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

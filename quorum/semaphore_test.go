@@ -61,7 +61,6 @@ type semWalk struct {
 	stack                       []string
 	worst                       int    // the most holders seen at once
 	example                     string // a state with more than limit holders
-	perms                       [][]int
 }
 
 // Client phases.
@@ -106,30 +105,45 @@ func (w *semWalk) ent(m, c int) int { // its entry on master m
 }
 func (w *semWalk) msg(m, c, a int) int { return w.ent(m, c) + 1 + a }
 
-// canon is the state's name up to the order of the masters and of the
-// clients (the rule and the decision treat them alike).
+// canon names the state up to the order of the masters and of the
+// clients (the rule and the decision treat them alike): the clients are
+// ordered by what they are and hold everywhere, then the masters by what
+// they hold. States that are the same up to that order share a name (ties
+// between clients may still give one state two names, which only costs a
+// second visit).
 func (w *semWalk) canon(s []byte) string {
-	best := ""
-	t := make([]byte, len(s))
-	blocks := make([]string, w.n)
-	for _, p := range w.perms {
-		for i, c := range p {
-			copy(t[w.cl(i):w.cl(i)+w.header()], s[w.cl(c):])
-		}
-		for m := 0; m < w.n; m++ {
-			b := make([]byte, 0, w.block())
-			for _, c := range p {
-				b = append(b, s[w.ent(m, c):w.ent(m, c)+w.perClient()]...)
-			}
-			blocks[m] = string(b)
-		}
-		slices.Sort(blocks)
-		k := string(t[:w.clients*w.header()]) + strings.Join(blocks, "")
-		if best == "" || k < best {
-			best = k
-		}
+	type col struct {
+		c   int
+		sig string
 	}
-	return best
+	cols := make([]col, w.clients)
+	sub := make([]string, w.n)
+	for c := range cols {
+		for m := 0; m < w.n; m++ {
+			sub[m] = string(s[w.ent(m, c) : w.ent(m, c)+w.perClient()])
+		}
+		slices.Sort(sub)
+		cols[c] = col{c, string(s[w.cl(c):w.cl(c)+w.header()]) + strings.Join(sub, "")}
+	}
+	slices.SortStableFunc(cols, func(a, b col) int { return strings.Compare(a.sig, b.sig) })
+	blocks := make([]string, w.n)
+	b := make([]byte, 0, len(s))
+	for m := 0; m < w.n; m++ {
+		b = b[:0]
+		for _, x := range cols {
+			b = append(b, s[w.ent(m, x.c):w.ent(m, x.c)+w.perClient()]...)
+		}
+		blocks[m] = string(b)
+	}
+	slices.Sort(blocks)
+	b = b[:0]
+	for _, x := range cols {
+		b = append(b, s[w.cl(x.c):w.cl(x.c)+w.header()]...)
+	}
+	for _, bl := range blocks {
+		b = append(b, bl...)
+	}
+	return string(b)
 }
 
 // acquire is master m's atomic step for attempt a of client c; it returns
@@ -331,23 +345,8 @@ func (w *semWalk) describe(s []byte) string {
 	return out
 }
 
-func permutations(n int) [][]int {
-	if n == 0 {
-		return [][]int{{}}
-	}
-	var out [][]int
-	for _, p := range permutations(n - 1) {
-		for i := 0; i <= len(p); i++ {
-			q := append(append(slices.Clone(p[:i]), n-1), p[i:]...)
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
 func (w *semWalk) run() {
 	w.visited = map[string]struct{}{}
-	w.perms = permutations(w.clients)
 	w.visit(make([]byte, w.clients*w.header()+w.n*w.block()))
 	for len(w.stack) > 0 {
 		s := w.stack[len(w.stack)-1]
