@@ -204,19 +204,23 @@ func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
 		a, _ := startApp(t, relayed, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
 		cl := proxyClient(t, a.Addr(), 2)
 		key := uniqueKey("sem-slots")
-		waitUp := func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := a.Pool().WaitUp(ctx, 3); err != nil {
-				t.Fatalf("masters not up again: %v", err)
+		// partition cuts master m off while fn runs, then waits until the
+		// proxy is connected to it again.
+		partition := func(m int, fn func()) {
+			before := a.Pool().Health()[m].Connects
+			cutOff(relays[m], fn)
+			deadline := time.Now().Add(10 * time.Second)
+			for h := a.Pool().Health()[m]; h.Connects == before || !h.Up; h = a.Pool().Health()[m] {
+				if time.Now().After(deadline) {
+					t.Fatalf("master %d not reconnected: %+v", m, h)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}
 		var got []int64
-		cutOff(relays[2], func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-1", ttl)) })
-		waitUp()
+		partition(2, func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-1", ttl)) })
 		t.Logf("after client-1: %s", describeSem(t, direct, key))
-		cutOff(relays[0], func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-2", ttl)) })
-		waitUp()
+		partition(0, func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-2", ttl)) })
 		t.Logf("after client-2: %s", describeSem(t, direct, key))
 		got = append(got, semDo(t, cl, semAcquire, key, 2, "client-3", ttl))
 		t.Logf("after client-3: %s", describeSem(t, direct, key))
@@ -355,5 +359,39 @@ func TestSemaphoreOverFiveMasters(t *testing.T) {
 		if p := semPermits(t, d, key); len(p) != 0 {
 			t.Fatalf("master %d still holds %v after DEL", i, p)
 		}
+	}
+}
+
+// A semaphore kept as a bare count of free permits (Redisson's RSemaphore
+// keeps its permits so; this script is in its style) is refused with why,
+// and nothing is written anywhere; so is one with a limit the proxy does
+// not serve.
+func TestCounterSemaphoreIsRefusedWithWhy(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client(2)
+	key := uniqueKey("sem-counter")
+	for i, d := range c.direct {
+		if err := d.Set(context.Background(), key, "3", 0).Err(); err != nil {
+			t.Fatalf("master %d: %v", i, err)
+		}
+	}
+	take := `local v = redis.call('get', KEYS[1])
+if v and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]) return 1 end
+return 0`
+	mustDo(t, cl, errorPrefix("ERR redlock-proxy: unknown script"), "EVAL", take, 1, key, 1)
+	_, err := cl.Eval(context.Background(), take, []string{key}, 1).Result()
+	if err == nil || !strings.Contains(err.Error(), "count of free permits") || !strings.Contains(err.Error(), "never expires") {
+		t.Fatalf("a counter semaphore: %v; want the refusal saying why", err)
+	}
+	for i, d := range c.direct {
+		if v, _ := d.Get(context.Background(), key).Result(); v != "3" {
+			t.Fatalf("master %d: the count is %q after the refusals; want it untouched", i, v)
+		}
+	}
+	big := uniqueKey("sem-big")
+	mustDo(t, cl, errorPrefix("ERR redlock-proxy: unknown script"), "EVAL", semAcquire, 1, big, 5000, "a", 1000, nowMs())
+	_, err = cl.Eval(context.Background(), semAcquire, []string{big}, 5000, "a", 1000, nowMs()).Result()
+	if err == nil || !strings.Contains(err.Error(), "at most 1024") {
+		t.Fatalf("a limit of 5000: %v; want the refusal naming the largest limit", err)
 	}
 }

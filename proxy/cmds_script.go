@@ -74,8 +74,18 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 		var ref *script.Refusal
 		cl, ref = c.s.cfg.Scripts.Classify(e, keys, argv)
 		if ref != nil {
-			if s, _ := c.s.sems.Classify(e, keys, argv); s != nil {
-				startSemScript(c, s, keys, argv)
+			if s, why := c.s.sems.Classify(e, keys, argv); s != nil {
+				if s.Role != script.SemUnknown {
+					startSemScript(c, s, keys, argv)
+					return
+				}
+				// A semaphore the proxy refuses is never voted on: a
+				// plain majority lets more than its limit in.
+				ref = &script.Refusal{Sha: e.Sha, Reason: why}
+				if e.FirstRefusal() {
+					c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
+				}
+				c.replyErr(msgRefused(ref))
 				return
 			}
 			if e.FirstRefusal() {
@@ -302,9 +312,12 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil && cl == nil {
 			add(s.String())
 		} else if ref != nil {
-			if s, _ := c.s.sems.Classify(e, keys, argv); s != nil {
+			switch s, why := c.s.sems.Classify(e, keys, argv); {
+			case s != nil && s.Role != script.SemUnknown:
 				add(s.String())
-			} else {
+			case s != nil:
+				add("refused: " + why)
+			default:
 				add("refused: " + ref.Reason)
 			}
 		} else {

@@ -75,6 +75,9 @@ type Semaphore struct {
 	// classification holds for these values only.
 	Controls         []Control
 	Success, Failure resp.Value
+	// Refused says why a script recognized as a semaphore is refused
+	// (Role is then SemUnknown).
+	Refused string
 }
 
 // Matches reports whether a call is covered by the classification.
@@ -140,9 +143,10 @@ func (s *Semaphore) String() string {
 // Semaphores caches semaphore classifications by SHA1, beside the
 // Registry's lock classifications. It is safe for concurrent use.
 type Semaphores struct {
-	mu  sync.Mutex
-	got map[string][]*Semaphore
-	not map[string]string // sha and call shape -> why not a semaphore
+	mu      sync.Mutex
+	got     map[string][]*Semaphore
+	not     map[string]string // sha and call shape -> why not a semaphore
+	refused map[string]string // sha and call shape -> why a semaphore is refused
 }
 
 // maxSemEntries bounds what Semaphores remembers.
@@ -150,7 +154,7 @@ const maxSemEntries = 4096
 
 // NewSemaphores returns an empty cache.
 func NewSemaphores() *Semaphores {
-	return &Semaphores{got: map[string][]*Semaphore{}, not: map[string]string{}}
+	return &Semaphores{got: map[string][]*Semaphore{}, not: map[string]string{}, refused: map[string]string{}}
 }
 
 // Lookup returns the classification covering a call, without classifying.
@@ -158,7 +162,7 @@ func (c *Semaphores) Lookup(sha string, keys, argv [][]byte) *Semaphore {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.got[sha] {
-		if s.Matches(keys, argv) {
+		if s.Role != SemUnknown && s.Matches(keys, argv) {
 			return s
 		}
 	}
@@ -174,7 +178,9 @@ func (c *Semaphores) Known(sha string) []*Semaphore {
 
 // Classify classifies a call of e as a semaphore operation, once per shape
 // of call (number of arguments); it returns nil and why when the script is
-// not one.
+// not one, and a Semaphore whose Role is SemUnknown, with why, when the
+// script is a semaphore the proxy refuses (then why is the reason to give
+// the client, rather than a lock classifier's).
 func (c *Semaphores) Classify(e *Entry, keys, argv [][]byte) (*Semaphore, string) {
 	if s := c.Lookup(e.Sha, keys, argv); s != nil {
 		return s, ""
@@ -182,8 +188,12 @@ func (c *Semaphores) Classify(e *Entry, keys, argv [][]byte) (*Semaphore, string
 	shape := e.Sha + ":" + strconv.Itoa(len(keys)) + ":" + strconv.Itoa(len(argv))
 	c.mu.Lock()
 	why, known := c.not[shape]
+	refused, isRefused := c.refused[shape]
 	c.mu.Unlock()
-	if known {
+	switch {
+	case isRefused:
+		return &Semaphore{Refused: refused}, refused
+	case known:
 		return nil, why
 	}
 	if e.Body == nil {
@@ -196,12 +206,19 @@ func (c *Semaphores) Classify(e *Entry, keys, argv [][]byte) (*Semaphore, string
 	s, why := ClassifySemaphore(p, strs(keys), strs(argv))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.got)+len(c.not) >= maxSemEntries {
-		clear(c.not) // refusals are cheap to find again; classifications stay
+	if len(c.got)+len(c.not)+len(c.refused) >= maxSemEntries {
+		// Refusals are cheap to find again; classifications stay.
+		clear(c.not)
+		clear(c.refused)
 	}
 	if s == nil {
 		c.not[shape] = why
 		return nil, why
+	}
+	if s.Role == SemUnknown {
+		// Recognized as a semaphore and refused.
+		c.refused[shape] = s.Refused
+		return s, s.Refused
 	}
 	if len(c.got[e.Sha]) < maxClassesPerScript {
 		c.got[e.Sha] = append(c.got[e.Sha], s)
@@ -363,6 +380,9 @@ func ClassifySemaphore(p *Program, keys, argv []string) (*Semaphore, string) {
 }
 
 func classifySemaphoreAt(p *Program, keys, argv []string, now int64) (*Semaphore, string) {
+	if counts(p, keys, argv, now) {
+		return &Semaphore{Refused: CounterRefusal}, CounterRefusal
+	}
 	if len(keys) != 1 {
 		return nil, "a semaphore is one key"
 	}
@@ -383,7 +403,7 @@ func classifySemaphoreAt(p *Program, keys, argv []string, now int64) (*Semaphore
 		if s.Token < 0 || slices.Contains(s.Clocks, s.Token) {
 			return nil, fmt.Sprintf("%s it added %q, which is not one of its arguments", r0.what, short(r0.added[0]))
 		}
-		return sp.acquire(s)
+		return recognized(sp.acquire(s))
 	}
 	if len(r0.added) > 1 {
 		return nil, fmt.Sprintf("%s it added %d members", r0.what, len(r0.added))
@@ -400,13 +420,22 @@ func classifySemaphoreAt(p *Program, keys, argv []string, now int64) (*Semaphore
 		switch {
 		case len(r.removed) == 1:
 			s.Role, s.Token = SemRelease, i
-			return sp.release(s)
+			return recognized(sp.release(s))
 		case len(r.removed) == 0 && !r.reply.Equal(r0.reply) && r.pttl > 0:
 			s.Role, s.Token = SemRefresh, i
-			return sp.refresh(s)
+			return recognized(sp.refresh(s))
 		}
 	}
 	return nil, "it neither adds an argument to a missing key nor acts on a member that is one"
+}
+
+// recognized marks a refusal of a script that acts as a semaphore
+// operation on its probes: its reason is the one to give.
+func recognized(s *Semaphore, why string) (*Semaphore, string) {
+	if s == nil {
+		return &Semaphore{Refused: why}, why
+	}
+	return s, why
 }
 
 func abs(n int64) int64 {
@@ -706,4 +735,49 @@ func uniq(xs ...int) []int {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// CounterRefusal is why a semaphore kept as a bare count of free permits
+// (Redisson's RSemaphore and RPermitExpirableSemaphore) is refused.
+const CounterRefusal = "a counting semaphore kept as a count of free permits (INCRBY and DECRBY of a key without expiry, as Redisson's " +
+	"RSemaphore and RPermitExpirableSemaphore keep theirs) has no majority meaning: a count moved on the masters that saw each command " +
+	"and not on the others cannot be summed into one, a permit counted that way never expires (a holder that dies keeps it for " +
+	"ever), and any client may give back a permit it never took; the proxy runs semaphores whose holders are members with a TTL and " +
+	"whose limit comes with each call (redis-semaphore's Semaphore), as slots of majority locks"
+
+// counts reports whether a script keeps a count in its first key, left
+// without an expiry: holding 5, it moves it by 1 or by one of its
+// arguments (INCRBY, DECRBY); or, holding nothing, it sets one of its
+// arguments there and leaves 5 alone (a count set up once). It may then
+// fail at a command the sandbox refuses, such as PUBLISH: what it wrote
+// before is what counts.
+func counts(p *Program, keys, argv []string, now int64) bool {
+	if len(keys) == 0 {
+		return false
+	}
+	after := func(before string) (int64, bool) {
+		st := &State{Now: now, Keys: map[string]Item{}}
+		if before != "" {
+			st.Keys[keys[0]] = Item{Value: before}
+		}
+		res := p.run(keys, argv, st, maxSteps)
+		if res.ref != nil && res.ref.kind == refuseBudget {
+			return 0, false
+		}
+		it, ok := res.state.lookup(keys[0])
+		if !ok || it.Type != TypeString || it.At != 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(it.Value, 10, 64)
+		return n, err == nil
+	}
+	isArg := func(n int64) bool {
+		return slices.Contains(argv, strconv.FormatInt(n, 10))
+	}
+	moved, ok := after("5")
+	if ok && moved != 5 && (abs(moved-5) == 1 || isArg(abs(moved-5))) {
+		return true
+	}
+	set, ok2 := after("")
+	return ok2 && isArg(set) && ok && moved == 5
 }

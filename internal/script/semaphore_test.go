@@ -135,7 +135,7 @@ return 1`, []string{"2", "id-1", "10000", now}, "with the caller holding, it rep
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, why := classifySem(t, tc.text, tc.argv...)
-			if s != nil {
+			if s != nil && s.Role != SemUnknown {
 				t.Fatalf("classified as %s; want it refused", s)
 			}
 			if !strings.Contains(why, tc.want) {
@@ -199,9 +199,63 @@ func TestSemaphoresCache(t *testing.T) {
 	// A script that is not a semaphore is remembered as such.
 	m := r.Load([]byte(`return redis.call('get', KEYS[1])`), true)
 	if s, _ := c.Classify(m, keys, argv[:1]); s != nil {
-		t.Fatal("GET classified as a semaphore")
+		t.Fatal("GET recognized as a semaphore")
 	}
 	if _, why := c.Classify(m, keys, argv[:1]); why == "" {
 		t.Fatal("no reason remembered")
+	}
+}
+
+// Semaphores kept as a bare count of free permits are recognized and
+// refused with why, in the style of Redisson's RSemaphore (take permits
+// while enough are free, give them back and announce it, set the count
+// up once) and of its RPermitExpirableSemaphore's acquire.
+func TestCounterSemaphoresAreRefusedWithWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		keys, argv []string
+	}{
+		{"take", `local v = redis.call('get', KEYS[1])
+if v and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]) return 1 end
+return 0`, []string{"permits"}, []string{"1"}},
+		{"give back and announce", `local v = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call('publish', KEYS[2], v)`, []string{"permits", "permits:channel"}, []string{"2"}},
+		{"set up once", `if redis.call('get', KEYS[1]) == false then redis.call('set', KEYS[1], ARGV[1]) return 1 end return 0`,
+			[]string{"permits"}, []string{"3"}},
+		{"take with expiring ids", `local v = redis.call('get', KEYS[1])
+if v and tonumber(v) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  for i = 3, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+  return 'OK'
+end
+return nil`, []string{"permits", "permits:timeout"}, []string{"1", "99999999999999", "id-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ref := Compile([]byte(tc.text))
+			if ref != nil {
+				t.Fatal(ref)
+			}
+			s, why := ClassifySemaphore(p, tc.keys, tc.argv)
+			if s == nil || s.Role != SemUnknown || why != CounterRefusal {
+				t.Fatalf("= %v, %q; want the counter refusal", s, why)
+			}
+		})
+	}
+	// A string lock whose token is a number is not a count.
+	p, _ := Compile([]byte(`if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0`))
+	if s, _ := ClassifySemaphore(p, []string{"lock"}, []string{"12345", "10000"}); s != nil {
+		t.Fatalf("a string lock with a numeric token: %v", s)
+	}
+}
+
+func TestSemaphoresCacheRemembersARefusedSemaphore(t *testing.T) {
+	r := NewRegistry()
+	e := r.Load([]byte(`local v = redis.call('incrby', KEYS[1], ARGV[1]) return v`), true)
+	c := NewSemaphores()
+	for i := 0; i < 2; i++ {
+		s, why := c.Classify(e, [][]byte{[]byte("permits")}, [][]byte{[]byte("1")})
+		if s == nil || s.Role != SemUnknown || why != CounterRefusal {
+			t.Fatalf("call %d: %v, %q; want the counter refusal", i, s, why)
+		}
 	}
 }
