@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // Counting semaphores through the proxy (proxy/kind_sem.go). The scripts
@@ -393,5 +395,38 @@ return 0`
 	_, err = cl.Eval(context.Background(), semAcquire, []string{big}, 5000, "a", 1000, nowMs()).Result()
 	if err == nil || !strings.Contains(err.Error(), "at most 1024") {
 		t.Fatalf("a limit of 5000: %v; want the refusal naming the largest limit", err)
+	}
+}
+
+// redis-semaphore's own Semaphore scripts, their exact text from the npm
+// package, classify as the semaphore operations (SCRIPT EXPLAIN through the
+// proxy), and a first EVAL of each works.
+func TestRedisSemaphoreScriptsClassify(t *testing.T) {
+	requireNode(t)
+	dir, _ := filepath.Abs("node")
+	texts, err := libscripts.NodeSemaphore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3)
+	cl := c.client(2)
+	key := uniqueKey("semaphore:lib")
+	for _, tc := range []struct{ op, want string }{
+		{"acquire", "semaphore-acquire keys=1 args=4 token=2 limit=1 ttl=3ms clock=4; success: :1; failure: :0"},
+		{"refresh", "semaphore-refresh keys=1 args=4 token=2 ttl=3ms clock=4; success: :1; failure: :0"},
+	} {
+		lines, err := cl.Do(context.Background(), "SCRIPT", "EXPLAIN", texts[tc.op], 1, key, 2, "id-1", 10000, nowMs()).StringSlice()
+		if err != nil || len(lines) != 2 || lines[1] != tc.want {
+			t.Fatalf("SCRIPT EXPLAIN of the %s script = %q, %v; want %q", tc.op, lines, err, tc.want)
+		}
+	}
+	if n := semDo(t, cl, texts["acquire"], key, 2, "id-1", 10*time.Second); n != 1 {
+		t.Fatalf("acquire: %d", n)
+	}
+	if n := semDo(t, cl, texts["refresh"], key, 2, "id-1", 10*time.Second); n != 1 {
+		t.Fatalf("refresh: %d", n)
+	}
+	if h := semHolders(t, c.direct, key); len(h) != 1 {
+		t.Fatalf("holders %v; want id-1", h)
 	}
 }
