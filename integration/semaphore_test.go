@@ -18,22 +18,11 @@ import (
 )
 
 // Counting semaphores through the proxy (proxy/kind_sem.go). The scripts
-// here are the project's own, with the behaviour of redis-semaphore's
-// Semaphore (a sorted set of holders scored with when they joined, the
-// caller's clock in ARGV); the library itself runs in node/semaphore.test.js.
+// are the project's own, with the behaviour of redis-semaphore's Semaphore;
+// the library itself runs in node/semaphore.test.js.
 const (
-	semAcquire = `local set, cap, me, ms, t = KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('zremrangebyscore', set, 0, t - ms)
-if redis.call('zcard', set) >= cap then return 0 end
-redis.call('zadd', set, t, me)
-redis.call('pexpire', set, ms)
-return 1`
-	semRefresh = `local t = tonumber(ARGV[4])
-redis.call('zremrangebyscore', KEYS[1], 0, t - tonumber(ARGV[3]))
-if not redis.call('zscore', KEYS[1], ARGV[2]) then return 0 end
-redis.call('zadd', KEYS[1], t, ARGV[2])
-redis.call('pexpire', KEYS[1], ARGV[3])
-return 1`
+	semAcquire = libscripts.SemaphoreAcquire
+	semRefresh = libscripts.SemaphoreRefresh
 )
 
 func nowMs() string { return strconv.FormatInt(time.Now().UnixMilli(), 10) }

@@ -13,15 +13,11 @@ import "github.com/redlock-proxy/redlock-proxy/internal/resp"
 // its last deadline. Each script keeps the rule that makes the semaphore
 // safe: a slot is held by one token at a time on a master.
 
-// semAcquireScript: KEYS[1] the hash; ARGV token, TTL ms, limit, preferred
-// slot, nonce. A caller that holds a slot there re-arms it while fewer than
-// limit slots are held (counting its own), else is refused and keeps it;
-// another takes the first free slot from the preferred one on. Returns
-// {acted, slot held for the caller or -1, 1 took / 2 re-armed / 0, the
-// slots below limit held after it, as a string of 0 and 1}.
-var semAcquireScript = resp.NewScript([]byte(`local h, tok = KEYS[1], ARGV[1]
-local ttl, limit, pref, nonce = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local t = redis.call('time')
+// semScan reads the permits in h at the master's clock (now), removing
+// those whose deadline passed: the caller's (tok) slot and deadline (own,
+// ownd), the slots below limit held (used) and how many (count), and the
+// last deadline (top).
+const semScan = `local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local all = redis.call('hgetall', h)
 local used, own, ownd, count, top = {}, nil, 0, 0, 0
@@ -38,7 +34,17 @@ for i = 1, #all, 2 do
     end
     if d > top then top = d end
   end
-end
+end`
+
+// semAcquireScript: KEYS[1] the hash; ARGV token, TTL ms, limit, preferred
+// slot, nonce. A caller that holds a slot there re-arms it while fewer than
+// limit slots are held (counting its own), else is refused and keeps it;
+// another takes the first free slot from the preferred one on. Returns
+// {acted, slot held for the caller or -1, 1 took / 2 re-armed / 0, the
+// slots below limit held after it, as a string of 0 and 1}.
+var semAcquireScript = resp.NewScript([]byte(`local h, tok = KEYS[1], ARGV[1]
+local ttl, limit, pref, nonce = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+` + semScan + `
 local acted, slot, how = 0, -1, 0
 if own then
   if count < limit then acted, slot, how = 1, own, 2 end
@@ -68,21 +74,8 @@ return {acted, slot, how, table.concat(bits)}`))
 // semRefreshScript: KEYS[1] the hash; ARGV token, TTL ms. A caller that
 // holds a slot there re-arms it (never shortening it) and the nonce is
 // cleared. Returns {acted, slot or -1, 2 or 0, an empty string}.
-var semRefreshScript = resp.NewScript([]byte(`local h, tok, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local all = redis.call('hgetall', h)
-local own, ownd, top = nil, 0, 0
-for i = 1, #all, 2 do
-  local s, d = string.match(all[i + 1], '^(%d+):(%d+):')
-  s, d = tonumber(s), tonumber(d)
-  if not s or d <= now then
-    redis.call('hdel', h, all[i])
-  else
-    if all[i] == tok then own, ownd = s, d end
-    if d > top then top = d end
-  end
-end
+var semRefreshScript = resp.NewScript([]byte(`local h, tok, ttl, limit = KEYS[1], ARGV[1], tonumber(ARGV[2]), 0
+` + semScan + `
 if not own then return {0, -1, 0, ''} end
 local d = math.max(ownd, now + ttl)
 redis.call('hset', h, tok, own .. ':' .. d .. ':')

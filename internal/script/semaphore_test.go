@@ -7,25 +7,17 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // Semaphore scripts in the project's own words: the behaviours of
 // redis-semaphore's Semaphore (holders scored with when they joined, the
-// caller's clock in the arguments) and of a semaphore whose holders are
-// scored with their deadlines on the server's clock, with a TTL in seconds.
+// caller's clock in the arguments; libscripts) and of a semaphore whose
+// holders are scored with their deadlines on the server's clock, with a
+// TTL in seconds.
 const (
-	semAcquireJoined = `local set, cap, me, ms, t = KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('zremrangebyscore', set, 0, t - ms)
-if redis.call('zcard', set) >= cap then return 0 end
-redis.call('zadd', set, t, me)
-redis.call('pexpire', set, ms)
-return 1`
-	semRefreshJoined = `local t = tonumber(ARGV[4])
-redis.call('zremrangebyscore', KEYS[1], 0, t - tonumber(ARGV[3]))
-if not redis.call('zscore', KEYS[1], ARGV[2]) then return 0 end
-redis.call('zadd', KEYS[1], t, ARGV[2])
-redis.call('pexpire', KEYS[1], ARGV[3])
-return 1`
+	semAcquireJoined   = libscripts.SemaphoreAcquire
+	semRefreshJoined   = libscripts.SemaphoreRefresh
 	semAcquireDeadline = `local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)

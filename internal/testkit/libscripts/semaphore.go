@@ -6,6 +6,24 @@ import (
 	"os/exec"
 )
 
+// Semaphore scripts in the project's own words, with the behaviour of
+// redis-semaphore's Semaphore: a sorted set of holders scored with when
+// they joined, ARGV limit, token, TTL in ms and the caller's clock in ms.
+const (
+	SemaphoreAcquire = `local set, cap, me, ms, t = KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('zremrangebyscore', set, 0, t - ms)
+if redis.call('zcard', set) >= cap then return 0 end
+redis.call('zadd', set, t, me)
+redis.call('pexpire', set, ms)
+return 1`
+	SemaphoreRefresh = `local t = tonumber(ARGV[4])
+redis.call('zremrangebyscore', KEYS[1], 0, t - tonumber(ARGV[3]))
+if not redis.call('zscore', KEYS[1], ARGV[2]) then return 0 end
+redis.call('zadd', KEYS[1], t, ARGV[2])
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 1`
+)
+
 // nodeSemaphoreDump prints redis-semaphore's Semaphore scripts as JSON.
 const nodeSemaphoreDump = `const fs = require("fs");
 const bt = String.fromCharCode(96);
