@@ -22,22 +22,42 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// run is the whole program: -h prints the usage to stdout; a mistake in
-// the arguments or the file is one line on stderr and exit code 2; a
-// failure to start is one line and exit code 1; a shutdown that left undos
-// of partial acquisitions unrun exits 3.
+// run is the whole program: -h prints the usage to stdout; -version the
+// version, revision and Go version; -check validates the configuration and
+// exits, 0 with a one-line summary on stdout, 1 with the usual message; a
+// mistake in the arguments or the file is one line on stderr and exit code
+// 2; a failure to start is one line and exit code 1; a shutdown that left
+// undos of partial acquisitions unrun exits 3.
 func run(args []string, stdout, stderr io.Writer) int {
+	args, version := takeFlag(args, "version")
+	args, check := takeFlag(args, "check")
+	if version {
+		b := buildinfo.Read()
+		fmt.Fprintf(stdout, "redlock-proxy %s (revision %s, %s)\n", b.Version, b.Revision, b.GoVersion)
+		return 0
+	}
 	cfg, warnings, err := config.Load(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "redlock-proxy:", err)
+		if check {
+			return 1
+		}
 		return 2
+	}
+	if check {
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, "redlock-proxy: warning:", w)
+		}
+		fmt.Fprintln(stdout, "redlock-proxy: configuration OK:", config.Summary(cfg))
+		return 0
 	}
 	log := app.NewLogger(cfg, stderr)
 	for _, w := range warnings {
@@ -67,4 +87,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// takeFlag removes the command-line-only boolean flag name (-name or
+// --name) from args and reports whether it was there: -version and -check
+// are modes of the program, not configuration keys.
+func takeFlag(args []string, name string) ([]string, bool) {
+	out := args[:0:0]
+	found := false
+	for _, a := range args {
+		if a == "-"+name || a == "--"+name {
+			found = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, found
 }

@@ -3,12 +3,17 @@
 # tests with the race detector (against real redis-server processes), and
 # short fuzz runs. On a fresh Debian machine it installs what is missing
 # (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
-# the npm library tests, Debian's python3-redis for redis-py, PHP with
-# phpredis, Laravel's cache and redis components and Symfony's lock
-# component, promtool for the alert rules' unit tests, podman to build the
+# the npm library tests, Debian's python3-redis for redis-py, a Python
+# virtualenv with the PyPI lock libraries (integration/python/
+# requirements.txt), the crates.io lock library's program (integration/
+# rust, with rustup's cargo), PHP with phpredis, Laravel's cache and redis
+# components, Symfony's lock component, malkusch/lock and Predis,
+# ruby-redis, the Redis perl module and hiredis for the replays in those
+# languages, promtool for the alert rules' unit tests, podman to build the
 # container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests); a
-# dependency that is still missing fails the run.
+# compiler for the clock-jump tests, a JDK 17 and Maven with the Java lock
+# libraries from Maven Central); a dependency that is still missing fails
+# the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -29,6 +34,11 @@ symfony_ok() {
     exit(extension_loaded("redis") && class_exists("Symfony\Component\Lock\Store\RedisStore") ? 0 : 1);' >/dev/null 2>&1
 }
 
+malkusch_ok() {
+  php -r 'require "Malkusch/Lock/autoload.php"; require "Predis/autoload.php";
+    exit(extension_loaded("redis") && class_exists("malkusch\lock\mutex\PHPRedisMutex") && class_exists("Predis\Client") ? 0 : 1);' >/dev/null 2>&1
+}
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
@@ -44,6 +54,16 @@ command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 # wall clock in the clock-jump tests.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 symfony_ok || missing+=(php-cli php-redis php-symfony-lock)
+malkusch_ok || missing+=(php-cli php-redis php-malkusch-lock php-predis)
+# The replays in their own language's client: ruby-redis, the Redis perl
+# module, hiredis for C++.
+ruby -e 'require "redis"' >/dev/null 2>&1 || missing+=(ruby ruby-redis)
+perl -MRedis -e 1 >/dev/null 2>&1 || missing+=(libredis-perl)
+[ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}"
   sudo=""
@@ -51,15 +71,47 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc; do
+for tool in redis-server redis-cli redis-sentinel redis-benchmark node npm promtool podman nutcracker cc g++ ruby perl java javac mvn; do
   command -v "$tool" >/dev/null || { echo "$tool is required and could not be installed" >&2; exit 1; }
 done
 redispy_ok || { echo "Debian's python3-redis (for /usr/bin/python3) is required and could not be installed" >&2; exit 1; }
 laravel_ok || { echo "php with phpredis, php-illuminate-cache and php-illuminate-redis are required and could not be installed" >&2; exit 1; }
 symfony_ok || { echo "php with phpredis and php-symfony-lock are required and could not be installed" >&2; exit 1; }
+malkusch_ok || { echo "php with phpredis, php-malkusch-lock and php-predis are required and could not be installed" >&2; exit 1; }
+ruby -e 'require "redis"' >/dev/null 2>&1 || { echo "Debian's ruby-redis is required and could not be installed" >&2; exit 1; }
+perl -MRedis -e 1 >/dev/null 2>&1 || { echo "Debian's libredis-perl is required and could not be installed" >&2; exit 1; }
+[ -f /usr/include/hiredis/hiredis.h ] || { echo "Debian's libhiredis-dev is required and could not be installed" >&2; exit 1; }
 
 echo "== npm ci (npm lock library tests)"
 (cd integration/node && npm ci --no-audit --no-fund --loglevel=error)
+
+# The PyPI lock libraries, at the versions pinned, in one virtualenv of
+# Debian's python3; made again only when the pins change.
+echo "== Python virtualenv (PyPI lock library tests)"
+venv=integration/python/.venv
+if ! cmp -s integration/python/requirements.txt "$venv/requirements.txt"; then
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r integration/python/requirements.txt
+  cp integration/python/requirements.txt "$venv/requirements.txt"
+fi
+
+# rslock from crates.io, at the versions Cargo.lock pins, built once (the
+# Rust toolchain is rustup's: Debian's is older than the crates need).
+echo "== cargo build (crates.io lock library tests)"
+command -v cargo >/dev/null || { echo "cargo is required (rustup's Rust toolchain) and was not found" >&2; exit 1; }
+cargo build --locked --quiet --manifest-path integration/rust/Cargo.toml
+
+# The Java lock libraries: resolved into the local Maven repository once
+# per machine (offline when they are there already), their class path
+# written for integration/java_test.go, which compiles the programs.
+echo "== mvn dependency:build-classpath (Java lock library tests)"
+(
+  cd integration/java
+  goal=org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath
+  mvn -B -q -o "$goal" -Dmdep.outputFile=target/classpath.txt >/dev/null 2>&1 ||
+    mvn -B -q "$goal" -Dmdep.outputFile=target/classpath.txt
+)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

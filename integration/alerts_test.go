@@ -93,6 +93,7 @@ func TestAlertRulesUnitTests(t *testing.T) {
 	if len(names) < 9 {
 		t.Fatalf("only %d alerts read from prometheus-alerts.yml", len(names))
 	}
+	checkRunbooks(t, doc)
 	for _, n := range names {
 		if !fires[n] {
 			t.Errorf("alert %s has no unit test that expects it to fire", n)
@@ -142,4 +143,47 @@ func withoutRule(t *testing.T, root *yaml.Node, i int) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// runbookBase is where the alerts' runbooks live: docs/operations.md on
+// the project's main branch.
+const runbookBase = "https://github.com/redlock-proxy/redlock-proxy/blob/main/docs/operations.md#"
+
+// checkRunbooks checks that every alert has a runbook_url leading to a
+// heading of docs/operations.md, and that no rule names a job.
+func checkRunbooks(t *testing.T, doc *yaml.Node) {
+	t.Helper()
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Expr        string            `yaml:"expr"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := doc.Decode(&rules); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, l := range strings.Split(string(ops), "\n") {
+		if h := strings.TrimLeft(l, "#"); h != l && strings.HasPrefix(h, " ") {
+			anchors[strings.ToLower(strings.ReplaceAll(strings.TrimSpace(h), " ", "-"))] = true
+		}
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			url := r.Annotations["runbook_url"]
+			if !strings.HasPrefix(url, runbookBase) || !anchors[strings.TrimPrefix(url, runbookBase)] {
+				t.Errorf("alert %s: runbook_url %q does not lead to a heading of docs/operations.md", r.Alert, url)
+			}
+			if strings.Contains(r.Expr, "job=") {
+				t.Errorf("alert %s names a job: %s", r.Alert, r.Expr)
+			}
+		}
+	}
 }

@@ -392,3 +392,24 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		t.Errorf("no 'stopped' in the logs:\n%s", logs.String())
 	}
 }
+
+// A client that speaks plain text to the TLS listener is logged, once:
+// without the line nothing says why its connections close.
+func TestPlainTextClientOnTLSListenerIsLoggedOnce(t *testing.T) {
+	cs := newCerts(t)
+	servers := startRedis(t, 3)
+	logs := &syncBuffer{}
+	a := startLogged(t, []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}, logs, func(cfg *config.Config) {
+		cfg.TLSCertFile, cfg.TLSKeyFile = cs.ServerCert, cs.ServerKey
+	})
+	for i := 0; i < 3; i++ {
+		exchange(t, a.Addr(), "PING\r\n", 300*time.Millisecond)
+	}
+	line := waitLog(t, logs, "spoke plain text to the TLS listener", 3*time.Second)
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "client=127.0.0.1:") {
+		t.Errorf("the log line: %s", line)
+	}
+	if n := strings.Count(logs.String(), "spoke plain text"); n != 1 {
+		t.Errorf("%d lines for 3 plain-text connections; want 1", n)
+	}
+}

@@ -17,6 +17,7 @@ var laravelScenarios = []traceScenario{
 	{"not-owned", []string{"acquire", "expired", "acquire", "not-owner", "release"}},
 	{"handoff", []string{"acquire", "handoff", "release"}},
 	{"contention", []string{"contention"}},
+	{"long", []string{"acquire", "refused", "release"}}, // a 300 s lock
 }
 
 // requireLaravel fails the test unless php runs with the phpredis
@@ -49,15 +50,17 @@ func requireLaravel(t *testing.T) (argv []string, version string) {
 func TestLaravelCacheLockAgainstLoneRedis(t *testing.T) {
 	argv, version := requireLaravel(t)
 	t.Logf("php-illuminate-cache %s", version)
-	testTraceScenarios(t, loneTarget(t), laravelScenarios, argv...)
+	testTraceScenarios(t, loneTarget(t), append(laravelScenarios, noExpiryLone), argv...)
 }
 
 // TestLaravelCacheLockThroughProxy runs the same scenarios through the
 // proxy over five masters, checking each step on every master.
+// Cache::lock($name) without seconds (SETNX) is refused with the reason,
+// and nothing is written.
 func TestLaravelCacheLockThroughProxy(t *testing.T) {
 	argv, version := requireLaravel(t)
 	t.Logf("php-illuminate-cache %s", version)
-	testTraceScenarios(t, proxyTarget(t), laravelScenarios, argv...)
+	testTraceScenarios(t, proxyTarget(t), append(laravelScenarios, noExpiryProxy), argv...)
 }
 
 // TestLaravelContentionControlLosesUpdates runs the contention scenario

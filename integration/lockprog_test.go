@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 )
 
 // Lock programs in other runtimes (integration/python, integration/php)
@@ -41,10 +44,24 @@ func loneTarget(t *testing.T) lockTarget {
 	return lockTarget{addr: s.Addr, masters: []*redis.Client{d}, settle: 2 * time.Second}
 }
 
+// proxyTarget is a proxy over five fresh masters, with max_ttl at five
+// minutes: the libraries' long locks (a scheduler's, Symfony Lock's
+// default 300 s) are within it.
 func proxyTarget(t *testing.T) lockTarget {
-	c := newCluster(t, 5)
+	c := newCluster(t, 5, longMaxTTL)
 	return lockTarget{addr: c.app.Addr(), masters: c.direct, settle: 2 * time.Second}
 }
+
+// longMaxTTL sets max_ttl to five minutes.
+func longMaxTTL(c *config.Config) { c.MaxTTL = 5 * time.Minute }
+
+// Scenarios every lock program with no-expiry calls runs: a lone Redis
+// grants a lock that never expires; the proxy refuses it and writes
+// nothing.
+var (
+	noExpiryLone  = traceScenario{"no-expiry", []string{"no-expiry", "release"}}
+	noExpiryProxy = traceScenario{"no-expiry", []string{"refused-no-expiry", "release"}}
+)
 
 // traceStep is one line of the program's trace.
 type traceStep struct {
@@ -56,6 +73,8 @@ type traceStep struct {
 	TTLms  int64  `json:"ttl_ms"` // the TTL the lock was given...
 	AgeMs  int64  `json:"age_ms"` // ...this long before the step, when the step did not set it
 	Error  string `json:"error"`
+	// Hex: Token, Holder and Other are hex-encoded (binary tokens).
+	Hex bool `json:"hex"`
 	// Shape "owners": the lock is a sorted set of owners scored with their
 	// deadlines (Symfony's RedisStore), held in Mode "write" (exclusive,
 	// with the "__write__" member) or "read" (shared).
@@ -252,6 +271,23 @@ func (lt lockTarget) nowhere(key, token string) error {
 	return nil
 }
 
+// nowhereBut is nowhere(key, token), or, when token is empty, reports
+// whether no master holds any token under key but holder.
+func (lt lockTarget) nowhereBut(key, token, holder string) error {
+	if token != "" {
+		return lt.nowhere(key, token)
+	}
+	for i, s := range lt.state(key) {
+		if s.err != nil {
+			return fmt.Errorf("master %d: %w", i, s.err)
+		}
+		if s.value != "" && s.value != holder {
+			return fmt.Errorf("master %d holds %q under %q (PTTL %v); only the holder's %q may be there", i, s.value, key, s.pttl, holder)
+		}
+	}
+	return nil
+}
+
 // checkStep checks the masters against one trace step. The proxy answers
 // once a majority did a command, so the others may lag: it retries for a
 // while (settle) before it reports the last mismatch.
@@ -309,7 +345,9 @@ func (lt lockTarget) stringCheck(st traceStep, ttl, age time.Duration) (check fu
 		check = func() error { return lt.held(st.Key, st.Token, ttl, age) }
 	case "refused":
 		check = func() error {
-			if err := lt.nowhere(st.Key, st.Token); err != nil {
+			// A library that keeps no handle on a refused attempt's token
+			// gives none: then no master may hold any token but the holder's.
+			if err := lt.nowhereBut(st.Key, st.Token, st.Holder); err != nil {
 				return fmt.Errorf("the refused token: %w", err)
 			}
 			return lt.held(st.Key, st.Holder, ttl, age)
@@ -325,8 +363,51 @@ func (lt lockTarget) stringCheck(st traceStep, ttl, age time.Duration) (check fu
 		check = func() error { return lt.nowhere(st.Key, st.Token) }
 	case "contention":
 		check = func() error { return lt.nowhere(st.Key, "") }
+	case "no-expiry":
+		// A lone Redis granted a lock that never expires.
+		check = func() error { return lt.heldForever(st.Key, st.Token) }
+	case "refused-no-expiry":
+		// The proxy refused it: nothing was written anywhere.
+		check = func() error {
+			if !strings.Contains(st.Error, "expir") {
+				return fmt.Errorf("the refusal %q does not say the lock needs an expiry", st.Error)
+			}
+			return lt.nowhere(st.Key, "")
+		}
 	}
 	return check
+}
+
+// heldForever reports whether every master holds token under key with no
+// TTL (a lock that never expires, as one Redis grants it).
+func (lt lockTarget) heldForever(key, token string) error {
+	for i, s := range lt.state(key) {
+		switch {
+		case s.err != nil:
+			return fmt.Errorf("master %d: %w", i, s.err)
+		case s.value != token || s.pttl != -1:
+			return fmt.Errorf("master %d holds %q with PTTL %v; want %q with no TTL", i, s.value, s.pttl, token)
+		}
+	}
+	return nil
+}
+
+// parseTraceStep decodes one trace line, and its hex-encoded tokens.
+func parseTraceStep(line string) (traceStep, error) {
+	var st traceStep
+	if err := json.Unmarshal([]byte(line), &st); err != nil {
+		return st, err
+	}
+	if st.Hex {
+		for _, f := range []*string{&st.Token, &st.Holder, &st.Other} {
+			b, err := hex.DecodeString(*f)
+			if err != nil {
+				return st, fmt.Errorf("hex token %q: %w", *f, err)
+			}
+			*f = string(b)
+		}
+	}
+	return st, nil
 }
 
 // traceScenario is a scenario of a lock program and the trace it must
@@ -365,8 +446,8 @@ func runTraceProgram(t *testing.T, lt lockTarget, scenario string, argv ...strin
 	for sc.Scan() {
 		line := sc.Text()
 		trace.WriteString(line + "\n")
-		var st traceStep
-		if err := json.Unmarshal([]byte(line), &st); err != nil {
+		st, err := parseTraceStep(line)
+		if err != nil {
 			t.Errorf("trace line %q: %v", line, err)
 			continue
 		}
@@ -431,8 +512,14 @@ func TestLockTraceCheckSeesWrongMasters(t *testing.T) {
 		{"still held after release", func() { setOn(1, "tok", 10*time.Second) }, traceStep{Step: "release", Key: key, Token: "tok"}},
 		{"refused token written", func() { setOn(5, "tok", 10*time.Second); lt.masters[4].Set(ctx, key, "other", 10*time.Second) },
 			traceStep{Step: "refused", Key: key, Token: "other", Holder: "tok", TTLms: 10000}},
+		{"refused attempt's unknown token written", func() { setOn(5, "tok", 10*time.Second); lt.masters[4].Set(ctx, key, "theirs", 10*time.Second) },
+			traceStep{Step: "refused", Key: key, Holder: "tok", TTLms: 10000}},
 		{"old holder kept", func() { setOn(3, "old", 10*time.Second) }, traceStep{Step: "handoff", Key: key, Token: "new", Other: "old", TTLms: 10000}},
 		{"key left after contention", func() { setOn(1, "x", 10*time.Second) }, traceStep{Step: "contention", Key: key}},
+		{"no-expiry lock with a TTL", func() { setOn(5, "tok", 10*time.Second) }, traceStep{Step: "no-expiry", Key: key, Token: "tok"}},
+		{"no-expiry lock on a minority", func() { setOn(2, "tok", 0) }, traceStep{Step: "no-expiry", Key: key, Token: "tok"}},
+		{"refused lock written", func() { setOn(1, "tok", 0) }, traceStep{Step: "refused-no-expiry", Key: key, Error: "ERR needs an expiry"}},
+		{"refusal that does not say why", func() { setOn(0, "", 0) }, traceStep{Step: "refused-no-expiry", Key: key, Error: "ERR syntax error"}},
 	} {
 		tc.setup()
 		if err := lt.checkStep(tc.step); err == nil {

@@ -51,11 +51,12 @@ func TestBackendTLSAgainstPlainTextMasters(t *testing.T) {
 }
 
 // A command the proxy does not serve gets Redis's own reply first, then
-// what this server serves.
+// where to see what this server serves, with something redis-cli runs
+// (redis-cli answers HELP itself).
 func TestUnknownCommandSaysWhatIsServed(t *testing.T) {
 	c := newCluster(t, 3)
 	got := rawDo(t, c.app.Addr(), "LPUSH queue job\r\n")
-	want := "-ERR unknown command 'LPUSH', with args beginning with: 'queue' 'job' (redlock-proxy serves lock commands only; HELP lists them)\r\n"
+	want := "-ERR unknown command 'LPUSH', with args beginning with: 'queue' 'job' (redlock-proxy serves lock commands only; COMMAND LIST lists them, redis-cli's help @lock describes them)\r\n"
 	if got != want {
 		t.Errorf("LPUSH = %q; want %q", got, want)
 	}

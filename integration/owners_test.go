@@ -105,20 +105,26 @@ func TestOwnersAcquireFailureIsUndoneWhereItTookTheLock(t *testing.T) {
 	}
 }
 
+// A hash lock's scripts: the lock is a hash whose one field is its owner.
+const (
+	hashAcquire = `if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0`
+	hashRelease = `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('hdel', KEYS[1], ARGV[1]) end return 0`
+)
+
 // A lock kept as a hash whose one field is its owner's token (scripts in
 // that style, written for this test), over five masters: acquired,
 // refused while held, extended, released, and, refused by a majority,
 // undone where it took the key.
 func TestHashLockThroughProxy(t *testing.T) {
 	const (
-		acquire = `if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 1
-end
-return 0`
+		acquire = hashAcquire
 		extend  = `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`
-		release = `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('hdel', KEYS[1], ARGV[1]) end return 0`
+		release = hashRelease
 	)
 	c := newCluster(t, 5)
 	cl := c.client(2)

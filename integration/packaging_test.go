@@ -337,17 +337,24 @@ type k8sObject struct {
 			Spec     struct {
 				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
 				SecurityContext               struct {
-					RunAsNonRoot bool `yaml:"runAsNonRoot"`
-					RunAsUser    int  `yaml:"runAsUser"`
+					RunAsNonRoot   bool `yaml:"runAsNonRoot"`
+					RunAsUser      int  `yaml:"runAsUser"`
+					SeccompProfile struct {
+						Type string
+					} `yaml:"seccompProfile"`
 				} `yaml:"securityContext"`
 				Containers []struct {
 					Args  []string
+					Env   []struct{ Name, Value string }
 					Ports []struct {
 						Name          string
 						ContainerPort int `yaml:"containerPort"`
 					}
 					ReadinessProbe k8sProbe `yaml:"readinessProbe"`
 					LivenessProbe  k8sProbe `yaml:"livenessProbe"`
+					Resources      struct {
+						Limits map[string]string
+					}
 				}
 			}
 		}
@@ -362,13 +369,34 @@ type k8sObject struct {
 }
 
 type k8sProbe struct {
-	HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+	HTTPGet          struct{ Path, Port string } `yaml:"httpGet"`
+	PeriodSeconds    int                         `yaml:"periodSeconds"`
+	FailureThreshold int                         `yaml:"failureThreshold"`
+}
+
+// mebibytes reads a Kubernetes memory quantity given in Mi or Gi.
+func mebibytes(q string) int {
+	switch {
+	case strings.HasSuffix(q, "Mi"):
+		n, _ := strconv.Atoi(strings.TrimSuffix(q, "Mi"))
+		return n
+	case strings.HasSuffix(q, "Gi"):
+		n, _ := strconv.Atoi(strings.TrimSuffix(q, "Gi"))
+		return n * 1024
+	}
+	return 0
 }
 
 // The Kubernetes example: readiness on /readyz and liveness on /healthz of
-// the admin port, the termination period above the proxy's shutdown grace,
-// a non-root user, a Service and a PodDisruptionBudget that select the
-// pods, and a ServiceMonitor that scrapes the Service's admin port.
+// the admin port; a drain delay (shutdown_delay) at least as long as the
+// readiness probe takes to see /readyz at 503, and a termination period
+// above the delay and the shutdown grace; a non-root user and the
+// RuntimeDefault seccomp profile (the restricted Pod Security profile); a
+// memory limit that holds max_clients busy clients; a CPU limit (or
+// GOMAXPROCS) so that the proxy does not size itself to the node; a
+// Service and a PodDisruptionBudget that select the pods; and a
+// ServiceMonitor that scrapes the Service's admin port and carries the
+// release label Prometheus Operator installs select on.
 func TestKubernetesExample(t *testing.T) {
 	raw, err := os.ReadFile("../examples/kubernetes/redlock-proxy.yaml")
 	if err != nil {
@@ -424,11 +452,22 @@ func TestKubernetesExample(t *testing.T) {
 	if l := c.LivenessProbe.HTTPGet; l.Path != "/healthz" || l.Port != "admin" {
 		t.Errorf("liveness probe %+v; want /healthz on admin", l)
 	}
-	if tg := time.Duration(pod.Spec.TerminationGracePeriodSeconds) * time.Second; tg <= grace {
-		t.Errorf("terminationGracePeriodSeconds %v; want more than shutdown_grace %v", tg, grace)
+	if tg := time.Duration(pod.Spec.TerminationGracePeriodSeconds) * time.Second; tg <= cfg.ShutdownDelay+grace {
+		t.Errorf("terminationGracePeriodSeconds %v; want more than shutdown_delay %v + shutdown_grace %v", tg, cfg.ShutdownDelay, grace)
 	}
-	if sc := pod.Spec.SecurityContext; !sc.RunAsNonRoot || sc.RunAsUser != 65532 {
-		t.Errorf("pod security context %+v; want non-root, the image's user 65532", sc)
+	if r := c.ReadinessProbe; cfg.ShutdownDelay < time.Duration(r.PeriodSeconds*r.FailureThreshold)*time.Second {
+		t.Errorf("shutdown_delay %v; want at least the readiness probe's period times its failure threshold (%ds x %d), so that /readyz at 503 is seen before the listener closes",
+			cfg.ShutdownDelay, r.PeriodSeconds, r.FailureThreshold)
+	}
+	if sc := pod.Spec.SecurityContext; !sc.RunAsNonRoot || sc.RunAsUser != 65532 || sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("pod security context %+v; want non-root, the image's user 65532, seccompProfile RuntimeDefault", sc)
+	}
+	// A busy client: budget 32 KiB; the process itself, 64 MiB.
+	if lim, need := mebibytes(c.Resources.Limits["memory"]), 64+cfg.MaxClients*32/1024; lim < need {
+		t.Errorf("memory limit %q for max_clients %d; want at least %d Mi", c.Resources.Limits["memory"], cfg.MaxClients, need)
+	}
+	if c.Resources.Limits["cpu"] == "" && cfg.GoMaxProcs == 0 && !slices.ContainsFunc(c.Env, func(e struct{ Name, Value string }) bool { return e.Name == "GOMAXPROCS" }) {
+		t.Error("no CPU limit and no GOMAXPROCS: the proxy would size itself to the node's CPUs")
 	}
 	if cfg.ServesPprof() {
 		t.Error("the example serves pprof on a non-loopback admin address")
@@ -467,9 +506,7 @@ func TestKubernetesExample(t *testing.T) {
 	if len(sm.Spec.Endpoints) != 1 || !svcPorts[sm.Spec.Endpoints[0].Port] || sm.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %+v; want /metrics on a Service port", sm.Spec.Endpoints)
 	}
-	// The alert rules' RedlockProxyDown reads up{job="redlock-proxy"}: a
-	// ServiceMonitor's job is the Service's name.
-	if svc.Metadata.Name != "redlock-proxy" {
-		t.Errorf("Service %q: the alert rules expect the job redlock-proxy", svc.Metadata.Name)
+	if sm.Metadata.Labels["release"] == "" {
+		t.Errorf("ServiceMonitor labels %v; want the release label Prometheus Operator installs select on", sm.Metadata.Labels)
 	}
 }

@@ -21,6 +21,7 @@ var redisPyScenarios = []traceScenario{
 	{"not-owned", []string{"acquire", "expired", "acquire", "not-owner", "release"}},
 	{"handoff", []string{"acquire", "handoff", "release"}},
 	{"contention", []string{"contention"}},
+	{"long", []string{"acquire", "extend", "release"}}, // Lock(timeout=300)
 }
 
 // requireRedisPy fails the test unless /usr/bin/python3 imports redis.lock,
@@ -43,15 +44,16 @@ func requireRedisPy(t *testing.T) (argv []string, version string) {
 func TestRedisPyLockAgainstLoneRedis(t *testing.T) {
 	argv, version := requireRedisPy(t)
 	t.Logf("redis-py %s", version)
-	testTraceScenarios(t, loneTarget(t), redisPyScenarios, argv...)
+	testTraceScenarios(t, loneTarget(t), append(redisPyScenarios, noExpiryLone), argv...)
 }
 
 // TestRedisPyLockThroughProxy runs the same scenarios through the proxy
-// over five masters, checking each step on every master.
+// over five masters, checking each step on every master. Lock() without a
+// timeout is refused with the reason, and nothing is written.
 func TestRedisPyLockThroughProxy(t *testing.T) {
 	argv, version := requireRedisPy(t)
 	t.Logf("redis-py %s", version)
-	testTraceScenarios(t, proxyTarget(t), redisPyScenarios, argv...)
+	testTraceScenarios(t, proxyTarget(t), append(redisPyScenarios, noExpiryProxy), argv...)
 }
 
 // TestRedisPyContentionControlLosesUpdates runs the contention scenario

@@ -22,6 +22,7 @@ var symfonyScenarios = []traceScenario{
 	{"shared", []string{"read", "read", "read", "refused", "release", "read", "release", "acquire", "refused", "release"}},
 	{"promote", []string{"read", "acquire", "read", "read", "read", "read", "release", "release"}},
 	{"contention", []string{"contention"}},
+	{"defaults", []string{"acquire", "refused", "extend", "release"}}, // 300 s locks
 }
 
 // requireSymfony fails the test unless php runs with the phpredis

@@ -898,6 +898,7 @@ func (c *Cluster) Health() Health {
 		if lh.QuarantinedUntil.After(h.QuarantinedUntil) {
 			h.QuarantinedUntil = lh.QuarantinedUntil
 			h.QuarantineReason = "shard " + sh.addr + " (slots " + rangesString(sh.ranges) + "): " + lh.QuarantineReason
+			h.QuarantineCause = lh.QuarantineCause
 		}
 		h.Unsure = h.Unsure || lh.Unsure
 		h.Latency = max(h.Latency, lh.Latency)

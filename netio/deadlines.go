@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"fmt"
 	"net"
 	"time"
 )
@@ -141,6 +142,7 @@ func (l *Link) sweep() {
 		dead := l.q.at(0).deadline.Add(l.opt.DeadAfter)
 		if !dead.After(now) && l.conn != nil {
 			kill = l.conn
+			l.health.LastError = fmt.Sprintf("stopped answering: no reply for %v past a command's timeout; disconnected", l.opt.DeadAfter)
 		} else if next.IsZero() || dead.Before(next) {
 			next = dead
 		}

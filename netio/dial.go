@@ -271,8 +271,13 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		l.retained = l.retained[over:]
 	}
 	why := err.Error() // readLoop only ends on an error
-	if !wasUp && len(rec.first) > 0 && isProtocolError(err) {
+	switch {
+	case !wasUp && len(rec.first) > 0 && isProtocolError(err):
 		why = fmt.Sprintf("not a Redis server (it sent %q)", rec.first)
+	case !wasUp && errors.Is(err, io.EOF):
+		why = msgClosedInHandshake
+	case errors.Is(err, net.ErrClosed) && l.health.LastError != "":
+		why = l.health.LastError // the proxy closed it, and said why (stopped answering, refused...)
 	}
 	if l.health.LastError == "" || wasUp {
 		l.health.LastError = why
@@ -307,15 +312,21 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 			l.opt.Events.StateChange(l.opt.Index, false)
 		}
 	} else if wasUp {
-		l.log.Warn("backend connection lost", "err", err)
+		l.log.Warn("backend connection lost", "err", why)
 		if l.opt.Events != nil {
 			l.opt.Events.StateChange(l.opt.Index, false)
 		}
-	} else if strings.HasPrefix(why, "not a Redis server") {
+	} else if strings.HasPrefix(why, "not a Redis server") || why == msgClosedInHandshake {
 		l.noteFailure(why)
 	}
 	return wasUp
 }
+
+// msgClosedInHandshake is why a backend that closed the connection before
+// answering the identity check does not count: what twemproxy and other
+// proxies do with TIME or CLIENT, which the proxy needs from a master.
+const msgClosedInHandshake = "not a Redis master: it closed the connection during the identity check (TIME, CLIENT, INFO, the marker script), " +
+	"as a proxy such as twemproxy does on TIME and CLIENT; point backends at the Redis masters themselves"
 
 // isProtocolError reports whether err comes from bytes that are not RESP.
 func isProtocolError(err error) bool {

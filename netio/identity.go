@@ -467,6 +467,9 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 // at the setting that fixes it where there is one.
 func (l *Link) checkFailed(what, reply string) string {
 	why := "the identity check (" + what + ") failed: " + reply
+	if strings.Contains(reply, "redlock-proxy:") {
+		return "it is a redlock-proxy, not a Redis master (" + why + "); point backends at the Redis masters themselves"
+	}
 	if strings.HasPrefix(reply, "NOAUTH") || strings.HasPrefix(reply, "WRONGPASS") || strings.HasPrefix(reply, "NOPERM") {
 		if l.opt.Password == "" {
 			why += " (the backend requires a password: set backend_password, and backend_username for an ACL user)"

@@ -224,6 +224,7 @@ type Health struct {
 	RunID            string
 	QuarantinedUntil time.Time // votes do not count before this instant
 	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
+	QuarantineCause  string    // the same as quorum.Watch.Reason's word (restarted, new, evicted, ...), for metrics
 	Connects         uint64    // connections established
 	Restarts         uint64    // restarts (or other losses of writes) detected
 	Breaks           uint64    // continuity checks that failed: grants before them did not count
@@ -313,6 +314,7 @@ func (l *Link) Health() Health {
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
 	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.QuarantineCause = l.watch.Reason()
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked

@@ -22,7 +22,7 @@ var connectionCommands = []*command{
 }
 
 func cmdPing(c *client, args [][]byte) {
-	if c.subscriptions > 0 && !c.resp3 {
+	if c.subscriptions > 0 && !c.resp3.Load() {
 		msg := []byte{}
 		if len(args) == 2 {
 			msg = args[1]
@@ -145,7 +145,7 @@ func (c *client) describe() string {
 	b.WriteString(" age=")
 	b.WriteString(itoa(int64(time.Since(c.created).Seconds())))
 	b.WriteString(" db=0 resp=")
-	if c.resp3 {
+	if c.resp3.Load() {
 		b.WriteString("3")
 	} else {
 		b.WriteString("2")
@@ -168,7 +168,7 @@ func helpReply(cmd string, lines ...string) resp.Value {
 }
 
 func cmdHello(c *client, args [][]byte) {
-	proto3 := c.resp3
+	proto3 := c.resp3.Load()
 	if len(args) >= 2 {
 		v, ok := resp.ParseInt(args[1])
 		if !ok {
@@ -190,7 +190,7 @@ func cmdHello(c *client, args [][]byte) {
 				c.replyErr(msgWrongPass)
 				return
 			}
-			c.setAuthed(true)
+			c.login(string(args[j+1]))
 			j += 2
 		case is(args[j], "setname") && more >= 1:
 			if !validClientName(args[j+1]) {
@@ -211,7 +211,7 @@ func cmdHello(c *client, args [][]byte) {
 	if setname != nil {
 		c.name = append(c.name[:0], setname...)
 	}
-	c.resp3 = proto3
+	c.resp3.Store(proto3)
 	var b []byte
 	b = resp.AppendMapHeader(b, 7, proto3)
 	b = resp.AppendBulkString(b, "server")
@@ -245,7 +245,11 @@ func (s *Server) checkAuth(user, pass []byte) bool {
 	if !s.passwordSet() {
 		return string(user) == "default"
 	}
-	want, ok := s.cfg.Users[string(user)]
+	u, ok := s.cfg.Users[string(user)]
+	want := u.Password
+	if u.Rules != nil && u.Rules.Off {
+		ok = false // a disabled user (off)
+	}
 	if string(user) == "default" {
 		want, ok = s.cfg.RequirePass, s.cfg.RequirePass != ""
 	}
@@ -259,6 +263,12 @@ func (s *Server) checkAuth(user, pass []byte) bool {
 func (c *client) setAuthed(v bool) {
 	c.authed = v
 	c.rd.authed = v
+}
+
+// login authenticates the connection as user, under its rules.
+func (c *client) login(user string) {
+	c.user, c.acl = user, c.s.acls[user]
+	c.setAuthed(true)
 }
 
 // The proxy has no users of its own unless a password is configured; the
@@ -282,19 +292,20 @@ func cmdAuth(c *client, args [][]byte) {
 		c.replyErr(msgWrongPass)
 		return
 	}
-	c.setAuthed(true)
+	c.login(string(user))
 	c.replyRaw(rawOK)
 }
 
 // cmdReset returns the connection to its initial state, as Redis's RESET.
 func cmdReset(c *client, args [][]byte) {
-	c.resp3 = false
+	c.resp3.Store(false)
 	c.name = c.name[:0]
 	if c.trk != nil {
 		c.s.track.off(c)
 		c.trk = nil
 	}
 	c.subscriptions = 0
+	c.user, c.acl = "default", nil
 	c.setAuthed(!c.s.passwordSet())
 	c.replyRaw(rawReset)
 }

@@ -28,7 +28,7 @@ var lockCommands = []*command{
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
 	c.noteTracking(o, c.cmdKeys)
 	c.s.eng.start(o, cmd, sc)
-	c.slots = append(c.slots, slot{op: o, resp3: c.resp3})
+	c.slots = append(c.slots, slot{op: o, resp3: c.resp3.Load()})
 	c.inflight++
 }
 
@@ -117,7 +117,8 @@ func cmdDel(c *client, args [][]byte) {
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("del", ruleDel, c.done)
-		c.cmd = appendDelCmd(c.cmd[:0], k)
+		ops[i].forcedBy, ops[i].forcedKey = c, append([]byte(nil), k...)
+		c.cmd = appendDelCmd(c.cmd[:0], k, c.s.cfg.Limits.MaxToken)
 		if c.cmdKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1])
 		}
@@ -129,8 +130,8 @@ func cmdDel(c *client, args [][]byte) {
 // appendDelCmd encodes a forced delete of key, of its FENCE state, which
 // lives exactly as long as its grant (as a release deletes it too), and of
 // a semaphore's permits kept under that key (kind_sem.go).
-func appendDelCmd(b []byte, key []byte) []byte {
-	b = resp.AppendArrayHeader(b, 6)
+func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
+	b = resp.AppendArrayHeader(b, 7)
 	b = resp.AppendBulkString(b, "EVALSHA")
 	b = resp.AppendBulkString(b, delScript.Sha)
 	b = resp.AppendBulkString(b, "3")
@@ -140,7 +141,8 @@ func appendDelCmd(b []byte, key []byte) []byte {
 	b = append(b, '\r', '\n')
 	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(semPrefix, key))
 	b = keyslot.Companion(b, semPrefix, key)
-	return append(b, '\r', '\n')
+	b = append(b, '\r', '\n')
+	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
 // The newer release primitives of Valkey 9 (DELIFEQ) and Redis 8.4 (DELEX

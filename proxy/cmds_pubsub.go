@@ -52,10 +52,10 @@ func cmdUnsubscribe(c *client, args [][]byte) {
 // appendPush encodes a pub/sub confirmation: a push in RESP3, an array in
 // RESP2. A nil channel is encoded as a nil bulk.
 func (c *client) appendPush(b []byte, kind string, ch []byte, n int64) []byte {
-	b = resp.AppendPushHeader(b, 3, c.resp3)
+	b = resp.AppendPushHeader(b, 3, c.resp3.Load())
 	b = resp.AppendBulkString(b, kind)
 	if ch == nil {
-		b = resp.AppendNull(b, c.resp3)
+		b = resp.AppendNull(b, c.resp3.Load())
 	} else {
 		b = resp.AppendBulk(b, ch)
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
@@ -119,6 +120,19 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 	c.startOp(o, c.cmd, sc)
 }
 
+// ttlArgError is the refusal of a call whose TTL argument is no positive
+// TTL: a TTL of 0 or less asks for a lock that never expires (what such a
+// script does on one Redis), which gets SET's refusal of a lock without an
+// expiry; anything else is not a number.
+func ttlArgError(cl *script.Class, argv [][]byte) string {
+	if !cl.Deadline && cl.TTLArg >= 0 && cl.TTLArg < len(argv) {
+		if n, err := strconv.ParseInt(string(argv[cl.TTLArg]), 10, 64); err == nil && n <= 0 {
+			return msgScriptNeedsExpiry(cl.TTLArg + 1)
+		}
+	}
+	return msgNotInteger
+}
+
 // startClassOp runs a call of a classified script as its role: the
 // reference script on every backend.
 func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
@@ -129,7 +143,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv)
 		if !ok {
-			c.replyErr(msgNotInteger)
+			c.replyErr(ttlArgError(cl, argv))
 			return
 		}
 		if ttl > c.s.cfg.MaxTTL {

@@ -51,7 +51,7 @@ func cmdConfig(c *client, args [][]byte) {
 				}
 			}
 		}
-		if c.resp3 {
+		if c.resp3.Load() {
 			b := resp.AppendMapHeader(nil, len(kv)/2, true)
 			for _, v := range kv {
 				b = appendReply(b, v, true)
@@ -121,7 +121,7 @@ func cmdCommand(c *client, args [][]byte) {
 				names = append(names, strings.ToLower(string(a)))
 			}
 		}
-		c.replyRaw(appendDocs(nil, names, c.resp3))
+		c.replyRaw(appendDocs(nil, names, c.resp3.Load()))
 	case is(sub, "list") && len(args) == 2:
 		v := resp.Value{Kind: resp.KindArray}
 		for _, cmd := range sortedCommands() {
@@ -156,10 +156,14 @@ func commandTable(cmds []*command) resp.Value {
 			flags.Elems = append(flags.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte(f)})
 		}
 		empty := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		cats := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
+		for _, cat := range aclCategories[cmd.name] {
+			cats.Elems = append(cats.Elems, resp.Value{Kind: resp.KindSimple, Str: []byte("@" + cat)})
+		}
 		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindArray, Elems: []resp.Value{
 			resp.BulkValue([]byte(cmd.name)), resp.IntValue(int64(cmd.arity)), flags,
 			resp.IntValue(int64(cmd.first)), resp.IntValue(int64(cmd.last)), resp.IntValue(int64(cmd.step)),
-			empty, empty, empty, empty,
+			cats, empty, empty, empty,
 		}})
 	}
 	return v

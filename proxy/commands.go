@@ -28,7 +28,7 @@ type command struct {
 var commands map[string]*command
 
 func init() {
-	commands = table(slices.Concat(lockCommands, semCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands)...)
+	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands)...)
 }
 
 // table indexes the commands by name. A name registered twice is a
@@ -92,11 +92,17 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgNoAuth)
 		return
 	}
+	if c.acl != nil {
+		if msg := c.aclRefusal(cmd, args); msg != "" {
+			c.replyErr(msg)
+			return
+		}
+	}
 	if cmd.first > 0 && reservedKey(args, cmd.first, cmd.last, cmd.step) {
 		c.replyErr(msgReservedKey)
 		return
 	}
-	if c.subscriptions > 0 && !c.resp3 && !subscribedAllowed(cmd.name) {
+	if c.subscriptions > 0 && !c.resp3.Load() && !subscribedAllowed(cmd.name) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -31,6 +34,13 @@ type slot struct {
 // client is one connection. Its goroutine reads a batch of pipelined
 // commands, starts them all (lock commands run concurrently on the
 // backends), then writes their replies in order.
+//
+// Its fields belong to that goroutine, except: resp3 (atomic: read by the
+// pusher and by invalidations sent from other goroutines, its own or a
+// client redirecting to it); the push queue's state (pmu) and the writes
+// to nc (wmu), shared with the pusher; and s, nc, id, set before the
+// goroutine starts. The tracker reads none of the tracking settings (trk):
+// it keeps its own copy, taken under its lock.
 type client struct {
 	s   *Server
 	nc  net.Conn
@@ -41,8 +51,10 @@ type client struct {
 	name          []byte
 	libName       []byte
 	libVer        []byte
-	resp3         bool
+	resp3         atomic.Bool // RESP3 (HELLO 3); see above for who reads it
 	authed        bool
+	user          string   // the user it authenticated as ("default" until AUTH)
+	acl           *userACL // that user's rules (nil: everything allowed)
 	closeAfter    bool
 	subscriptions int // channels subscribed to (only __redis__:invalidate ever carries messages)
 
@@ -81,7 +93,7 @@ type client struct {
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
 		s: s, nc: nc, id: s.nextID.Add(1), done: make(chan struct{}, maxBatch+s.cfg.Limits.MaxArgs),
-		authed: !s.passwordSet(), created: time.Now(),
+		authed: !s.passwordSet(), user: "default", created: time.Now(),
 	}
 	c.rd = newReader(nc, &s.cfg.Limits)
 	c.rd.authed = c.authed
@@ -139,9 +151,22 @@ func (c *client) serve() {
 				}
 				c.write(appendReply(nil, resp.ErrorValue(msg), false))
 			}
+			c.s.notePlainText(c, err)
 			return
 		}
 	}
+}
+
+// notePlainText logs, once per process, a client that spoke plain text to
+// the TLS listener: its connection fails the handshake and closes, and
+// without the log nothing would say why.
+func (s *Server) notePlainText(c *client, err error) {
+	var rec tls.RecordHeaderError
+	if !errors.As(err, &rec) || !s.plainTextSeen.CompareAndSwap(false, true) {
+		return
+	}
+	s.cfg.Logger.Warn("a client spoke plain text to the TLS listener; its connection is closed (clients must use TLS, as redis-cli --tls does; logged once)",
+		"client", c.nc.RemoteAddr().String())
 }
 
 // setReadDeadline bounds the next read: a command already started must be
@@ -228,11 +253,11 @@ func (c *client) writeRaw(b []byte) error {
 // reply queues an immediate answer, after any earlier command still deciding.
 func (c *client) reply(v resp.Value) {
 	if len(c.slots) == 0 {
-		c.out = appendReply(c.out, v, c.resp3)
+		c.out = appendReply(c.out, v, c.resp3.Load())
 		return
 	}
 	a := len(c.scratch)
-	c.scratch = appendReply(c.scratch, v, c.resp3)
+	c.scratch = appendReply(c.scratch, v, c.resp3.Load())
 	c.slots = append(c.slots, slot{a: a, b: len(c.scratch)})
 }
 
@@ -275,6 +300,6 @@ func (c *client) reserveRead() {
 
 // await queues the reply of ops already started.
 func (c *client) await(ops ...*op) {
-	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3})
+	c.slots = append(c.slots, slot{ops: ops, resp3: c.resp3.Load()})
 	c.inflight += len(ops)
 }

@@ -85,7 +85,7 @@ func cmdFence(c *client, args [][]byte) {
 	f.token = append([]byte(nil), f.token...)
 	f.t1 = time.Now()
 	f.ballot = nextBallot(0)
-	c.slots = append(c.slots, slot{fence: f, resp3: c.resp3})
+	c.slots = append(c.slots, slot{fence: f, resp3: c.resp3.Load()})
 	c.inflight++
 	if f.e.veto {
 		f.vetoPending = true

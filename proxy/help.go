@@ -26,7 +26,7 @@ type docArg struct {
 
 // cmdDoc documents one served command.
 type cmdDoc struct {
-	group   string // lock, connection, server, pubsub
+	group   string // lock, keyspace, connection, server, pubsub
 	summary string
 	args    []docArg
 }
@@ -81,6 +81,18 @@ var docs = map[string]cmdDoc{
 		"or why it was refused; FLUSH and KILL are accepted.", []docArg{
 		oneof("subcommand", pure("LOAD"), pure("EXISTS"), pure("EXPLAIN"), pure("FLUSH"), pure("KILL"), pure("HELP")), opt(many(str("arg"))),
 	}},
+	"scan": {"keyspace", "Iterate over the keys a majority of the backends hold with the same value (the proxy's own keys never show); " +
+		"MATCH, COUNT and TYPE as in Redis (every lock is a string). redis-cli --scan uses it.", []docArg{
+		integer("cursor"), opt(named("MATCH", str("pattern"))), opt(named("COUNT", integer("count"))), opt(named("TYPE", str("type"))),
+	}},
+	"keys":   {"keyspace", "Every key a majority of the backends hold with the same value that matches pattern: a walk of the whole key space, as in Redis.", []docArg{str("pattern")}},
+	"dbsize": {"keyspace", "How many keys a majority of the backends hold with the same value: a walk of the whole key space (Redis keeps a count; the proxy has none).", nil},
+	"exists": {"keyspace", "How many of the keys a majority of the backends hold with the same value (a key named twice counts twice).", []docArg{many(key("key"))}},
+	"type":   {"keyspace", "string when a majority of the backends hold the key with the same value, else none.", []docArg{key("key")}},
+	"lockinfo": {"keyspace", "Who holds a lock: the holder's token, its remaining validity, its fencing number (when FENCE numbered the grant), " +
+		"and what each backend holds (value, PTTL, fencing number, or why it did not answer). A read: it changes nothing.", []docArg{key("key")}},
+	"acl": {"connection", "ACL WHOAMI: the user this connection authenticated as; ACL CAT: the command categories, or the commands of one. " +
+		"Users and their ACL rules (which commands, which keys) are set in the proxy's configuration.", []docArg{str("subcommand"), opt(str("category"))}},
 	"help":   {"connection", "What this server serves: its commands, and what a nil reply may mean.", []docArg{opt(str("command"))}},
 	"ping":   {"connection", "PONG, from the proxy itself.", []docArg{opt(str("message"))}},
 	"echo":   {"connection", "The message, from the proxy itself.", []docArg{str("message")}},
@@ -157,6 +169,7 @@ func argUsage(a docArg) string {
 // helpGroups orders HELP's sections.
 var helpGroups = []struct{ group, title string }{
 	{"lock", "Lock commands (each a majority vote over every backend):"},
+	{"keyspace", "The key space as a majority of the backends hold it (for operators):"},
 	{"connection", "Connection commands (answered by the proxy):"},
 	{"server", "Server commands (answered by the proxy):"},
 	{"pubsub", "Pub/sub (accepted so that clients connect; nothing is published):"},
@@ -180,7 +193,7 @@ func cmdHelp(c *client, args [][]byte) {
 				}
 			}
 		}
-		line("Every other command (KEYS, FLUSHALL, ...) is not served: it gets Redis's \"unknown command\" error; the commands of lock designs no majority makes safe (SETNX, EXPIRE, GETSET, INCR, MULTI, ...) are answered with why.")
+		line("Every other command (FLUSHALL, RENAME, ...) is not served: it gets Redis's \"unknown command\" error; the commands of lock designs no majority makes safe (SETNX, EXPIRE, GETSET, INCR, MULTI, ...) are answered with why.")
 		line("Note: %s.", noQuorumNote)
 		line("HELP <command> documents one command; redis-cli's \"help @lock\" lists the lock commands.")
 	case 2:

@@ -26,11 +26,12 @@ var infoSections = []struct {
 }{
 	{"server", true, (*Server).infoServer},
 	{"clients", true, (*Server).infoClients},
+	{"memory", true, (*Server).infoMemory},
 	{"persistence", true, func(*Server) string { return "loading:0\r\nasync_loading:0\r\n" }},
 	{"stats", true, (*Server).infoStats},
 	{"replication", true, func(*Server) string { return "role:master\r\nconnected_slaves:0\r\n" }},
 	{"proxy", true, (*Server).infoProxy},
-	{"keyspace", true, func(*Server) string { return "" }},
+	{"keyspace", true, (*Server).keyspaceInfo},
 }
 
 func cmdInfo(c *client, args [][]byte) {
@@ -79,17 +80,44 @@ func (s *Server) infoServer() string {
 }
 
 func (s *Server) infoClients() string {
-	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+	// No command blocks a client here (BLPOP and the like are not served).
+	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\nblocked_clients:0\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+}
+
+// infoMemory is the proxy process's own memory (the locks live on the
+// backends): the Go heap in use, and what the Go runtime took from the
+// system. The proxy has no maxmemory (CONFIG GET maxmemory says 0).
+func (s *Server) infoMemory() string {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return fmt.Sprintf("used_memory:%d\r\nused_memory_human:%s\r\nused_memory_runtime:%d\r\nused_memory_runtime_human:%s\r\n"+
+		"maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:go\r\n",
+		m.HeapAlloc, bytesHuman(m.HeapAlloc), m.Sys, bytesHuman(m.Sys))
+}
+
+// bytesHuman writes a size as Redis's INFO does (1.50M).
+func bytesHuman(n uint64) string {
+	f := float64(n)
+	for _, u := range []string{"B", "K", "M", "G", "T"} {
+		if f < 1024 || u == "T" {
+			if u == "B" {
+				return fmt.Sprintf("%dB", n)
+			}
+			return fmt.Sprintf("%.2f%s", f, u)
+		}
+		f /= 1024
+	}
+	return ""
 }
 
 func (s *Server) infoStats() string {
 	st := &s.stats
 	return fmt.Sprintf("total_connections_received:%d\r\ntotal_commands_processed:%d\r\n"+
 		"lock_granted:%d\r\nlock_refused:%d\r\nlock_extended:%d\r\nlock_extend_refused:%d\r\nlock_released:%d\r\nlock_release_refused:%d\r\n"+
-		"lock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nundo_expired:%d\r\nrejected_commands:%d\r\n",
+		"lock_no_quorum:%d\r\nlock_revoked_late:%d\r\nundo_sent:%d\r\nundo_failed:%d\r\nundo_expired:%d\r\nrejected_commands:%d\r\nforced_unlocks:%d\r\n",
 		st.connsTotal.Load(), st.commands.Load(), st.granted.Load(), st.refused.Load(), st.extended.Load(), st.extendRefused.Load(),
 		st.released.Load(), st.releaseRefused.Load(), st.noQuorum.Load(),
-		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.undoExpired.Load(), st.rejected.Load())
+		st.late.Load(), st.undos.Load(), st.undoFailed.Load(), st.undoExpired.Load(), st.rejected.Load(), st.forced.Load())
 }
 
 func (s *Server) infoProxy() string {
@@ -138,7 +166,7 @@ func (s *Server) infoProxy() string {
 		if h.Writes > 0 {
 			batch = float64(h.Sent) / float64(h.Writes)
 		}
-		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,restarts=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
+		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,losses=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
 			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors, h.Sent, h.Writes, batch)
 		switch state {
 		case "quarantined":
@@ -206,7 +234,7 @@ func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
 		if now.Before(s.QuarantinedUntil) {
 			q = s.QuarantinedUntil.Sub(now).Milliseconds()
 		}
-		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,restarts=%d\r\n",
+		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,losses=%d\r\n",
 			i, j, s.Addr, s.ID, s.Slots, s.SlotCount, state, q, s.MarkerSlot, s.RunID, s.Connects, s.Restarts)
 		switch state {
 		case "quarantined":

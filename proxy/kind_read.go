@@ -7,7 +7,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The reads: GET, PTTL and TTL of a lock (cmdGet, cmdPTTL, cmdTTL). Every
+// The reads: GET, EXISTS, PTTL and TTL of a lock (cmdGet, cmdExists,
+// cmdPTTL, cmdTTL). Every
 // backend's answer is an answer (Granted); the value and the TTL are the
 // majority's (quorum.MajorityValue, quorum.MajorityRemaining), and a TTL
 // is reported as of the moment the reply leaves, never more than remains.
@@ -20,14 +21,28 @@ var (
 	// rulePastAcquire answers SET NX with a deadline already passed
 	// (startPastAcquire) from the key's state, read as GET reads it: OK
 	// where a majority holds nothing, nil where it is held.
-	rulePastAcquire = &getRules{pastAcquire: true}
-	rulePTTL        = &ttlRules{unit: time.Millisecond}
-	ruleTTL         = &ttlRules{unit: time.Second}
+	rulePastAcquire = &getRules{as: asPastAcquire}
+	// ruleExists and ruleType answer EXISTS (1 or 0) and TYPE ("string" or
+	// "none") of a key as GET sees it.
+	ruleExists = &getRules{as: asExists}
+	ruleType   = &getRules{as: asType}
+	rulePTTL   = &ttlRules{unit: time.Millisecond}
+	ruleTTL    = &ttlRules{unit: time.Second}
+)
+
+// getAs is what a read of a key's value answers.
+type getAs uint8
+
+const (
+	asGet getAs = iota
+	asPastAcquire
+	asExists
+	asType
 )
 
 type getRules struct {
 	plain
-	pastAcquire bool
+	as getAs
 }
 
 func (*getRules) effects(*op) effect { return 0 }
@@ -47,25 +62,40 @@ func (g *getRules) decide(o *op) bool {
 		return o.answered(true)
 	}
 	if v, _, ok := quorum.MajorityValue(o.e.n, hs); ok {
-		o.result = resp.BulkValue(v)
-		if g.pastAcquire {
-			o.result = resp.Nil // held
-		}
+		o.result = g.answer(o, v, true)
 		return o.answered(true)
 	}
 	if !o.tally.Done() || o.awaitsVeto() {
 		return false
 	}
-	o.result = resp.Nil
-	if v, ok := o.vetoHolds(); ok {
-		o.result = resp.BulkValue(v) // a lock taken on the old Redis directly
-	}
-	if g.pastAcquire && o.result.Kind == resp.KindNil && o.tally.Granted() >= quorum.Majority(o.e.n) {
-		o.result = resp.OK // free on a majority: what one Redis answers, holding nothing
-	} else if g.pastAcquire {
-		o.result = resp.Nil
-	}
+	v, held := o.vetoHolds() // a lock taken on the old Redis directly
+	o.result = g.answer(o, v, held)
 	return o.answered(true)
+}
+
+// answer is the reply for a key held with value v, or not held.
+func (g *getRules) answer(o *op, v []byte, held bool) resp.Value {
+	switch g.as {
+	case asPastAcquire:
+		if !held && o.tally.Granted() >= quorum.Majority(o.e.n) {
+			return resp.OK // free on a majority: what one Redis answers, holding nothing
+		}
+		return resp.Nil
+	case asExists:
+		if held {
+			return resp.IntValue(1)
+		}
+		return resp.IntValue(0)
+	case asType:
+		if held {
+			return resp.Value{Kind: resp.KindSimple, Str: []byte("string")}
+		}
+		return resp.Value{Kind: resp.KindSimple, Str: []byte("none")}
+	}
+	if held {
+		return resp.BulkValue(v)
+	}
+	return resp.Nil
 }
 
 type ttlRules struct {

@@ -44,11 +44,16 @@ return n`))
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
 	// delScript is DEL of a lock key (KEYS[1]) that also deletes its FENCE
-	// state (KEYS[2]) and, for a semaphore, its permits (KEYS[3]); it
-	// answers as DEL of the lock key, or of the semaphore.
-	delScript = resp.NewScript([]byte(`local n = redis.call('del', KEYS[1])
+	// state (KEYS[2]) and, for a semaphore, its permits (KEYS[3]). It
+	// answers {DEL's answer (1 when the lock key or the semaphore was
+	// there), the value it deleted}: the value (the holder's token, for the
+	// log of a forced unlock) is false when it was not a string or was
+	// longer than ARGV[1] (max_token).
+	delScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+if type(v) ~= 'string' or #v > tonumber(ARGV[1]) then v = false end
+local n = redis.call('del', KEYS[1])
 redis.call('del', KEYS[2])
-return math.max(n, redis.call('del', KEYS[3]))`))
+return {math.max(n, redis.call('del', KEYS[3])), v}`))
 	// getScript is GET bounded like readScript.
 	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')
@@ -139,11 +144,22 @@ for i, k in ipairs(KEYS) do
 end
 return n`))
 
+// fenceHolds defines holds(key, token) for the FENCE scripts: the lock
+// holds the token when it is a string of that value, or a hash whose one
+// field is the token (a hash lock, whose field may count re-entries, as
+// Redisson's RLock and RFencedLock keep theirs).
+const fenceHolds = `local function holds(k, tok)
+  local t = redis.call('type', k).ok
+  if t == 'string' then return redis.call('get', k) == tok end
+  return t == 'hash' and redis.call('hlen', k) == 1 and redis.call('hexists', k, tok) == 1
+end
+`
+
 var (
 	// fencePrepare: KEYS lock, state, counter; ARGV token, ballot. Returns
 	// {0} when the lock does not hold the token, else {1, pttl, promised,
 	// higher ballot, accepted ballot, accepted value, counter, now ms}.
-	fencePrepare = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return {0} end
+	fencePrepare = resp.NewScript([]byte(fenceHolds + `if not holds(KEYS[1], ARGV[1]) then return {0} end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local pttl = redis.call('pttl', KEYS[1])
@@ -156,7 +172,7 @@ if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
 return {1, pttl, 1, '', s[3], s[4], counter, now}`))
 	// fenceAccept: KEYS as above; ARGV token, ballot, value. Returns 1 when
 	// accepted.
-	fenceAccept = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+	fenceAccept = resp.NewScript([]byte(fenceHolds + `if not holds(KEYS[1], ARGV[1]) then return 0 end
 local s = redis.call('hmget', KEYS[2], 'tok', 'pb')
 if s[1] ~= ARGV[1] then s[2] = '` + fenceZero + `' end
 if ARGV[2] < s[2] then return 0 end
@@ -166,4 +182,32 @@ if pttl > 0 then redis.call('pexpire', KEYS[2], pttl) end
 local c = redis.call('get', KEYS[3])
 if not c or c < ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
 return 1`))
+)
+
+// The operator's view of the key space (keyspace.go, lockinfo.go): reads
+// that change nothing.
+var (
+	// scanScript is SCAN with the arguments given (cursor, then COUNT,
+	// MATCH, TYPE). KEYS[1] only routes it: on a Redis Cluster backend, to
+	// the shard that owns its slot, whose master's keys it scans.
+	scanScript = resp.NewScript([]byte(`return redis.call('scan', unpack(ARGV))`))
+	// digestScript answers, for each key, false when it holds no string,
+	// else {SHA1 of its value, PTTL}: what the majority view needs to
+	// compare values across backends, whatever their length.
+	digestScript = resp.NewScript([]byte(`local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('get', k)
+  if type(v) == 'string' then out[i] = {redis.sha1hex(v), redis.call('pttl', k)} else out[i] = false end
+end
+return out`))
+	// lockInfoScript reads a lock (KEYS[1]) and its FENCE state (KEYS[2]):
+	// {value (false when none, not a string, or longer than ARGV[1]),
+	// PTTL, the state's token, accepted ballot, accepted number, the
+	// value's length}.
+	lockInfoScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
+local n = 0
+if type(v) ~= 'string' then v = false else n = #v end
+if n > tonumber(ARGV[1]) then v = false end
+local s = redis.call('hmget', KEYS[2], 'tok', 'ab', 'av')
+return {v, redis.call('pttl', KEYS[1]), s[1], s[2], s[3], n}`))
 )

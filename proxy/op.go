@@ -98,8 +98,12 @@ type op struct {
 	// succeeds (invBy, the client that sent it, is spared under NOLOOP).
 	invKeys [][]byte
 	invBy   *client
-	t1      time.Time
-	done    chan<- struct{}
+	// forcedBy is the client of a DEL (an operator's forced unlock) and
+	// forcedKey its key: a DEL a majority carried out is logged (final).
+	forcedBy  *client
+	forcedKey []byte
+	t1        time.Time
+	done      chan<- struct{}
 
 	// mu protects everything below it up to the fields set at the
 	// decision: the backends' results arrive from their link goroutines
@@ -410,6 +414,9 @@ func (o *op) final(now time.Time) resp.Value {
 		second = o.grantedNodesLocked()
 	}
 	written := o.invKeys != nil && o.outcome == ResultGranted
+	if o.forcedBy != nil && o.outcome == ResultGranted {
+		o.forcedUnlockLocked()
+	}
 	o.mu.Unlock()
 	o.sendUndo(undo)
 	o.sendSecondStep(second, now)

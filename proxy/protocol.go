@@ -27,6 +27,7 @@ const (
 	msgWrongPass         = "WRONGPASS invalid username-password pair or user is disabled."
 	msgAuthNotConfigured = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	msgMaxClients        = "ERR max number of clients reached"
+	msgInvalidCursor     = "ERR invalid cursor"
 
 	msgSetNeedsNX     = "ERR redlock-proxy: SET is a lock acquire here and needs NX: SET key token NX PX milliseconds (or EX seconds, PXAT, EXAT); or IFEQ token to extend"
 	msgSetNeedsExpiry = "ERR redlock-proxy: SET needs an expiry (PX, EX, PXAT or EXAT): the proxy never writes a lock that cannot expire"
@@ -34,6 +35,11 @@ const (
 	msgSetIfEqHandoff = "ERR redlock-proxy: SET ... IFEQ is supported to extend a lock: the new value must equal the compared one"
 	msgOnlyDB0        = "ERR redlock-proxy: only database 0 is served; locks live in database 0 of every backend"
 	msgInvalidReply   = "ERR redlock-proxy: internal error: invalid reply"
+	// msgShutdownWalk: KEYS or DBSIZE stopped by a shutdown.
+	msgShutdownWalk = "ERR redlock-proxy: shutting down: the walk of the key space stopped"
+	// msgScanCursorTooLarge: a backend's cursor, times the places SCAN
+	// walks, would not fit the 64 bits of a cursor.
+	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
 
 	msgSemUpgrade  = "ERR redlock-proxy: semaphores are refused while upgrade_from is set: the old Redis keeps its holders in a sorted set that the proxy's permits (slots) do not see, so clients on either side could exceed the limit together"
 	msgSemNoExpiry = "ERR redlock-proxy: a semaphore's permits need a TTL above 0: the proxy never grants a permit that cannot expire (its holder's death would keep it forever)"
@@ -57,6 +63,29 @@ const msgShutdownPartial = "ERR redlock-proxy: shutting down: the command had no
 
 func msgWrongArgs(name string) string {
 	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
+}
+
+// msgNoPermCommand is Redis's refusal of a command the user may not run
+// (id is "name" or "name|subcommand").
+func msgNoPermCommand(id string) string {
+	return "NOPERM this user has no permissions to run the '" + id + "' command"
+}
+
+// msgNoPermKey is Redis's refusal of a key the user may not access as the
+// command would.
+const msgNoPermKey = "NOPERM this user has no permissions to access one of the keys used as arguments"
+
+func msgUnknownCategory(cat []byte) string {
+	return "ERR Unknown category '" + string(cString(cat, 128)) + "'"
+}
+
+func msgUnknownSubcommandOrArgs(sub []byte, cmd string) string {
+	return "ERR unknown subcommand or wrong number of arguments for '" + string(cString(sub, 128)) + "'. Try " + cmd + " HELP."
+}
+
+func msgACLNotServed(sub []byte) string {
+	return "ERR redlock-proxy: ACL " + strings.ToUpper(string(cString(sub, 128))) +
+		" is not served: users and their rules are set in the proxy's configuration (users:, with rules:); ACL WHOAMI and ACL CAT are served"
 }
 
 func msgUnknownSubcommand(sub, cmd string) string {
@@ -95,7 +124,7 @@ func msgUnknownCommand(args [][]byte) string {
 }
 
 // unknownCommandHint follows Redis's unknown-command reply.
-const unknownCommandHint = "(redlock-proxy serves lock commands only; HELP lists them)"
+const unknownCommandHint = "(redlock-proxy serves lock commands only; COMMAND LIST lists them, redis-cli's help @lock describes them)"
 
 // redisUnknownCommand is Redis's own reply to a command it does not have.
 func redisUnknownCommand(args [][]byte) string {
@@ -181,7 +210,7 @@ func msgConfigUnsupported(sub []byte) string {
 }
 
 func msgNotServed(name []byte) string {
-	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; HELP lists what is"
+	return "ERR redlock-proxy: '" + string(cString(name, 128)) + "' is not served here; COMMAND LIST lists what is"
 }
 
 func msgNoReplyForCase(c string) string {
@@ -257,3 +286,10 @@ func msgVoteRefused(ref *script.Refusal) string {
 // msgPublish refuses PUBLISH, saying what SUBSCRIBE is for.
 const msgPublish = "ERR redlock-proxy: PUBLISH is not served: this is a lock service and nothing is ever published; " +
 	"SUBSCRIBE is accepted only so that clients that open a subscription connection (StackExchange.Redis) can connect"
+
+// msgScriptNeedsExpiry refuses a lock script called with a TTL of 0 or
+// less in ARGV[arg], as SET without an expiry is refused.
+func msgScriptNeedsExpiry(arg int) string {
+	return fmt.Sprintf("ERR redlock-proxy: the lock script's TTL (ARGV[%d]) must be above 0: a TTL of 0 asks for a lock that never expires, "+
+		"and the proxy never writes a lock that cannot expire", arg)
+}

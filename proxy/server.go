@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
 	"log/slog"
 	"net"
 	"sync"
@@ -35,11 +36,11 @@ type Config struct {
 	VoteUnknownScripts bool
 	Logger             *slog.Logger
 	Observer           Observer
-	RequirePass        string            // password of the default user (default: none)
-	Users              map[string]string // more users: name -> password; with users and no RequirePass the default user is disabled
-	CommandTimeout     time.Duration     // a command whose first byte arrived must be whole within this (default 10s)
-	Version            string            // the proxy's version, for INFO
-	Addr               string            // the listen address, for INFO
+	RequirePass        string          // password of the default user (default: none)
+	Users              map[string]User // more users, by name; with users and no RequirePass the default user is disabled
+	CommandTimeout     time.Duration   // a command whose first byte arrived must be whole within this (default 10s)
+	Version            string          // the proxy's version, for INFO
+	Addr               string          // the listen address, for INFO
 	// Cluster says some backend is a Redis Cluster: a script's keys must
 	// share a slot, or it is refused before anything is sent, as a
 	// cluster refuses it (CROSSSLOT).
@@ -110,6 +111,17 @@ type Server struct {
 	track    tracker // client-side caching (tracking.go)
 	sems     *script.Semaphores
 	semHints semHints // kind_sem.go
+	ksCache  keyspaceCache
+	acls     map[string]*userACL // the users' compiled rules (acl.go); none: everything allowed
+	// plainTextSeen: a plain-text client on the TLS listener was logged.
+	plainTextSeen atomic.Bool
+}
+
+// User is a client user: its password, and its ACL rules (nil: it may run
+// every command on every key).
+type User struct {
+	Password string
+	Rules    *acl.Rules
 }
 
 // New returns a server over the given backends.
@@ -127,6 +139,12 @@ func New(cfg Config, be Backends) *Server {
 		stats: &s.stats, maxToken: cfg.Limits.MaxToken, track: &s.track,
 	}
 	_, s.eng.veto = be.Veto()
+	s.acls = map[string]*userACL{}
+	for name, u := range cfg.Users {
+		if u.Rules != nil {
+			s.acls[name] = compileACL(u.Rules)
+		}
+	}
 	return s
 }
 

@@ -3,6 +3,8 @@ package proxy
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
 // Observer receives what the proxy decides, for metrics. Methods are called
@@ -18,6 +20,9 @@ type Observer interface {
 	Undo(result string)
 	// Clients is called with the number of connected clients when it changes.
 	Clients(n int)
+	// ForcedUnlock is called for each DEL that a majority carried out: a
+	// held lock forced open (the log says whose).
+	ForcedUnlock()
 }
 
 // What became of an undo.
@@ -67,6 +72,7 @@ type stats struct {
 	undoExpired              atomic.Uint64
 	late                     atomic.Uint64 // grants revoked: their reply would have left after their validity
 	rejected                 atomic.Uint64
+	forced                   atomic.Uint64 // DELs a majority carried out
 	connsTotal               atomic.Uint64
 	clients                  atomic.Int64
 }
@@ -139,4 +145,79 @@ func (s *stats) undone(result string) {
 	if s.obs != nil {
 		s.obs.Undo(result)
 	}
+}
+
+func (s *stats) forcedUnlock() {
+	s.forced.Add(1)
+	if s.obs != nil {
+		s.obs.ForcedUnlock()
+	}
+}
+
+// Results lists the results a command, as CommandNames names it, can be
+// counted with, so that the metrics export only label pairs that can occur.
+// A command decided by the backends can always be no_quorum; one the proxy
+// answers itself never is.
+func Results(name string) []string {
+	all := []string{ResultGranted, ResultRefused, ResultNoQuorum, ResultError, ResultOK}
+	switch name {
+	case "unknown", "publish":
+		return all[3:4] // refused by the proxy, always
+	case "quit":
+		return all[4:] // answered, always
+	case "set":
+		// An acquire, an extend (IFEQ), or, with a deadline already
+		// passed, a read of the key's state.
+		return all
+	case "del", "delifeq", "delex":
+		return all[:4]
+	case "fence":
+		return []string{ResultOK, ResultRefused, ResultNoQuorum, ResultError}
+	case "get", "pttl", "ttl", "exists", "type", "vote":
+		return []string{ResultOK, ResultNoQuorum, ResultError}
+	}
+	if r, ok := roleNamed(name); ok {
+		if r.Query() {
+			return []string{ResultOK, ResultNoQuorum, ResultError}
+		}
+		return all[:3] // decided by a majority; refusals are counted as eval or evalsha
+	}
+	return []string{ResultOK, ResultError}
+}
+
+// roleNamed is the lock script role a metric name stands for.
+func roleNamed(name string) (script.Role, bool) {
+	for _, r := range script.Roles() {
+		if r.String() == name {
+			return r, true
+		}
+	}
+	return script.RoleUnknown, false
+}
+
+// LossOther is the cause of a loss that another proxy recorded, or that
+// the backend's state does not name.
+const LossOther = "other"
+
+// LossCause names the cause of a loss of a backend's data (the
+// backend_losses_total metric's cause label) from what the backend's
+// quarantine is for (netio.Health.QuarantineCause).
+func LossCause(reason string) string {
+	switch reason {
+	case "started", "restarted":
+		return "restart"
+	case "new":
+		return "flush" // no marker: flushed, restarted without its data, or never used by a proxy
+	case "promoted":
+		return "promotion"
+	case "resynced":
+		return "failback"
+	case "evicting", "evicted", "reset":
+		return "eviction"
+	case "clock", "replaced":
+		return reason
+	case "foreign", "moved":
+		return "moved" // Redis Cluster: the marker's slot moved
+	}
+	return LossOther
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -26,35 +27,54 @@ import (
 // client named (which must subscribe to that channel); a RESP2 client
 // tracking without REDIRECT gets none, as with Redis.
 
-// trackOpts is a client's CLIENT TRACKING settings.
+// trackOpts is a client's CLIENT TRACKING settings. It belongs to the
+// client's goroutine (which reads and changes it, CLIENT CACHING included);
+// other goroutines never read it: the tracker keeps its own copy (trackSub).
 type trackOpts struct {
-	redirect            int64
-	bcast               bool
-	prefixes            []string
-	optin, optout       bool
-	noloop              bool
-	caching             int8 // CLIENT CACHING for the next command: 1 yes, -1 no
-	cachingSetByCommand bool
+	redirect      int64
+	bcast         bool
+	prefixes      []string
+	optin, optout bool
+	noloop        bool
+	caching       int8 // CLIENT CACHING for the next command: 1 yes, -1 no
 }
 
-// tracker is the server's table of tracked keys.
+// trackSub is the tracker's copy of a tracking client's settings, taken
+// under tracker.mu when tracking goes on and never changed: invalidations
+// are sent from backend and op goroutines, while the client's own goroutine
+// may turn tracking off, change it, or close.
+type trackSub struct {
+	redirect int64
+	bcast    bool
+	noloop   bool
+	prefixes []string
+}
+
+// delivery is one invalidation to send: to the tracking client, or to the
+// client it redirects to.
+type delivery struct {
+	c        *client
+	redirect int64
+}
+
+// tracker is the server's table of tracked keys. Everything in it belongs
+// to mu; invalidations are collected under mu and sent after it.
 type tracker struct {
 	active atomic.Int32 // clients with tracking on: zero makes every hook a no-op
 
-	mu    sync.Mutex
-	keys  map[string]map[*client]struct{}
-	bcast map[*client]struct{}
+	mu   sync.Mutex
+	keys map[string]map[*client]struct{}
+	subs map[*client]trackSub // every client with tracking on
 }
 
-func (t *tracker) on(c *client) {
+// on turns tracking on for c with settings o.
+func (t *tracker) on(c *client, o *trackOpts) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.keys == nil {
-		t.keys, t.bcast = map[string]map[*client]struct{}{}, map[*client]struct{}{}
+		t.keys, t.subs = map[string]map[*client]struct{}{}, map[*client]trackSub{}
 	}
-	if c.trk.bcast {
-		t.bcast[c] = struct{}{}
-	}
+	t.subs[c] = trackSub{redirect: o.redirect, bcast: o.bcast, noloop: o.noloop, prefixes: slices.Clone(o.prefixes)}
 	t.active.Add(1)
 }
 
@@ -62,7 +82,7 @@ func (t *tracker) on(c *client) {
 func (t *tracker) off(c *client) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.bcast, c)
+	delete(t.subs, c)
 	for k, cs := range t.keys {
 		if _, ok := cs[c]; ok {
 			delete(cs, c)
@@ -95,7 +115,7 @@ func (t *tracker) invalidate(key []byte, by *client) {
 	if t.active.Load() == 0 {
 		return
 	}
-	var to []*client
+	var to []delivery
 	t.mu.Lock()
 	if key == nil {
 		seen := map[*client]struct{}{}
@@ -104,34 +124,36 @@ func (t *tracker) invalidate(key []byte, by *client) {
 				seen[c] = struct{}{}
 			}
 		}
-		for c := range t.bcast {
-			seen[c] = struct{}{}
+		for c, sub := range t.subs {
+			if sub.bcast {
+				seen[c] = struct{}{}
+			}
 		}
 		for c := range seen {
-			to = append(to, c)
+			to = append(to, delivery{c, t.subs[c].redirect})
 		}
 		clear(t.keys)
 	} else {
 		for c := range t.keys[string(key)] {
-			if c != by || !c.trk.noloop {
-				to = append(to, c)
+			if sub := t.subs[c]; c != by || !sub.noloop {
+				to = append(to, delivery{c, sub.redirect})
 			}
 		}
 		delete(t.keys, string(key))
-		for c := range t.bcast {
-			if (c != by || !c.trk.noloop) && c.trk.matches(key) {
-				to = append(to, c)
+		for c, sub := range t.subs {
+			if sub.bcast && (c != by || !sub.noloop) && sub.matches(key) {
+				to = append(to, delivery{c, sub.redirect})
 			}
 		}
 	}
 	t.mu.Unlock()
-	for _, c := range to {
-		c.s.sendInvalidation(c, key)
+	for _, d := range to {
+		d.c.s.sendInvalidation(d, key)
 	}
 }
 
 // matches reports whether a BCAST client's prefixes cover key.
-func (o *trackOpts) matches(key []byte) bool {
+func (o *trackSub) matches(key []byte) bool {
 	if len(o.prefixes) == 0 {
 		return true
 	}
@@ -149,19 +171,19 @@ func (s *Server) Invalidated(node int, key []byte) { s.track.invalidate(key, nil
 
 // sendInvalidation queues key's invalidation for the client that tracks it,
 // to it or to the client it redirects to.
-func (s *Server) sendInvalidation(from *client, key []byte) {
-	to := from
-	if id := from.trk.redirect; id != 0 {
+func (s *Server) sendInvalidation(d delivery, key []byte) {
+	to := d.c
+	if d.redirect != 0 {
 		s.mu.Lock()
-		to = s.byID[id]
+		to = s.byID[d.redirect]
 		s.mu.Unlock()
 		if to == nil {
 			return // the target is gone: Redis drops them too
 		}
-		to.push(appendInvalidateMessage(nil, key, to.resp3))
+		to.push(appendInvalidateMessage(nil, key, to.resp3.Load()))
 		return
 	}
-	if !to.resp3 {
+	if !to.resp3.Load() {
 		return // a RESP2 client without REDIRECT cannot receive pushes
 	}
 	to.push(appendInvalidatePush(nil, key))
@@ -227,7 +249,7 @@ func (c *client) pusher() {
 		c.pushLost = false
 		c.pmu.Unlock()
 		if lost {
-			if c.resp3 {
+			if c.resp3.Load() {
 				b = appendInvalidatePush(nil, nil)
 			} else {
 				b = appendInvalidateMessage(nil, nil, false)
@@ -338,7 +360,7 @@ func cmdClientTracking(c *client, args [][]byte) {
 		c.s.track.off(c)
 	}
 	c.trk = o
-	c.s.track.on(c)
+	c.s.track.on(c, o)
 	c.replyRaw(rawOK)
 }
 
@@ -394,14 +416,6 @@ func (c *client) trackingInfo() resp.Value {
 		resp.BulkValue([]byte("redirect")), resp.IntValue(redir),
 		resp.BulkValue([]byte("prefixes")), {Kind: resp.KindArray, Elems: prefixes},
 	}}
-}
-
-// trackFlags is the netio flag for a command of c whose keys are tracked.
-func trackFlags(tracked bool) netio.SendFlags {
-	if tracked {
-		return netio.Tracked
-	}
-	return 0
 }
 
 // commandKeys lists the keys a command names (for tracking).

@@ -108,6 +108,44 @@ function notOwned(string $name): void
     emit('release', ['key' => $name, 'token' => $next->owner()]);
 }
 
+// long: a five-minute lock, as a scheduler takes one, refused to another
+// client, then released.
+function long(string $name): void
+{
+    $store = store();
+    $lock = $store->lock($name, 300);
+    check($lock->get() === true, 'get() of a free lock for 300 s returned false');
+    emit('acquire', ['key' => $name, 'token' => $lock->owner(), 'ttl_ms' => 300000]);
+    $other = store()->lock($name, 300);
+    check($other->get() === false, 'get() of a held lock returned true');
+    emit('refused', ['key' => $name, 'token' => $other->owner(), 'holder' => $lock->owner(), 'ttl_ms' => 300000, 'age_ms' => 1000]);
+    check($lock->release() === true, 'release() by the holder returned false');
+    emit('release', ['key' => $name, 'token' => $lock->owner()]);
+}
+
+// noExpiry: Cache::lock($name) without seconds takes the lock with SETNX,
+// which never expires. One Redis grants it; the proxy refuses SETNX with
+// its reason, which phpredis keeps as the connection's last error while
+// get() returns false, as if another client held the lock.
+function noExpiry(string $name): void
+{
+    $store = store();
+    $lock = $store->lock($name);
+    $client = $store->connection()->client();
+    $client->clearLastError();
+    if ($lock->get() === true) {
+        emit('no-expiry', ['key' => $name, 'token' => $lock->owner()]);
+        check($lock->release() === true, 'release() of the lock without expiry returned false');
+        emit('release', ['key' => $name, 'token' => $lock->owner()]);
+        return;
+    }
+    $error = (string) $client->getLastError();
+    check($error !== '', 'get() without seconds returned false with no error: the lock is free');
+    emit('refused-no-expiry', ['key' => $name, 'error' => $error]);
+    check($lock->release() === false, 'release() of a refused lock returned true');
+    emit('release', ['key' => $name, 'token' => $lock->owner()]);
+}
+
 // handoff: a forked process blocks in block() while this one holds the
 // lock, and gets it once this one releases.
 function handoffScenario(string $name): void
@@ -129,7 +167,7 @@ function handoffScenario(string $name): void
 
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $name, $noLock, $opts) {
     check(extension_loaded('redis'), 'the phpredis extension is not loaded');
     switch ($scenario) {
         case 'lifecycle':
@@ -140,6 +178,12 @@ try {
             break;
         case 'handoff':
             handoffScenario($name);
+            break;
+        case 'long':
+            long($name);
+            break;
+        case 'no-expiry':
+            noExpiry($name);
             break;
         case 'contention':
             contention($name, (int) ($opts['workers'] ?? 4), (int) ($opts['rounds'] ?? 12), function () use ($name, $noLock) {
@@ -156,9 +200,4 @@ try {
         default:
             throw new CheckFailed("unknown scenario '$scenario'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});

@@ -1,6 +1,6 @@
 <?php
-// What the PHP lock programs (laravel_lock.php, symfony_lock.php) share:
-// checks, the trace they print, and the contention scenario. A program
+// What the PHP lock programs share: checks, the trace they print, the
+// contention and hand-off scenarios, and the run of a scenario. A program
 // sets $waitAck (wait for a line on stdin after each step) and, if its
 // steps carry more fields, $traceFields, before it emits.
 
@@ -125,4 +125,18 @@ function handoff(callable $wait, callable $release, float $within, callable $got
     }
     check(pcntl_wifexited($status) && pcntl_wexitstatus($status) === 0, 'the waiter failed to release: ' . @file_get_contents("$dir/error"));
     return $w['owner'];
+}
+
+// runScenario runs a program's scenario and ends the trace: "done", or
+// "error" with what failed (and exit status 1).
+function runScenario(callable $scenario): void
+{
+    try {
+        $scenario();
+    } catch (Throwable $e) {
+        fwrite(STDERR, (string) $e . "\n");
+        emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
+        exit(1);
+    }
+    emit('done');
 }

@@ -32,14 +32,14 @@ $traceFields = ['shape' => 'owners'];
 
 // factory returns a lock factory over a fresh connection (a forked child
 // must not share its parent's socket). $ttl is the store's initial TTL in
-// seconds (RedisStore's default, 300, is above the proxy's max_ttl).
-function factory(float $ttl = 10): LockFactory
+// seconds; null leaves RedisStore's default (300).
+function factory(?float $ttl = 10): LockFactory
 {
     global $host, $port;
     $redis = new Redis();
     check($redis->connect($host, (int) $port, 5), "cannot connect to $host:$port");
     $redis->setOption(Redis::OPT_READ_TIMEOUT, 10);
-    return new LockFactory(new RedisStore($redis, $ttl));
+    return new LockFactory($ttl === null ? new RedisStore($redis) : new RedisStore($redis, $ttl));
 }
 
 // A lock with its key, whose state holds the token RedisStore writes.
@@ -85,6 +85,26 @@ function lifecycle(string $name): void
     emit('acquire', ['key' => $name, 'token' => $b->token(), 'ttl_ms' => 10000, 'mode' => 'write']);
     $b->lock->release();
     emit('release', ['key' => $name, 'token' => $b->token()]);
+}
+
+// defaults: the store and the lock at Symfony's defaults (300 s each, the
+// lock released when its object goes), refused to another, refreshed,
+// released.
+function defaults(string $name): void
+{
+    $key = new Key($name);
+    $lock = factory(null)->createLockFromKey($key);
+    check($lock->acquire() === true, 'acquire() of a free lock at the defaults returned false');
+    $token = $key->getState(RedisStore::class);
+    emit('acquire', ['key' => $name, 'token' => $token, 'ttl_ms' => 300000, 'mode' => 'write']);
+    $other = new Key($name);
+    check(factory(null)->createLockFromKey($other)->acquire() === false, 'acquire() of a held lock returned true');
+    emit('refused', ['key' => $name, 'token' => $other->getState(RedisStore::class), 'holder' => $token, 'ttl_ms' => 300000, 'age_ms' => 1000, 'mode' => 'write']);
+    $lock->refresh();
+    check($lock->getRemainingLifetime() > 290, 'refresh() at the defaults left less than 290 s');
+    emit('extend', ['key' => $name, 'token' => $token, 'ttl_ms' => 300000, 'mode' => 'write']);
+    unset($lock); // autoRelease: released as the lock object goes
+    emit('release', ['key' => $name, 'token' => $token]);
 }
 
 // expired: a lock of one second lapses; releasing it afterwards is quiet,
@@ -188,7 +208,7 @@ function promote(string $name): void
 
 $scenario = $opts['scenario'] ?? '';
 $name = "$prefix:$scenario:" . bin2hex(random_bytes(8));
-try {
+runScenario(function () use ($scenario, $name, $noLock, $opts) {
     check(extension_loaded('redis'), 'the phpredis extension is not loaded');
     switch ($scenario) {
         case 'lifecycle':
@@ -196,6 +216,9 @@ try {
             break;
         case 'expired':
             expired($name);
+            break;
+        case 'defaults':
+            defaults($name);
             break;
         case 'handoff':
             handoffScenario($name);
@@ -227,9 +250,4 @@ try {
         default:
             throw new CheckFailed("unknown scenario '$scenario'");
     }
-} catch (Throwable $e) {
-    fwrite(STDERR, (string) $e . "\n");
-    emit('error', ['error' => get_class($e) . ': ' . $e->getMessage()]);
-    exit(1);
-}
-emit('done');
+});

@@ -1,67 +1,20 @@
 """redis-py's Lock, unchanged, against one Redis address.
 
-Runs one scenario against the address given (a lone Redis, or redlock-proxy
-in front of several masters) and checks every result the library returns.
-After each step that changes what the server holds it prints one JSON line
-on stdout (the trace) and, with --wait-ack, waits for a line on stdin, so
-that a caller can check each master while the lock is in that state. The
-last line is {"step": "done"} and the exit status 0; on a failed check or an
-error from the server the last line is {"step": "error", ...} and the exit
-status 1.
-
-Run with Debian's python3 (python3-redis):
+The trace and command line are lockprog.py's. Run with Debian's python3
+(python3-redis):
 
     /usr/bin/python3 redispy_lock.py --addr 127.0.0.1:6379 --scenario lifecycle
 """
 
-import argparse
-import json
 import sys
 import threading
 import time
-import traceback
 import uuid
 
 import redis
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
-
-class CheckFailed(Exception):
-    """A result of the library that is not what one Redis gives."""
-
-
-def check(cond, msg):
-    if not cond:
-        raise CheckFailed(msg)
-
-
-def text(token):
-    return token.decode() if isinstance(token, bytes) else token
-
-
-class Trace:
-    def __init__(self, wait_ack):
-        self.wait_ack = wait_ack
-        self.lock = threading.Lock()
-
-    def emit(self, step, **fields):
-        fields["step"] = step
-        with self.lock:
-            sys.stdout.write(json.dumps(fields) + "\n")
-            sys.stdout.flush()
-            if self.wait_ack and step not in ("done", "error"):
-                if not sys.stdin.readline():
-                    raise CheckFailed("the checker went away")
-
-
-def expect_raises(exc_type, fn, what):
-    try:
-        fn()
-    except exc_type as e:
-        return e
-    except Exception as e:  # noqa: BLE001 - reported as a failed check
-        raise CheckFailed(f"{what}: raised {type(e).__name__}: {e}; want {exc_type.__name__}") from e
-    raise CheckFailed(f"{what}: returned normally; want {exc_type.__name__}")
+from lockprog import check, contention, expect_raises, handoff, main, text
 
 
 def scenario_lifecycle(r, key, trace, args):
@@ -156,87 +109,61 @@ def scenario_handoff(r, key, trace, args):
     first = text(lock.local.token)
     trace.emit("acquire", key=key, token=first, ttl_ms=10000)
 
-    state = {}
-    may_release = threading.Event()
+    def wait():
+        check(lock.acquire(blocking=True, blocking_timeout=20) is True, "the blocking acquire gave up")
+        return text(lock.local.token), lock.release
 
-    def waiter():
-        try:
-            state["got"] = lock.acquire(blocking=True, blocking_timeout=20)
-            state["at"] = time.monotonic()
-            state["token"] = text(lock.local.token)
-            may_release.wait(30)
-            lock.release()
-            state["released"] = True
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            state["error"] = f"{type(e).__name__}: {e}"
-
-    t = threading.Thread(target=waiter, name="waiter")
-    t.start()
-    try:
-        time.sleep(0.5)
-        check("at" not in state and "error" not in state, f"the waiter did not block while the lock was held: {state}")
-        released_at = time.monotonic()
-        lock.release()
-        deadline = time.monotonic() + 10
-        while "at" not in state and "error" not in state:
-            check(time.monotonic() < deadline, "the waiter did not get the lock within 10s of its release")
-            time.sleep(0.01)
-        check("error" not in state, f"waiter: {state.get('error')}")
-        check(state["got"] is True, "the blocking acquire gave up")
-        check(state["at"] >= released_at, "the waiter got the lock before it was released")
-        check(state["token"] != first, "the waiter holds the first thread's token")
-        trace.emit("handoff", key=key, token=state["token"], other=first, ttl_ms=10000)
-    finally:
-        may_release.set()
-        t.join(30)
-    check(not t.is_alive(), "the waiter did not finish")
-    check("error" not in state, f"waiter: {state.get('error')}")
-    check(state.get("released"), "the waiter did not release")
-    trace.emit("release", key=key, token=state["token"])
+    token, finish = handoff(first, lock.release, wait)
+    trace.emit("handoff", key=key, token=token, other=first, ttl_ms=10000)
+    finish()
+    trace.emit("release", key=key, token=token)
 
 
 def scenario_contention(r, key, trace, args):
-    """Threads increment a shared counter under the lock with a pause
-    between read and write; with the lock no update is lost and no two
-    threads are ever inside at once."""
-    threads, rounds = args.threads, args.rounds
-    shared = {"counter": 0, "inside": 0, "overlap": 0}
-    errors = []
+    """Threads increment a shared counter under the lock (lockprog's
+    contention)."""
+    def run_locked(body):
+        if args.no_lock:
+            return body()
+        with r.lock(key, timeout=5, sleep=0.005, blocking_timeout=60):
+            body()
 
-    def worker():
-        try:
-            for _ in range(rounds):
-                if errors:
-                    return
-                lock = r.lock(key, timeout=5, sleep=0.005, blocking_timeout=60)
-                if not args.no_lock:
-                    check(lock.acquire(), "acquire gave up after 60s")
-                try:
-                    shared["inside"] += 1
-                    if shared["inside"] > 1:
-                        shared["overlap"] += 1
-                    value = shared["counter"]
-                    time.sleep(0.002)
-                    shared["counter"] = value + 1
-                    shared["inside"] -= 1
-                finally:
-                    if not args.no_lock:
-                        lock.release()
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(f"{type(e).__name__}: {e}")
+    contention(key, trace, args, run_locked)
 
-    workers = [threading.Thread(target=worker, name=f"worker-{i}") for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    check(all(not w.is_alive() for w in workers), "a worker did not finish within 120s")
-    check(not errors, f"workers failed: {errors[:3]}")
-    want = threads * rounds
-    lost = want - shared["counter"]
-    check(lost == 0 and shared["overlap"] == 0,
-          f"lost {lost} of {want} updates; {shared['overlap']} entries overlapped another holder")
-    trace.emit("contention", key=key, increments=want, counter=shared["counter"])
+
+def scenario_long(r, key, trace, args):
+    """A five-minute lock, as a job scheduler takes one: Lock(timeout=300),
+    extended by another five minutes, then released."""
+    lock = r.lock(key, timeout=300)
+    check(lock.acquire(blocking=False) is True, "acquire of a free lock with timeout=300 returned False")
+    token = text(lock.local.token)
+    trace.emit("acquire", key=key, token=token, ttl_ms=300000)
+    check(r.lock(key, timeout=300).acquire(blocking=False) is False, "a second acquire of a held lock returned True")
+    check(lock.extend(300, replace_ttl=True) is True, "extend(300, replace_ttl=True) returned False")
+    trace.emit("extend", key=key, token=token, ttl_ms=300000)
+    lock.release()
+    trace.emit("release", key=key, token=token)
+
+
+def scenario_no_expiry(r, key, trace, args):
+    """Lock() without timeout asks for a lock that never expires: SET NX
+    without PX. One Redis grants it; the proxy refuses it with a message that
+    says to give the lock a timeout, and holds nothing. The refusal reaches
+    the caller as ResponseError from acquire()."""
+    lock = r.lock(key)
+    try:
+        got = lock.acquire(blocking=False)
+    except ResponseError as e:
+        trace.emit("refused-no-expiry", key=key, error=str(e))
+        check(not lock.locked(), "the lock is held after its refused acquire")
+        trace.emit("release", key=key, token=text(lock.local.token))
+        return
+    check(got is True, "acquire() without timeout of a free lock returned False")
+    token = text(lock.local.token)
+    check(r.pttl(key) == -1, "a lock without timeout has a TTL")
+    trace.emit("no-expiry", key=key, token=token)
+    lock.release()
+    trace.emit("release", key=key, token=token)
 
 
 def scenario_holds(r, key, trace, args):
@@ -275,36 +202,14 @@ SCENARIOS = {
     "not-owned": scenario_not_owned,
     "handoff": scenario_handoff,
     "contention": scenario_contention,
+    "long": scenario_long,
+    "no-expiry": scenario_no_expiry,
 }
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--addr", required=True, help="host:port of the Redis (or proxy) to lock on")
-    p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    p.add_argument("--prefix", default="redispy", help="key prefix")
-    p.add_argument("--wait-ack", action="store_true", help="after each trace line, wait for a line on stdin")
-    p.add_argument("--threads", type=int, default=6)
-    p.add_argument("--rounds", type=int, default=20)
-    p.add_argument("--key", help="the key to lock (default: a fresh one under --prefix)")
-    p.add_argument("--seconds", type=float, default=2.0, help="how long the holds scenario runs")
-    p.add_argument("--no-lock", action="store_true",
-                   help="contention without the lock (a control: updates must be lost)")
-    args = p.parse_args()
-
-    host, _, port = args.addr.rpartition(":")
-    r = redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5)
-    trace = Trace(args.wait_ack)
-    key = args.key or f"{args.prefix}:{args.scenario}:{uuid.uuid4().hex}"
-    try:
-        SCENARIOS[args.scenario](r, key, trace, args)
-    except Exception as e:  # noqa: BLE001 - every failure ends the run the same way
-        traceback.print_exc(file=sys.stderr)
-        trace.emit("error", error=f"{type(e).__name__}: {e}", redis_py=redis.__version__)
-        return 1
-    trace.emit("done", redis_py=redis.__version__)
-    return 0
+def connect(host, port):
+    return redis.Redis(host=host, port=port, socket_timeout=10, socket_connect_timeout=5)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, SCENARIOS, connect, lambda: "redis-py " + redis.__version__))

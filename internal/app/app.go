@@ -56,9 +56,20 @@ func NewLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	lvl.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lvl}
 	if cfg.LogFormat == "json" {
+		opts.ReplaceAttr = readableDurations
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// readableDurations writes durations in JSON logs as Go writes them
+// ("1m0.602s", "250ms"), as the text format does, rather than as bare
+// nanoseconds.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // New listens for clients and the admin HTTP server, then starts the
@@ -196,9 +207,13 @@ func (a *App) start() error {
 	}
 	a.pool.Start()
 
-	users := map[string]string{}
+	users := map[string]proxy.User{}
 	for _, u := range cfg.Users {
-		users[u.Name] = u.Password
+		rules, err := u.ACL()
+		if err != nil {
+			return err
+		}
+		users[u.Name] = proxy.User{Password: u.Password, Rules: rules}
 	}
 	a.srv = proxy.New(proxy.Config{
 		Scripts:            scripts,
@@ -256,6 +271,10 @@ func (a *App) AdminAddr() string {
 // Pool exposes the backend links (for tests and the benchmark harness).
 func (a *App) Pool() *netio.Pool { return a.pool }
 
+// Metrics exposes the metrics (for tests: the names of every metric, also
+// those a scrape shows only for some kinds of backend).
+func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
 // ErrUndosPending is returned by Run when undos of partial acquisitions
 // had not run when the shutdown grace ended: those locks stay on their
 // masters until their TTL. main exits with status 3 for it.
@@ -279,6 +298,12 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	a.draining.Store(true) // a load balancer stops sending clients here
+	if d := a.cfg.ShutdownDelay; d > 0 && err == nil {
+		// Clients are still served (and new ones accepted) while the load
+		// balancer sees /readyz at 503 and stops sending them.
+		a.log.Info("shutting down: /readyz answers 503; still serving for shutdown_delay", "shutdown_delay", d)
+		time.Sleep(d)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
 	stopWatch() // before the backends close: their closing is no lost quorum

@@ -68,18 +68,18 @@ var facts = []factRow{
 	{"3e7c6bf3e080bb97a92e77362149c26252b98212", "RedLock.net", "2.3", "Extend.lua (CRLF build)",
 		"extend-or-acquire keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: 1; own: 1; own-no-ttl: 1; other: -1; other-no-ttl: -1"},
 
-	{"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992", "pottery", "3.0.0", "acquired script",
+	{"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992", "pottery", "3.0.1", "acquired script",
 		"ttl keys=1 args=1 token=1; missing: 0; own: pttl; own-no-ttl: 0; other: 0; other-no-ttl: 0"},
-	{"ba015a80261b616e7a62d35df0b8e3edbe6c9414", "pottery", "3.0.0", "extend script", pexpire10},
-	{"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80", "pottery", "3.0.0", "release script", release10},
+	{"ba015a80261b616e7a62d35df0b8e3edbe6c9414", "pottery", "3.0.1", "extend script", pexpire10},
+	{"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80", "pottery", "3.0.1", "release script", release10},
 
 	{"4e92fdc63815b3a0a2dd1c1df3694de73607c88d", "redlock-py", "1.0.8", "unlock_script", release10},
 
-	{"c75a9bf1538efcdb1f383acc3e273c5089d57e58", "aioredlock", "0.7", "SET_LOCK_SCRIPT",
+	{"c75a9bf1538efcdb1f383acc3e273c5089d57e58", "aioredlock", "0.7.3", "SET_LOCK_SCRIPT",
 		"extend-or-acquire keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: +OK; own: +OK; own-no-ttl: +OK; other: " + aioError + "; other-no-ttl: " + aioError},
-	{"241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5", "aioredlock", "0.7", "UNSET_LOCK_SCRIPT",
+	{"241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5", "aioredlock", "0.7.3", "UNSET_LOCK_SCRIPT",
 		"release keys=1 args=1 token=1; missing: +OK; own: 1; own-no-ttl: 1; other: " + aioError + "; other-no-ttl: " + aioError},
-	{"f908d3f43dbcabc68fc0c9ecaf1fa4a285ecdb0a", "aioredlock", "0.7", "GET_LOCK_TTL_SCRIPT",
+	{"f908d3f43dbcabc68fc0c9ecaf1fa4a285ecdb0a", "aioredlock", "0.7.3", "GET_LOCK_TTL_SCRIPT",
 		"ttl keys=1 args=1 token=1; missing: " + aioError + "; own: ttl; own-no-ttl: -1; other: " + aioError + "; other-no-ttl: " + aioError},
 
 	{"c3f8721cbb97f72bc19e972846bd7aaf91901658", "redis-py", "4.3.4", "Lock.LUA_RELEASE_SCRIPT", release10},

@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -62,6 +63,7 @@ type Config struct {
 	CommandTimeout  time.Duration `yaml:"command_timeout"`   // a started command must arrive whole within this (default 10s)
 	WriteTimeout    time.Duration `yaml:"write_timeout"`     // give up on a client that does not read its replies (default 10s)
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`    // at SIGTERM, how long commands in flight and their undos may take to finish (default 5s)
+	ShutdownDelay   time.Duration `yaml:"shutdown_delay"`    // at SIGTERM, how long /readyz answers 503 while clients are still served, before the listener closes (default 0)
 	MaxArgs         int           `yaml:"max_args"`          // arguments per command (default 4096)
 	MaxBulk         int           `yaml:"max_bulk"`          // bytes per argument (default 512 KiB)
 	MaxInline       int           `yaml:"max_inline"`        // bytes per inline command line (default 64 KiB)
@@ -131,10 +133,22 @@ func Procs(setting, cpus int) int {
 	return max(1, cpus/2)
 }
 
-// UserConfig is a client user: AUTH name password.
+// UserConfig is a client user: AUTH name password, and what it may do.
 type UserConfig struct {
 	Name     string `yaml:"name"`
 	Password string `yaml:"password"`
+	// Rules are Redis ACL rules (the part of a users.acl line after the
+	// name), applied from no command and no key; empty: every command on
+	// every key.
+	Rules string `yaml:"rules"`
+}
+
+// ACL is the user's rules, read; nil when it has none.
+func (u UserConfig) ACL() (*acl.Rules, error) {
+	if strings.TrimSpace(u.Rules) == "" {
+		return nil, nil
+	}
+	return acl.Parse(u.Rules)
 }
 
 // List is a list of strings, written in YAML as a sequence or as one
@@ -332,6 +346,8 @@ func (c *Config) Validate() (warnings []string, err error) {
 		return nil, invalid("write_timeout", "must be positive, got %v", c.WriteTimeout)
 	case c.ShutdownGrace <= 0:
 		return nil, invalid("shutdown_grace", "must be positive, got %v", c.ShutdownGrace)
+	case c.ShutdownDelay < 0:
+		return nil, invalid("shutdown_delay", "must not be negative (0: close the listener at once), got %v", c.ShutdownDelay)
 	case c.MaxArgs < 3:
 		return nil, invalid("max_args", "must be at least 3 (SET key value), got %d", c.MaxArgs)
 	case c.MaxBulk < 1024:
@@ -455,6 +471,19 @@ func (c *Config) ReadYAML(data []byte, name string) error {
 	return err
 }
 
+// tabIndented is the first line (from 1) whose indentation holds a tab,
+// or 0: the YAML parser's own words for it ("found character that cannot
+// start any token") do not say what to do.
+func tabIndented(data []byte) int {
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+		if bytes.IndexByte(indent, '\t') >= 0 && len(bytes.TrimSpace(line)) > 0 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // readYAML is ReadYAML, and also returns the line of each top-level key.
 func (c *Config) readYAML(data []byte, name string) (lines map[string]int, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -462,6 +491,9 @@ func (c *Config) readYAML(data []byte, name string) (lines map[string]int, err e
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
+		}
+		if line := tabIndented(data); line > 0 {
+			return nil, fmt.Errorf("%w: %s, line %d: indent with spaces: YAML does not allow tabs in indentation", ErrInvalid, name, line)
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 	}
@@ -549,6 +581,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.DurationVar(&c.CommandTimeout, "command_timeout", c.CommandTimeout, "a started command must arrive whole within this")
 	fs.DurationVar(&c.WriteTimeout, "write_timeout", c.WriteTimeout, "give up on a client that does not read its replies")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", c.ShutdownGrace, "at SIGTERM, how long commands in flight and their undos may take to finish")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown_delay", c.ShutdownDelay, "at SIGTERM, how long /readyz answers 503 while clients are still served, before the listener closes (for a load balancer to stop sending clients)")
 	fs.IntVar(&c.MaxArgs, "max_args", c.MaxArgs, "arguments per command")
 	fs.IntVar(&c.MaxBulk, "max_bulk", c.MaxBulk, "bytes per argument")
 	fs.IntVar(&c.MaxInline, "max_inline", c.MaxInline, "bytes per inline command line")
@@ -624,4 +657,33 @@ func configPath(args []string) (path string) {
 // them.
 func (c *Config) Timing() quorum.Timing {
 	return quorum.Timing{DriftFactor: c.DriftFactor, DriftFloor: c.DriftFloor, MinValidity: c.MinValidity}
+}
+
+// Summary is the configuration in one line, for -check: the backends and
+// the majority, where it listens, and the settings an operator checks
+// first. It holds no secret.
+func Summary(c Config) string {
+	var b strings.Builder
+	n := len(c.Backends)
+	if n == 0 {
+		fmt.Fprintf(&b, "%d embedded demo backends (not for production)", c.EmbeddedBackends)
+	} else {
+		fmt.Fprintf(&b, "%d backends (%s), majority %d", n, strings.Join(c.Backends, ", "), quorum.Majority(n))
+	}
+	if c.UpgradeFrom != "" {
+		fmt.Fprintf(&b, ", upgrade_from %s", c.UpgradeFrom)
+	}
+	fmt.Fprintf(&b, "; listen %s", c.Listen)
+	if c.TLSCertFile != "" {
+		b.WriteString(" (TLS)")
+	}
+	admin := c.Admin
+	if admin == "" {
+		admin = "off"
+	}
+	fmt.Fprintf(&b, ", admin %s; max_ttl %v, backend_timeout %v, restart_quarantine %s; %d users", admin, c.MaxTTL, c.BackendTimeout, c.RestartQuarantine, len(c.Users))
+	if c.RequirePass != "" {
+		b.WriteString(" and requirepass")
+	}
+	return b.String()
 }

@@ -178,6 +178,7 @@ requirepass: s3cret
 users:
   - name: app
     password: apppass
+    rules: "~app:* +@all -keys"
 tls_cert_file: /etc/proxy/cert.pem
 tls_key_file: /etc/proxy/key.pem
 tls_ca_file: /etc/proxy/ca.pem
@@ -187,6 +188,7 @@ idle_timeout: 5m
 command_timeout: 3s
 write_timeout: 4s
 shutdown_grace: 7s
+shutdown_delay: 3s
 max_args: 100
 max_bulk: 65536
 max_inline: 4096
@@ -255,7 +257,7 @@ func allKeysConfig() Config {
 		MaxTTL:                90 * time.Second,
 		RestartQuarantine:     "run-id",
 		RequirePass:           "s3cret",
-		Users:                 []UserConfig{{Name: "app", Password: "apppass"}},
+		Users:                 []UserConfig{{Name: "app", Password: "apppass", Rules: "~app:* +@all -keys"}},
 		TLSCertFile:           "/etc/proxy/cert.pem",
 		TLSKeyFile:            "/etc/proxy/key.pem",
 		TLSCAFile:             "/etc/proxy/ca.pem",
@@ -265,6 +267,7 @@ func allKeysConfig() Config {
 		CommandTimeout:        3 * time.Second,
 		WriteTimeout:          4 * time.Second,
 		ShutdownGrace:         7 * time.Second,
+		ShutdownDelay:         3 * time.Second,
 		MaxArgs:               100,
 		MaxBulk:               65536,
 		MaxInline:             4096,

@@ -18,6 +18,8 @@ Usage:
   redlock-proxy                 try it: three embedded demo backends (not for production)
   redlock-proxy -backends 10.0.0.11:6379,10.0.0.12:6379,10.0.0.13:6379
   redlock-proxy -config config.example.yaml -log_level debug
+  redlock-proxy -check -config proxy.yaml   validate the configuration, print a summary, exit (0 good, 1 not)
+  redlock-proxy -version                    print the version, revision and Go version
 
 Every flag is also a key of the YAML file given with -config (see
 config.example.yaml); flags given on the command line win over the file.

@@ -20,6 +20,9 @@ func (c *Config) validateSecurity() error {
 		case u.Password == "":
 			return invalid(key+".password", "must not be empty")
 		}
+		if _, err := u.ACL(); err != nil {
+			return invalid(key+".rules", "%v", err)
+		}
 		seen[u.Name] = true
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

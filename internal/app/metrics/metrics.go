@@ -10,6 +10,9 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,22 +31,35 @@ const ns = "redlock_proxy"
 type Metrics struct {
 	reg *prometheus.Registry
 
-	commands    map[string]map[string]prometheus.Counter
+	cmdTotal    *prometheus.CounterVec
+	commands    map[string]map[string]prometheus.Counter // the pairs that can occur (proxy.Results)
 	duration    map[string]prometheus.Observer
 	margin      prometheus.Histogram
 	undoOK      prometheus.Counter
 	undoFail    prometheus.Counter
 	undoExpired prometheus.Counter
 	clients     prometheus.Gauge
+	forced      prometheus.Counter
 
-	backendLatency  []prometheus.Observer
-	backendErrors   []prometheus.Counter
-	backendTimeouts []prometheus.Counter
-	backendConns    []prometheus.Counter
-	backendRestarts []prometheus.Counter
+	backendLatency []prometheus.Observer
+	backendConns   []prometheus.Counter
+	backendLosses  []map[string]prometheus.Counter // by cause
+	health         func() []netio.Health
+
+	runMu sync.Mutex
+	runs  []string // each backend's run_id when its connection was last lost (see Restarted)
 }
 
-var results = []string{proxy.ResultGranted, proxy.ResultRefused, proxy.ResultNoQuorum, proxy.ResultError, proxy.ResultOK}
+// causesOf lists the causes of loss a backend can have: moved only for a
+// Redis Cluster backend (its marker's slot can move), other for a loss
+// another proxy recorded.
+func causesOf(entry string) []string {
+	out := []string{"restart", "flush", "promotion", "failback", "eviction", "clock", "replaced", proxy.LossOther}
+	if strings.HasPrefix(entry, "cluster://") {
+		out = append(out, "moved")
+	}
+	return out
+}
 
 // New registers every metric. addrs are the backends' entries as
 // configured, in pool order;
@@ -57,7 +73,7 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion},
 	}, func() float64 { return 1 }))
 
-	cmdTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.cmdTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "commands_total",
 		Help: "Commands answered, by command (lock scripts by their role) and result, by one rule for every command, reads included: " +
 			"granted (a majority of counted backends did it), refused (a majority definitively said no), " +
@@ -73,10 +89,12 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 	m.duration = map[string]prometheus.Observer{}
 	for _, c := range proxy.CommandNames() {
 		m.commands[c] = map[string]prometheus.Counter{}
-		for _, r := range results {
-			m.commands[c][r] = cmdTotal.WithLabelValues(c, r)
+		for _, r := range proxy.Results(c) {
+			m.commands[c][r] = m.cmdTotal.WithLabelValues(c, r)
+			if r == proxy.ResultNoQuorum { // decided by the backends: timed
+				m.duration[c] = cmdDur.WithLabelValues(c)
+			}
 		}
-		m.duration[c] = cmdDur.WithLabelValues(c)
 	}
 	m.margin = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: ns, Name: "validity_margin_ratio",
@@ -89,28 +107,34 @@ func New(addrs []string, health func() []netio.Health, build buildinfo.Info) *Me
 	}, []string{"result"})
 	m.undoOK, m.undoExpired, m.undoFail = undo.WithLabelValues(proxy.UndoOK), undo.WithLabelValues(proxy.UndoExpired), undo.WithLabelValues(proxy.UndoFailed)
 	m.clients = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connected_clients", Help: "Client connections open."})
+	m.forced = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "forced_unlocks_total",
+		Help: "DELs that a majority of the backends carried out: held locks forced open (each logged at WARN with the key, the holder's token and the client)."})
 
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "backend_request_duration_seconds",
 		Help:    "Time from queueing a command for a backend to its reply, by backend.",
 		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
 	}, []string{"backend"})
-	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_errors_total",
-		Help: "Error replies from a backend, and commands refused because it was down or overloaded."}, []string{"backend"})
-	tmo := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_timeouts_total",
-		Help: "Commands that got no reply within the per-backend timeout."}, []string{"backend"})
 	conns := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_connections_established_total",
 		Help: "Connections established to a backend, the first one included: every one after the first is a reconnect."}, []string{"backend"})
-	rst := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_restarts_total",
-		Help: "Restarts detected (a new run_id or a shorter uptime), each starting a quarantine."}, []string{"backend"})
+	losses := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backend_losses_total",
+		Help: "Losses of a backend's data detected (each starts a quarantine), by cause: restart, flush (no replication marker: FLUSHALL, " +
+			"a restart without its data, or a master no proxy used before), eviction (keys evicted, an evicting memory policy, or statistics reset), promotion (a replica " +
+			"promoted), failback (a full resync from another master, then a promotion), clock (its clock jumped ahead), replaced (another " +
+			"server answers at the address), moved (Redis Cluster: the marker's slot moved), other (a loss another proxy recorded)."},
+		[]string{"backend", "cause"})
+	m.health = health
+	m.runs = make([]string, len(addrs))
 	for _, a := range addrs {
 		m.backendLatency = append(m.backendLatency, lat.WithLabelValues(a))
-		m.backendErrors = append(m.backendErrors, errs.WithLabelValues(a))
-		m.backendTimeouts = append(m.backendTimeouts, tmo.WithLabelValues(a))
 		m.backendConns = append(m.backendConns, conns.WithLabelValues(a))
-		m.backendRestarts = append(m.backendRestarts, rst.WithLabelValues(a))
+		byCause := map[string]prometheus.Counter{}
+		for _, cause := range causesOf(a) {
+			byCause[cause] = losses.WithLabelValues(a, cause)
+		}
+		m.backendLosses = append(m.backendLosses, byCause)
 	}
-	m.reg.MustRegister(cmdTotal, cmdDur, m.margin, undo, m.clients, lat, errs, tmo, conns, rst, &state{addrs: addrs, health: health})
+	m.reg.MustRegister(m.cmdTotal, cmdDur, m.margin, undo, m.clients, m.forced, lat, conns, losses, &state{addrs: addrs, health: health})
 	return m
 }
 
@@ -122,6 +146,24 @@ func (m *Metrics) Handler() http.Handler {
 // Registry is the registry holding every metric (for tests).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
+// Names lists the name of every metric the proxy can export, also those a
+// scrape shows only for some kinds of backend (Sentinel groups, Redis
+// Cluster shards).
+func (m *Metrics) Names() []string {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { m.reg.Describe(ch); close(ch) }()
+	var out []string
+	for d := range ch {
+		if n := descName.FindStringSubmatch(d.String()); n != nil {
+			out = append(out, n[1])
+		}
+	}
+	return out
+}
+
+// descName finds the name in a Desc's String.
+var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
 // Command implements proxy.Observer.
 func (m *Metrics) Command(name, result string, elapsed time.Duration) {
 	byResult, ok := m.commands[name]
@@ -130,6 +172,10 @@ func (m *Metrics) Command(name, result string, elapsed time.Duration) {
 	}
 	if c, ok := byResult[result]; ok {
 		c.Inc()
+	} else {
+		// A pair proxy.Results says cannot occur: still counted (the slow
+		// way), never lost.
+		m.cmdTotal.WithLabelValues(name, result).Inc()
 	}
 	if elapsed > 0 {
 		if d, ok := m.duration[name]; ok {
@@ -160,22 +206,53 @@ func (m *Metrics) Undo(result string) {
 // Clients implements proxy.Observer.
 func (m *Metrics) Clients(n int) { m.clients.Set(float64(n)) }
 
-// Reply implements netio.Events.
-func (m *Metrics) Reply(node int, latency time.Duration, isError bool) {
+// ForcedUnlock implements proxy.Observer.
+func (m *Metrics) ForcedUnlock() { m.forced.Inc() }
+
+// Reply implements netio.Events. Errors and timeouts are read from the
+// backends' state at scrape time, as INFO reads them (see state).
+func (m *Metrics) Reply(node int, latency time.Duration, _ bool) {
 	m.backendLatency[node].Observe(latency.Seconds())
-	if isError {
-		m.backendErrors[node].Inc()
-	}
 }
 
 // Timeout implements netio.Events.
-func (m *Metrics) Timeout(node int) { m.backendTimeouts[node].Inc() }
+func (m *Metrics) Timeout(int) {}
 
-// StateChange implements netio.Events.
-func (m *Metrics) StateChange(node int, up bool) {}
+// StateChange implements netio.Events: it notes the run of a backend whose
+// connection was lost, so that a loss found when it is back can be told a
+// restart (see Restarted).
+func (m *Metrics) StateChange(node int, up bool) {
+	if up {
+		return
+	}
+	if hs := m.health(); node < len(hs) && hs[node].RunID != "" {
+		m.runMu.Lock()
+		m.runs[node] = hs[node].RunID
+		m.runMu.Unlock()
+	}
+}
 
 // Restarted implements netio.Events.
-func (m *Metrics) Restarted(node int, until time.Time) { m.backendRestarts[node].Inc() }
+// It counts the loss under its cause, which the backend's state holds. A
+// master back with another run_id than the one it had when its connection
+// was lost restarted, whatever its data says (a restart without
+// persistence also leaves no marker, as a FLUSHALL does).
+func (m *Metrics) Restarted(node int, _ time.Time) {
+	cause := proxy.LossOther
+	if hs := m.health(); node < len(hs) {
+		cause = proxy.LossCause(hs[node].QuarantineCause)
+		m.runMu.Lock()
+		before := m.runs[node]
+		m.runs[node] = hs[node].RunID
+		m.runMu.Unlock()
+		if ran := before != "" && hs[node].RunID != before; ran && (cause == "flush" || cause == proxy.LossOther) {
+			cause = "restart"
+		}
+	}
+	if c, ok := m.backendLosses[node][cause]; ok {
+		c.Inc()
+	}
+}
 
 // Reconnect implements netio.Events: it is called for every connection
 // established, the first one included.
@@ -200,6 +277,10 @@ var (
 		"Commands written to the backend.", []string{"backend"}, nil)
 	writesDesc = prometheus.NewDesc(ns+"_backend_writes_total",
 		"Write calls to the backend (commands / writes is the mean batch).", []string{"backend"}, nil)
+	errorsDesc = prometheus.NewDesc(ns+"_backend_errors_total",
+		"Error replies from a backend, and commands refused because it was down or overloaded (INFO proxy's errors).", []string{"backend"}, nil)
+	timeoutsDesc = prometheus.NewDesc(ns+"_backend_timeouts_total",
+		"Commands that got no reply within the per-backend timeout (INFO proxy's timeouts).", []string{"backend"}, nil)
 	countingDesc = prometheus.NewDesc(ns+"_backends_counting",
 		"Backends whose votes count now (up and not quarantined).", nil, nil)
 	backendsDesc  = prometheus.NewDesc(ns+"_backends", "Backends configured.", nil, nil)
@@ -221,7 +302,7 @@ var (
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, countingDesc, backendsDesc, majorityDesc,
+	for _, d := range []*prometheus.Desc{upDesc, quarDesc, quarLeftDesc, latDesc, sentDesc, writesDesc, errorsDesc, timeoutsDesc, countingDesc, backendsDesc, majorityDesc,
 		confirmedDesc, agreeDesc, switchesDesc, shardCountsDesc, shardQuarDesc, shardSlotsDesc} {
 		ch <- d
 	}
@@ -253,6 +334,8 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(latDesc, prometheus.GaugeValue, h.Latency.Seconds(), a)
 		ch <- prometheus.MustNewConstMetric(sentDesc, prometheus.CounterValue, float64(h.Sent), a)
 		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(h.Writes), a)
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(h.Errors), a)
+		ch <- prometheus.MustNewConstMetric(timeoutsDesc, prometheus.CounterValue, float64(h.Timeouts), a)
 		if sh := h.Sentinel; sh != nil {
 			ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, b2f(now.Before(sh.Confirmed)), a)
 			ch <- prometheus.MustNewConstMetric(agreeDesc, prometheus.GaugeValue, float64(sh.Agree), a)

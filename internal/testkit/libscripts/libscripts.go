@@ -1,7 +1,8 @@
 // Package libscripts gives tests the lock scripts of client libraries with
 // a typical call of each: the exact text of the libraries installed on the
 // test machine, taken at test time (the Go module cache, the npm packages
-// of integration/node, Debian's python3-redis), and scripts written for
+// of integration/node, Debian's python3-redis, the PyPI libraries of
+// integration/python's virtualenv), and scripts written for
 // this project in the style of libraries whose runtime is not installed
 // (same behaviour, other text), each standing for a library fact.
 //
@@ -266,6 +267,64 @@ print(json.dumps({"version": redis.__version__, "release": l.Lock.LUA_RELEASE_SC
 	}, nil
 }
 
+// pypiDump prints, as JSON, the scripts of the PyPI Redlock libraries as
+// each sends them: pottery's as redis-py registers them, aioredlock's with
+// the leading blanks of each line stripped (as its SCRIPT LOAD sends them),
+// redlock-py's as it sends them by EVAL.
+const pypiDump = `import json, re
+from importlib.metadata import version
+import redis, pottery, aioredlock.redis as a, redlock
+# Registering pottery's scripts sends nothing: redis-py's Script only
+# keeps the text and its SHA1.
+pottery.Redlock(key="x", masters={redis.Redis()})
+r = pottery.Redlock
+strip = lambda s: re.sub(r'^\s+', '', s, flags=re.M).strip()
+print(json.dumps({
+    "pottery": version("pottery"), "aioredlock": version("aioredlock"), "redlock-py": version("redlock-py"),
+    "acquired script": r._acquired_script.script, "extend script": r._extend_script.script, "release script": r._release_script.script,
+    "SET_LOCK_SCRIPT": strip(a.Instance.SET_LOCK_SCRIPT), "UNSET_LOCK_SCRIPT": strip(a.Instance.UNSET_LOCK_SCRIPT),
+    "GET_LOCK_TTL_SCRIPT": strip(a.Instance.GET_LOCK_TTL_SCRIPT), "unlock_script": redlock.Redlock.unlock_script}))`
+
+// pypiScripts are the PyPI libraries' scripts with a typical call each:
+// library, name, call, fact.
+var pypiScripts = []struct{ lib, name, call, fact string }{
+	{"pottery", "acquired script", "redlock:printer -- 6f1c2e7a-52b8-4a42-9a53-8f1b8e8b9a11", "f5f7bd3a3aa4a63c507c1155c5ea1219b350d992"},
+	{"pottery", "extend script", "redlock:printer -- 6f1c2e7a-52b8-4a42-9a53-8f1b8e8b9a11 10000", "ba015a80261b616e7a62d35df0b8e3edbe6c9414"},
+	{"pottery", "release script", "redlock:printer -- 6f1c2e7a-52b8-4a42-9a53-8f1b8e8b9a11", "a4aada0b36710970eedaaaeec4a6b7d8c78c4f80"},
+	{"aioredlock", "SET_LOCK_SCRIPT", "resource -- 0b0c6f5e-2a51-4f44-8f0f-7f4b1b0e9d7a 10000", "c75a9bf1538efcdb1f383acc3e273c5089d57e58"},
+	{"aioredlock", "UNSET_LOCK_SCRIPT", "resource -- 0b0c6f5e-2a51-4f44-8f0f-7f4b1b0e9d7a", "241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5"},
+	{"aioredlock", "GET_LOCK_TTL_SCRIPT", "resource -- 0b0c6f5e-2a51-4f44-8f0f-7f4b1b0e9d7a", "f908d3f43dbcabc68fc0c9ecaf1fa4a285ecdb0a"},
+	{"redlock-py", "unlock_script", "res -- AbCdEfGhIjKlMnOpQrStUv", "4e92fdc63815b3a0a2dd1c1df3694de73607c88d"},
+}
+
+// PyPI returns the scripts of pottery, aioredlock and redlock-py from the
+// virtualenv integration/python/.venv under root (./test.sh makes it from
+// integration/python/requirements.txt).
+func PyPI(root string) ([]Script, error) {
+	python := filepath.Join(root, "integration", "python", ".venv", "bin", "python")
+	cmd := exec.Command(python, "-c", pypiDump)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libscripts: reading the PyPI libraries' scripts with %s (./test.sh makes the virtualenv from integration/python/requirements.txt): %w: %s", python, err, stderr.String())
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("libscripts: python output: %w", err)
+	}
+	var out []Script
+	for _, p := range pypiScripts {
+		text := m[p.name]
+		if text == "" {
+			return nil, fmt.Errorf("libscripts: python printed no %s %s", p.lib, p.name)
+		}
+		keys, argv := call(p.call)
+		out = append(out, Script{Library: p.lib + " " + m[p.lib], Name: p.name, Text: text, Keys: keys, Argv: argv, Fact: p.fact})
+	}
+	return out, nil
+}
+
 // ModuleRoot finds the directory of this module's go.mod from dir upward.
 func ModuleRoot(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
@@ -304,7 +363,12 @@ func Installed(dir string) ([]Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, p...), nil
+	out = append(out, p...)
+	pypi, err := PyPI(root)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, pypi...), nil
 }
 
 // symfonyDump prints the scripts Symfony Lock's RedisStore sends, as JSON:

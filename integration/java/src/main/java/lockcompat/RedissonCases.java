@@ -1,0 +1,328 @@
+package lockcompat;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+import org.redisson.Redisson;
+import org.redisson.api.RFencedLock;
+import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RSemaphore;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+/**
+ * Redisson (useSingleServer): RLock (lock and unlock, reentrancy, a waiter
+ * woken by the release's message, the watchdog's renewal, forceUnlock,
+ * isLocked, remainTimeToLive), RReadWriteLock, RFencedLock's tokens across
+ * lock addresses, RSemaphore and RPermitExpirableSemaphore. An RLock is a
+ * hash whose one field, "client id:thread id", counts its entries.
+ */
+final class RedissonCases {
+    static Map<String, Main.Case> cases() {
+        return Main.ordered(
+                "RLock: lock, isLocked, remainTimeToLive, refusal, unlock", (Main.Case) RedissonCases::lifecycle,
+                "RLock: reentrancy", (Main.Case) RedissonCases::reentrancy,
+                "RLock: tryLock(wait, lease) waiter woken by the release", (Main.Case) RedissonCases::waiter,
+                "RLock: watchdog renews past lockWatchdogTimeout", (Main.Case) RedissonCases::watchdog,
+                "RLock: forceUnlock", (Main.Case) RedissonCases::forceUnlock,
+                "RReadWriteLock: readers share, a writer excludes", (Main.Case) RedissonCases::readWrite,
+                "RFencedLock: tokens strictly increase across grants and addresses", (Main.Case) RedissonCases::fenced,
+                "RSemaphore: at most its permits", (Main.Case) RedissonCases::semaphore,
+                "RPermitExpirableSemaphore: leases and expiry", (Main.Case) RedissonCases::expirable);
+    }
+
+    /** Clients, each with its own connections, closed together. */
+    static final class Clients implements AutoCloseable {
+        private final List<RedissonClient> opened = new ArrayList<>();
+
+        RedissonClient open(String addr) {
+            return open(addr, 0);
+        }
+
+        /** A client of addr; watchdogMs, when > 0, is its lockWatchdogTimeout. */
+        RedissonClient open(String addr, long watchdogMs) {
+            Config cfg = new Config();
+            cfg.setThreads(2);
+            cfg.setNettyThreads(4);
+            if (watchdogMs > 0) {
+                cfg.setLockWatchdogTimeout(watchdogMs);
+            }
+            cfg.useSingleServer().setAddress("redis://" + addr)
+                    .setConnectionMinimumIdleSize(1).setConnectionPoolSize(4)
+                    .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(4);
+            RedissonClient c = Redisson.create(cfg);
+            opened.add(c);
+            return c;
+        }
+
+        @Override
+        public void close() {
+            for (RedissonClient c : opened) {
+                c.shutdown(0, 2, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    /** Two clients, on the first two lock addresses, and their RLocks of one new name. */
+    record Two(RedissonClient a, RedissonClient b, String name, RLock la, RLock lb) {
+        static Two open(Clients cs, Main.Env env, long watchdogMs) {
+            RedissonClient a = cs.open(env.addr(), watchdogMs);
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            return new Two(a, b, name, a.getLock(name), b.getLock(name));
+        }
+    }
+
+    /** The hash field an RLock of client c held by the current thread counts in. */
+    static String owner(RedissonClient c) {
+        return owner(c, Thread.currentThread().getId());
+    }
+
+    static String owner(RedissonClient c, long threadId) {
+        return c.getId() + ":" + threadId;
+    }
+
+    static void lifecycle(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            Two t = Two.open(cs, env, 0);
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock", t.name(), Map.of(owner(t.a()), "1"), 8000, 10000);
+            Main.check(t.la().isLocked() && t.la().isHeldByCurrentThread(), "isLocked()/isHeldByCurrentThread() false after lock()");
+            long ttl = t.la().remainTimeToLive();
+            Main.check(ttl > 8000 && ttl <= 10000, "remainTimeToLive() = " + ttl);
+            Main.check(!t.lb().tryLock(), "another client got a held lock");
+            Main.check(t.lb().isLocked() && !t.lb().isHeldByCurrentThread(), "another client's view of the held lock is wrong");
+            m.hashHeld("refused", t.name(), Map.of(owner(t.a()), "1"), 7000, 10000);
+            t.la().unlock();
+            m.gone("unlock", t.name());
+            Main.check(!t.la().isLocked(), "isLocked() after unlock()");
+            Main.check(t.la().remainTimeToLive() == -2, "remainTimeToLive() of a free lock = " + t.la().remainTimeToLive());
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the unlock returned false");
+            m.hashHeld("lock after unlock", t.name(), Map.of(owner(t.b()), "1"), 8000, 10000);
+            t.lb().unlock();
+            m.gone("unlock", t.name());
+        }
+    }
+
+    static void reentrancy(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            Two t = Two.open(cs, env, 0);
+            t.la().lock(10, TimeUnit.SECONDS);
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock twice", t.name(), Map.of(owner(t.a()), "2"), 8000, 10000);
+            Main.check(t.la().getHoldCount() == 2, "getHoldCount() = " + t.la().getHoldCount());
+            t.la().unlock();
+            m.hashHeld("first unlock", t.name(), Map.of(owner(t.a()), "1"), 7000, 10000);
+            Main.check(t.la().isLocked(), "the lock is free after the first of two unlocks");
+            Main.check(!t.lb().tryLock(), "another client got the lock after the first of two unlocks");
+            t.la().unlock();
+            m.gone("last unlock", t.name());
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after the last unlock returned false");
+            t.lb().unlock();
+            m.gone("unlock", t.name());
+        }
+    }
+
+    /**
+     * A waiter in tryLock(8 s, 10 s) while the lock has 10 s to live: only
+     * the release's message can wake it before then. The hand-off time is
+     * printed.
+     */
+    static void waiter(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try (Clients cs = new Clients()) {
+            Two t = Two.open(cs, env, 0);
+            t.la().lock(10, TimeUnit.SECONDS);
+            CompletableFuture<long[]> got = CompletableFuture.supplyAsync(() -> {
+                try {
+                    boolean ok = t.lb().tryLock(8, 10, TimeUnit.SECONDS);
+                    return new long[] {ok ? System.nanoTime() : -1, Thread.currentThread().getId()};
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }, pool);
+            Main.sleep(500);
+            Main.check(!got.isDone(), "the waiter returned while the lock was held");
+            long released = System.nanoTime();
+            t.la().unlock();
+            long[] r = got.get(10, TimeUnit.SECONDS);
+            Main.check(r[0] > 0, "the waiter gave up");
+            long handoff = (r[0] - released) / 1_000_000;
+            Main.log("hand-off " + handoff + " ms");
+            Main.check(handoff < 4000, "the waiter got the lock " + handoff + " ms after the release: it was not woken");
+            m.hashHeld("waiter holds", t.name(), Map.of(owner(t.b(), r[1]), "1"), 7000, 10000);
+            t.lb().unlockAsync(r[1]).toCompletableFuture().get(10, TimeUnit.SECONDS);
+            m.gone("unlock", t.name());
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /**
+     * lock() without a lease, lockWatchdogTimeout 2 s: the watchdog renews
+     * it every 2/3 s; held 5 s, another client refused throughout, and no
+     * master's PTTL above 2 s.
+     */
+    static void watchdog(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            Two t = Two.open(cs, env, 2000);
+            t.la().lock();
+            long end = System.nanoTime() + 5_000_000_000L;
+            while (System.nanoTime() < end) {
+                m.hashHeld("renewed", t.name(), Map.of(owner(t.a()), "1"), 0, 2000);
+                Main.check(!t.lb().tryLock(), "another client got a lock the watchdog renews");
+                Main.sleep(400);
+            }
+            t.la().unlock();
+            m.gone("unlock", t.name());
+        }
+    }
+
+    static void forceUnlock(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            Two t = Two.open(cs, env, 0);
+            t.la().lock(10, TimeUnit.SECONDS);
+            m.hashHeld("lock", t.name(), Map.of(owner(t.a()), "1"), 8000, 10000);
+            Main.check(t.lb().forceUnlock(), "forceUnlock() of a held lock returned false");
+            m.gone("forceUnlock", t.name());
+            Main.check(!t.la().isLocked(), "isLocked() after forceUnlock()");
+            Main.check(!t.lb().forceUnlock(), "forceUnlock() of a free lock returned true");
+            Main.check(t.lb().tryLock(0, 10, TimeUnit.SECONDS), "tryLock() after forceUnlock() returned false");
+            m.hashHeld("lock after forceUnlock", t.name(), Map.of(owner(t.b()), "1"), 8000, 10000);
+            t.lb().unlock();
+            m.gone("unlock", t.name());
+        }
+    }
+
+    static void readWrite(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            RedissonClient c = cs.open(env.addr());
+            String name = Main.key("redisson");
+            RReadWriteLock ra = a.getReadWriteLock(name);
+            RReadWriteLock rb = b.getReadWriteLock(name);
+            RReadWriteLock rc = c.getReadWriteLock(name);
+            Main.check(ra.readLock().tryLock(0, 10, TimeUnit.SECONDS), "a read lock of a free lock was refused");
+            Main.check(rb.readLock().tryLock(0, 10, TimeUnit.SECONDS), "a second reader was refused");
+            Masters.eventually("two readers", () -> {
+                List<String> modes = m.each(j -> j.hget(name, "mode") + " " + j.hlen(name));
+                long n = modes.stream().filter("read 3"::equals).count();
+                return n >= m.majority() ? null : "mode and fields (want read, 3): " + modes;
+            });
+            Main.check(!rc.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer got a read-locked lock");
+            ra.readLock().unlock();
+            Main.check(!rc.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer got the lock beside a reader");
+            rb.readLock().unlock();
+            m.gone("readers released", name);
+            Main.check(rc.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "the writer was refused a free lock");
+            m.hashHeld("writer", name, Map.of("mode", "write", owner(c) + ":write", "1"), 8000, 10000);
+            Main.check(!ra.readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader got a write-locked lock");
+            Main.check(!rb.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a second writer got a write-locked lock");
+            rc.writeLock().unlock();
+            m.gone("writer released", name);
+        }
+    }
+
+    /**
+     * Six grants, alternating between two clients on two lock addresses
+     * (two proxies over the same masters): each token is larger than every
+     * earlier one, and a refused attempt gets none.
+     */
+    static void fenced(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient[] clients = {cs.open(env.addr()), cs.open(env.addr(1))};
+            String name = Main.key("redisson");
+            long prev = Long.MIN_VALUE;
+            for (int i = 0; i < 6; i++) {
+                RedissonClient c = clients[i % 2];
+                RFencedLock f = c.getFencedLock(name);
+                Long token = f.tryLockAndGetToken(0, 10, TimeUnit.SECONDS);
+                Main.check(token != null, "grant " + i + ": tryLockAndGetToken() of a free lock returned null");
+                Main.check(token > prev, "grant " + i + ": token " + token + " after " + prev);
+                m.hashHeld("grant " + i, name, Map.of(owner(c), "1"), 8000, 10000);
+                Long refused = clients[(i + 1) % 2].getFencedLock(name).tryLockAndGetToken(0, 10, TimeUnit.SECONDS);
+                Main.check(refused == null, "grant " + i + ": another client got a held fenced lock, token " + refused);
+                Main.check(token.equals(f.getToken()), "grant " + i + ": getToken() = " + f.getToken() + ", the grant's " + token);
+                prev = token;
+                f.unlock();
+                m.gone("unlock " + i, name);
+            }
+        }
+    }
+
+    /** Checks that a majority of masters hold want under the semaphore's key. */
+    static void permitsLeft(Masters m, String step, String name, int want) {
+        Masters.eventually(step, () -> {
+            List<String> seen = m.each(j -> j.get(name));
+            long n = seen.stream().filter(String.valueOf(want)::equals).count();
+            return n >= m.majority() ? null : name + " holds (want " + want + "): " + seen;
+        });
+    }
+
+    static void semaphore(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            String name = Main.key("redisson");
+            List<RSemaphore> s = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                s.add(cs.open(env.addr(i)).getSemaphore(name));
+            }
+            Main.check(s.get(0).trySetPermits(2), "trySetPermits(2) of a new semaphore returned false");
+            permitsLeft(m, "set permits", name, 2);
+            Main.check(s.get(0).tryAcquire(), "the first permit was refused");
+            Main.check(s.get(1).tryAcquire(), "the second permit was refused");
+            permitsLeft(m, "two holders", name, 0);
+            Main.check(!s.get(2).tryAcquire(), "a third client got a permit of two");
+            Main.check(s.get(2).availablePermits() == 0, "availablePermits() = " + s.get(2).availablePermits());
+            s.get(0).release();
+            permitsLeft(m, "one released", name, 1);
+            Main.check(s.get(2).tryAcquire(), "a permit released was refused");
+            s.get(1).release();
+            s.get(2).release();
+            permitsLeft(m, "all released", name, 2);
+            Main.check(s.get(0).availablePermits() == 2, "availablePermits() = " + s.get(0).availablePermits());
+        }
+    }
+
+    static void expirable(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            String name = Main.key("redisson");
+            List<RPermitExpirableSemaphore> s = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                s.add(cs.open(env.addr(i)).getPermitExpirableSemaphore(name));
+            }
+            Main.check(s.get(0).trySetPermits(2), "trySetPermits(2) of a new semaphore returned false");
+            String p0 = s.get(0).tryAcquire(0, 10, TimeUnit.SECONDS);
+            String p1 = s.get(1).tryAcquire(0, 1, TimeUnit.SECONDS);
+            Main.check(p0 != null && p1 != null, "a permit of two was refused");
+            permitsLeft(m, "two holders", name, 0);
+            Main.check(s.get(2).tryAcquire(0, 10, TimeUnit.SECONDS) == null, "a third client got a permit of two");
+            Main.sleep(1300);
+            String p2 = s.get(2).tryAcquire(0, 10, TimeUnit.SECONDS);
+            Main.check(p2 != null, "the permit whose lease ended was not given again");
+            Main.check(!s.get(1).tryRelease(p1), "the expired permit was released");
+            Main.check(s.get(0).tryRelease(p0), "a held permit's release returned false");
+            Main.check(s.get(1).tryAcquire(0, 10, TimeUnit.SECONDS) != null, "a released permit was refused");
+            Main.check(s.get(2).tryRelease(p2), "a held permit's release returned false");
+        }
+    }
+
+    private RedissonCases() {
+    }
+}
