@@ -263,7 +263,15 @@ func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
 		}
 		sc.limit = limit
 	}
-	startSem(c, s.Role.String(), sc, keys[0], token, ttl, [][]byte{token})
+	startSem(c, semOpNames[s.Role], sc, keys[0], token, ttl, [][]byte{token})
+}
+
+// semOpNames are the names a semaphore script's operations are counted
+// under, as the lock roles they are: an acquire, an extend, a release.
+var semOpNames = map[script.SemRole]string{
+	script.SemAcquire: script.RoleAcquire.String(),
+	script.SemRefresh: script.RoleExtend.String(),
+	script.SemRelease: script.RoleRelease.String(),
 }
 
 // cmdZrem is ZREM key member...: the release of a semaphore's permits, as
