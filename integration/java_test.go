@@ -156,10 +156,13 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 // Cases that fail through the proxy until it supports what they meet now:
 // Redisson's unlock, which keeps its result under an unlock latch key
 // (KEYS[3]) for a retry; plain reads of a hash lock (EXISTS answers as GET
-// reads a key, HGET is not served); counting semaphores.
+// reads a key, HGET is not served); and Redisson's semaphores, refused by
+// design: their permits are a count without expiry that no majority can
+// keep (docs/compatibility.md).
 const (
 	refusedLatch    = "fits no role: with every key missing it changed nothing"
 	refusedNoExpiry = "without an expiry (it ran SET on it)"
+	refusedCounter  = "a counting semaphore kept as a count of free permits"
 )
 
 var (
@@ -171,8 +174,8 @@ var (
 		"RLock: forceUnlock": refusedLatch,
 		"RReadWriteLock: readers share, a writer excludes":                  "which is not in KEYS",
 		"RFencedLock: tokens strictly increase across grants and addresses": "without an expiry (it ran INCR on it)",
-		"RSemaphore: at most its permits":                                   refusedNoExpiry,
-		"RPermitExpirableSemaphore: leases and expiry":                      refusedNoExpiry,
+		"RSemaphore: at most its permits":                                   refusedCounter,
+		"RPermitExpirableSemaphore: leases and expiry":                      refusedCounter,
 	}
 )
 

@@ -97,3 +97,25 @@ func TestNodeLockLibrariesThroughProxy(t *testing.T) {
 	requireNode(t)
 	runNodeTests(t, "locks.test.js", proxyTarget(t), nodeLockTestsThrough)
 }
+
+// The number of tests in semaphore.test.js: through the proxy one more
+// runs the library's own RedlockSemaphore over three masters directly.
+const (
+	nodeSemaphoreTests        = 4
+	nodeSemaphoreTestsThrough = 5
+)
+
+// TestNodeSemaphoreAgainstLoneRedis runs redis-semaphore's Semaphore
+// (semaphore.test.js) against one redis-server: the reference.
+func TestNodeSemaphoreAgainstLoneRedis(t *testing.T) {
+	requireNode(t)
+	runNodeTests(t, "semaphore.test.js", loneTarget(t), nodeSemaphoreTests)
+}
+
+// TestNodeSemaphoreThroughProxy runs the same tests through the proxy over
+// five real masters, and the library's RedlockSemaphore over three of them
+// directly (three holders of a limit-2 semaphore).
+func TestNodeSemaphoreThroughProxy(t *testing.T) {
+	requireNode(t)
+	runNodeTests(t, "semaphore.test.js", proxyTarget(t), nodeSemaphoreTestsThrough)
+}

@@ -25,6 +25,7 @@ var aclCategories = map[string][]string{
 	"fence":    {"write", "string", "slow"},
 	"delifeq":  {"write", "string", "fast"},
 	"delex":    {"keyspace", "write", "fast"},
+	"zrem":     {"write", "sortedset", "fast"},
 	"exists":   {"keyspace", "read", "fast"},
 	"type":     {"keyspace", "read", "fast"},
 	"scan":     {"keyspace", "read", "slow"},

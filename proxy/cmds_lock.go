@@ -127,16 +127,20 @@ func cmdDel(c *client, args [][]byte) {
 	c.await(ops...)
 }
 
-// appendDelCmd encodes a forced delete of key and of its FENCE state, which
-// lives exactly as long as its grant (as a release deletes it too).
+// appendDelCmd encodes a forced delete of key, of its FENCE state, which
+// lives exactly as long as its grant (as a release deletes it too), and of
+// a semaphore's permits kept under that key (kind_sem.go).
 func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
-	b = resp.AppendArrayHeader(b, 6)
+	b = resp.AppendArrayHeader(b, 7)
 	b = resp.AppendBulkString(b, "EVALSHA")
 	b = resp.AppendBulkString(b, delScript.Sha)
-	b = resp.AppendBulkString(b, "2")
+	b = resp.AppendBulkString(b, "3")
 	b = resp.AppendBulk(b, key)
 	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(fenceStatePrefix, key))
 	b = keyslot.Companion(b, fenceStatePrefix, key)
+	b = append(b, '\r', '\n')
+	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(semPrefix, key))
+	b = keyslot.Companion(b, semPrefix, key)
 	b = append(b, '\r', '\n')
 	return resp.AppendBulkInt(b, int64(maxToken))
 }

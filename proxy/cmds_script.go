@@ -61,6 +61,10 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 	}
 	cl := e.Lookup(keys, argv)
 	if cl == nil {
+		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil {
+			startSemScript(c, s, keys, argv)
+			return
+		}
 		if e.Body == nil {
 			// Known by a library fact for other arguments: the client
 			// sends the text on NOSCRIPT, and it is classified then.
@@ -83,6 +87,20 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 		if ref != nil {
 			if arg, ok := reg.NoExpiry(e, keys, argv); ok {
 				c.replyErr(msgScriptNeedsExpiry(arg))
+				return
+			}
+			if s, why := c.s.sems.Classify(e, keys, argv); s != nil {
+				if s.Role != script.SemUnknown {
+					startSemScript(c, s, keys, argv)
+					return
+				}
+				// A semaphore the proxy refuses is never voted on: a
+				// plain majority lets more than its limit in.
+				ref = &script.Refusal{Sha: e.Sha, Reason: why}
+				if e.FirstRefusal() {
+					c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
+				}
+				c.replyErr(msgRefused(ref))
 				return
 			}
 			if e.FirstRefusal() {
@@ -353,8 +371,17 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		if cl == nil {
 			cl, ref = reg.Classify(e, keys, argv)
 		}
-		if ref != nil {
-			add("refused: " + ref.Reason)
+		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil && cl == nil {
+			add(s.String())
+		} else if ref != nil {
+			switch s, why := c.s.sems.Classify(e, keys, argv); {
+			case s != nil && s.Role != script.SemUnknown:
+				add(s.String())
+			case s != nil:
+				add("refused: " + why)
+			default:
+				add("refused: " + ref.Reason)
+			}
 		} else {
 			add(cl.Explain()...)
 		}
@@ -369,10 +396,17 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			}
 			add(cl.Explain()...)
 		}
+		sems := c.s.sems.Known(e.Sha)
+		for _, s := range sems {
+			if len(lines) > 1 {
+				add("--")
+			}
+			add(s.String())
+		}
 		for _, r := range refusals {
 			add("refused: " + r.Reason)
 		}
-		if len(classes) == 0 && len(refusals) == 0 {
+		if len(classes) == 0 && len(refusals) == 0 && len(sems) == 0 {
 			add("not classified yet: the classification depends on the number of keys and the arguments;",
 				"give them: SCRIPT EXPLAIN <sha1|script> numkeys key [key ...] [arg ...]")
 		}

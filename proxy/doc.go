@@ -16,6 +16,10 @@
 //     acquire is undone, a failed extend-or-acquire only where it took a
 //     free key, a failed extend never; the client sees the reply
 //     its script gives on one Redis in the majority's state;
+//   - a counting semaphore's acquire (a script classified as one) admits
+//     the caller only when a majority of counted backends hold the same
+//     one of limit slots for it, with validity left, so at most limit
+//     callers hold permits; ZREM releases them (kind_sem.go);
 //   - GET, PTTL, TTL and DEL answer from the majority state;
 //   - malformed input gets Redis's own error wording and closes only that
 //     connection; replies to pipelined commands come back in order;

@@ -65,6 +65,8 @@ var docs = map[string]cmdDoc{
 	"del":     {"lock", "Force unlock: delete the keys on every backend; counts the keys a majority deleted.", []docArg{many(key("key"))}},
 	"delifeq": {"lock", "Release: delete key on every backend where it holds token; 1 when a majority deleted it.", []docArg{key("key"), str("token")}},
 	"delex":   {"lock", "With IFEQ token, release as DELIFEQ; without, force unlock as DEL.", []docArg{key("key"), opt(named("IFEQ", str("token")))}},
+	"zrem": {"lock", "Release a counting semaphore's permits (redis-semaphore's Semaphore): each member counts as removed where a " +
+		"majority of the backends removed its permit.", []docArg{key("key"), many(str("member"))}},
 	"fence": {"lock", "The fencing number of the lock's current grant, agreed by the masters: the same for the same grant through any proxy " +
 		"and after any extend, larger for every later grant; nil when token does not hold the lock. Make the protected write " +
 		"conditional on it.", []docArg{key("key"), str("token")}},

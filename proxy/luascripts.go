@@ -3,7 +3,8 @@ package proxy
 import "github.com/redlock-proxy/redlock-proxy/internal/resp"
 
 // Every script this package runs on the backends lives here: undos,
-// reads, the forced delete and FENCE's two phases. The lock roles'
+// reads, the forced delete and FENCE's two phases (and a semaphore's in
+// luascripts_sem.go). The lock roles'
 // reference scripts live with the classifier (script/reference.go), the
 // identity marker and continuity check with the links (netio).
 var (
@@ -43,14 +44,16 @@ return n`))
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
 	// delScript is DEL of a lock key (KEYS[1]) that also deletes its FENCE
-	// state (KEYS[2]). It answers {DEL's answer, the value it deleted}: the
-	// value (the holder's token, for the log of a forced unlock) is false
-	// when it was not a string or was longer than ARGV[1] (max_token).
+	// state (KEYS[2]) and, for a semaphore, its permits (KEYS[3]). It
+	// answers {DEL's answer (1 when the lock key or the semaphore was
+	// there), the value it deleted}: the value (the holder's token, for the
+	// log of a forced unlock) is false when it was not a string or was
+	// longer than ARGV[1] (max_token).
 	delScript = resp.NewScript([]byte(`local v = redis.pcall('get', KEYS[1])
 if type(v) ~= 'string' or #v > tonumber(ARGV[1]) then v = false end
 local n = redis.call('del', KEYS[1])
 redis.call('del', KEYS[2])
-return {n, v}`))
+return {math.max(n, redis.call('del', KEYS[3])), v}`))
 	// getScript is GET bounded like readScript.
 	getScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')

@@ -60,6 +60,12 @@ const (
 	effWrites
 )
 
+// outcomer is a kind whose grants are decided by more than their number
+// (a semaphore's: by slot, see kind_sem.go).
+type outcomer interface {
+	outcome(o *op) quorum.Outcome
+}
+
 // plain gives a kind the defaults most share: the reply set at the
 // decision, and an undo wherever the command may have run.
 type plain struct{}
@@ -80,6 +86,7 @@ type op struct {
 	name  string        // the client's command, for metrics
 	rules rules         // its kind's rules, one of the ruleX values (kind_*.go)
 	sc    scriptCall    // a lock script's classification and call (kind_script.go)
+	sem   *semCall      // a semaphore's operation (kind_sem.go)
 	ttl   time.Duration // requested TTL (acquire, extend)
 	// longest is the longest TTL it may leave on a key (an additive extend
 	// adds to what is left, up to max_ttl); zero: ttl. Each master records
@@ -314,6 +321,9 @@ func (o *op) voteOf(r netio.Result) quorum.Vote {
 func (o *op) decideByMajority() bool {
 	eff := o.rules.effects(o)
 	outcome := o.tally.Outcome()
+	if s, ok := o.rules.(outcomer); ok {
+		outcome = s.outcome(o)
+	}
 	if o.e.veto && eff&effVeto != 0 {
 		veto := o.vetoVote
 		if veto == quorum.Granted && !o.vetoCounts {

@@ -40,7 +40,14 @@ const (
 	// msgScanCursorTooLarge: a backend's cursor, times the places SCAN
 	// walks, would not fit the 64 bits of a cursor.
 	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
+
+	msgSemUpgrade  = "ERR redlock-proxy: semaphores are refused while upgrade_from is set: the old Redis keeps its holders in a sorted set that the proxy's permits (slots) do not see, so clients on either side could exceed the limit together"
+	msgSemNoExpiry = "ERR redlock-proxy: a semaphore's permits need a TTL above 0: the proxy never grants a permit that cannot expire (its holder's death would keep it forever)"
 )
+
+func msgSemLimit(got string) string {
+	return fmt.Sprintf("ERR redlock-proxy: a semaphore's limit must be an integer from 1 to %d here, not %q", script.MaxSemLimit, got)
+}
 
 // msgProtocol is the reply to a malformed request (a ProtocolError, whose
 // text is Redis's), before the connection closes.

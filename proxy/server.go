@@ -109,6 +109,8 @@ type Server struct {
 	nextID   atomic.Int64
 	shutdown chan struct{}
 	track    tracker // client-side caching (tracking.go)
+	sems     *script.Semaphores
+	semHints semHints // kind_sem.go
 	ksCache  keyspaceCache
 	acls     map[string]*userACL // the users' compiled rules (acl.go); none: everything allowed
 	// plainTextSeen: a plain-text client on the TLS listener was logged.
@@ -131,7 +133,7 @@ func New(cfg Config, be Backends) *Server {
 	rand.Read(id[:])
 	s := &Server{
 		cfg: cfg, be: be, runID: hex.EncodeToString(id[:]), started: time.Now(),
-		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}),
+		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}), sems: script.NewSemaphores(),
 	}
 	s.stats.obs = cfg.Observer
 	s.eng = engine{

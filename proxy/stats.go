@@ -101,7 +101,7 @@ func kindOf(name string) lockKind {
 		return kindAcquire
 	case "extend":
 		return kindExtend
-	case "release", "del", "delifeq", "delex":
+	case "release", "del", "delifeq", "delex", "zrem":
 		return kindRelease
 	}
 	return kindOther
@@ -169,7 +169,7 @@ func Results(name string) []string {
 		// An acquire, an extend (IFEQ), or, with a deadline already
 		// passed, a read of the key's state.
 		return all
-	case "del", "delifeq", "delex":
+	case "del", "delifeq", "delex", "zrem":
 		return all[:4]
 	case "fence":
 		return []string{ResultOK, ResultRefused, ResultNoQuorum, ResultError}

@@ -14,6 +14,9 @@
 //     the same token loses its lock;
 //   - a quarantined node's vote is recorded (so it is undone) but never
 //     counted toward a majority;
+//   - a semaphore round (Slots) is won only on a slot that a majority of
+//     counted nodes hold for the caller, so with each node holding a slot
+//     for one caller at a time, at most limit callers hold permits;
 //   - under the strict restart rule, proxies that see the same reports from
 //     a master reach the same decision about it, whatever else they saw.
 //

@@ -12,7 +12,8 @@
 // variants of them (classify.go, candidates.go, shapecands.go, refine.go,
 // verify.go). What it
 // does to the keys in every probe must be what one role does
-// (semantics.go, and shapes.go for a lock kept as a sorted set of owners);
+// (semantics.go, and shapes.go for a lock kept as a sorted set of owners;
+// semaphore.go reads a counting semaphore's operations the same way);
 // its replies in each case must follow one template. Otherwise it is
 // refused, with the probe that showed it. The classification holds for
 // the number of keys and arguments and the values of the control

@@ -1,0 +1,359 @@
+package proxy
+
+import (
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Counting semaphores (redis-semaphore's Semaphore, and any script that
+// behaves alike, script.ClassifySemaphore): at most limit holders at any
+// moment, under any partial failure. A plain majority is not enough (three
+// callers of a limit-2 semaphore over three masters, each refused by one
+// master, would each hold two), so a permit is one of limit slots, each an
+// ordinary majority mutex: every master holds a slot for one token at a
+// time (luascripts_sem.go), and a caller holds a permit only while a
+// majority of counted masters hold the same slot for it (quorum.Slots).
+// An acquire asks every master for a slot at once, each taking the first
+// free one from a preferred slot; the preference comes from the slots the
+// masters last reported held (semHints), so that masters whose states
+// differ after a partial failure still pick alike, and from the caller's
+// token, so that callers racing for a semaphore prefer different slots.
+// A failed acquire is undone where it took a slot; a refresh re-arms the
+// caller's slot (never shortening it) and succeeds when a majority re-armed
+// the same slot; a release (ZREM, or a release script) removes the
+// caller's permit everywhere. While upgrade_from is set, semaphores are
+// refused: the old Redis keeps its holders in a sorted set the slots do
+// not see.
+
+// semPrefix names the hash of a semaphore's permits on each master.
+const semPrefix = "redlock-proxy:sem:"
+
+// semCommands serve a semaphore's release as redis-semaphore sends it.
+var semCommands = []*command{
+	{name: "zrem", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, fn: cmdZrem},
+}
+
+// semCall is what a semaphore op needs besides the op.
+type semCall struct {
+	role             script.SemRole
+	limit            int
+	success, failure resp.Value
+	zrem             bool   // reply as ZREM: the number of tokens removed
+	members          int    // tokens released
+	key, token       []byte // copies, for the hints (acquire)
+	hints            *semHints
+}
+
+var ruleSem rules = semRules{}
+
+type semRules struct{}
+
+func (semRules) effects(o *op) effect {
+	switch o.sem.role {
+	case script.SemAcquire:
+		return effTakes | effValidity | effWrites
+	case script.SemRefresh:
+		return effValidity | effWrites
+	}
+	return effWrites
+}
+
+func (semRules) vote(o *op, v resp.Value) quorum.Vote {
+	if v.Kind != resp.KindArray || len(v.Elems) == 0 {
+		return quorum.Unknown
+	}
+	if o.sem.role == script.SemRelease {
+		if len(v.Elems) != o.sem.members {
+			return quorum.Unknown
+		}
+		if o.sem.members > 1 || v.Elems[0].Int == 1 {
+			return quorum.Granted // several tokens: an answer, counted per token at the end
+		}
+		return quorum.Refused
+	}
+	if _, ok := semSlot(v); !ok {
+		return quorum.Unknown
+	}
+	if v.Elems[0].Int == 1 {
+		return quorum.Granted
+	}
+	return quorum.Refused
+}
+
+// semSlot reads an acquire's or a refresh's answer: the slot the master
+// holds for the caller after it, if it acted.
+func semSlot(v resp.Value) (int, bool) {
+	if v.Kind != resp.KindArray || len(v.Elems) != 4 || v.Elems[0].Kind != resp.KindInt || v.Elems[1].Kind != resp.KindInt || v.Elems[2].Kind != resp.KindInt {
+		return quorum.NoSlot, false
+	}
+	if v.Elems[0].Int != 1 {
+		return quorum.NoSlot, true
+	}
+	return int(v.Elems[1].Int), true
+}
+
+// outcome decides an acquire or a refresh by slots: a majority of counted
+// masters must hold the same slot for the caller.
+func (semRules) outcome(o *op) quorum.Outcome {
+	if o.sem.role == script.SemRelease {
+		return o.tally.Outcome()
+	}
+	n := o.e.n
+	held := make([]int, n)
+	counts := make([]bool, n)
+	for i := 0; i < n; i++ {
+		held[i] = quorum.NoSlot
+		v, c := o.tally.Vote(i)
+		if v == quorum.Granted {
+			held[i], _ = semSlot(o.replies[i])
+		}
+		counts[i] = c
+	}
+	out, _ := quorum.Slots(n, held, counts, o.tally.Pending())
+	return out
+}
+
+func (r semRules) decide(o *op) bool {
+	if o.sem.role == script.SemRelease && o.sem.members > 1 {
+		// Several tokens: each counts as removed where a majority removed
+		// it, known once every master answered.
+		if !o.tally.Done() {
+			return false
+		}
+		removed := 0
+		for k := 0; k < o.sem.members; k++ {
+			got := 0
+			for i := 0; i < o.e.n; i++ {
+				v, counts := o.tally.Vote(i)
+				if v == quorum.Granted && counts && o.replies[i].Elems[k].Int == 1 {
+					got++
+				}
+			}
+			if got >= quorum.Majority(o.e.n) {
+				removed++
+			}
+		}
+		o.result = resp.IntValue(int64(removed))
+		return o.answered(true)
+	}
+	done := o.decideByMajority()
+	if done && o.sem.role == script.SemAcquire {
+		o.sem.hints.note(o)
+	}
+	return done
+}
+
+func (semRules) reply(o *op, success bool) resp.Value {
+	switch {
+	case o.sem.zrem && success:
+		return resp.IntValue(1)
+	case o.sem.zrem:
+		return resp.IntValue(0)
+	case success:
+		return o.sem.success
+	}
+	return o.sem.failure
+}
+
+func (semRules) refill(o *op, _ time.Time) resp.Value { return o.result }
+
+// undoFate: a failed acquire is undone where it took a slot, or may have
+// (an error, a lost connection); never where it re-armed the caller's own
+// permit, which stands.
+func (semRules) undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate {
+	if o.sem.role == script.SemAcquire && v == quorum.Granted && r.Err == nil && r.V.Elems[2].Int != 1 {
+		return quorum.FateClear
+	}
+	return fate(v, r)
+}
+
+// startSem runs a semaphore operation on key for token.
+func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.Duration, members [][]byte) {
+	if c.s.eng.veto {
+		c.replyErr(msgSemUpgrade)
+		return
+	}
+	h := keyslot.Companion(nil, semPrefix, key)
+	var cmd []byte
+	var ref *resp.Script
+	c.reserve(1)
+	o := c.s.eng.newOp(name, ruleSem, c.done)
+	o.sem = sc
+	o.ttl = ttl
+	switch sc.role {
+	case script.SemAcquire:
+		sc.key, sc.token, sc.hints = append([]byte(nil), key...), append([]byte(nil), token...), &c.s.semHints
+		nonce := newNonce()
+		pref := sc.hints.prefer(key, token, sc.limit, c.s.eng.n)
+		cmd = appendEvalShaArgs(c.cmd[:0], semAcquireScript, h, token, itoa(ttl.Milliseconds()), itoa(int64(sc.limit)), itoa(int64(pref)), nonce)
+		ref = semAcquireScript
+		o.undoCmd = appendEvalShaArgs(o.undoBuf[:0], semUndoScript, h, token, nonce, undoAtZero)
+		o.undoSc, o.laterSc = semUndoScript, semUndoScript
+	case script.SemRefresh:
+		cmd = appendEvalShaArgs(c.cmd[:0], semRefreshScript, h, token, itoa(ttl.Milliseconds()))
+		ref = semRefreshScript
+	default:
+		sc.members = len(members)
+		args := make([]any, len(members))
+		for i, m := range members {
+			args[i] = m
+		}
+		cmd = appendEvalShaArgs(c.cmd[:0], semReleaseScript, h, args...)
+		ref = semReleaseScript
+	}
+	c.cmd = cmd
+	c.startOp(o, cmd, ref)
+}
+
+// appendEvalShaArgs encodes EVALSHA of sc with one key and the arguments.
+func appendEvalShaArgs(b []byte, sc *resp.Script, key []byte, args ...any) []byte {
+	b = resp.AppendArrayHeader(b, 4+len(args))
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, sc.Sha)
+	b = resp.AppendBulkString(b, "1")
+	b = resp.AppendBulk(b, key)
+	for _, a := range args {
+		switch a := a.(type) {
+		case []byte:
+			b = resp.AppendBulk(b, a)
+		case string:
+			b = resp.AppendBulkString(b, a)
+		}
+	}
+	return b
+}
+
+// startSemScript runs a call of a script classified as a semaphore
+// operation.
+func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
+	sc := &semCall{role: s.Role, success: s.Success, failure: s.Failure}
+	token := argv[s.Token]
+	if len(token) > c.s.cfg.Limits.MaxToken {
+		c.replyErr(msgTokenTooLong(len(token), c.s.cfg.Limits.MaxToken))
+		return
+	}
+	var ttl time.Duration
+	if s.Role != script.SemRelease {
+		var ok bool
+		ttl, ok = s.TTLOf(argv)
+		switch {
+		case !ok:
+			c.replyErr(msgNotInteger)
+			return
+		case ttl <= 0:
+			c.replyErr(msgSemNoExpiry)
+			return
+		case ttl > c.s.cfg.MaxTTL:
+			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+	}
+	if s.Role == script.SemAcquire {
+		limit, ok := s.LimitOf(argv)
+		if !ok || limit < 1 || limit > script.MaxSemLimit {
+			c.replyErr(msgSemLimit(string(argv[s.Limit])))
+			return
+		}
+		sc.limit = limit
+	}
+	startSem(c, semOpNames[s.Role], sc, keys[0], token, ttl, [][]byte{token})
+}
+
+// semOpNames are the names a semaphore script's operations are counted
+// under, as the lock roles they are: an acquire, an extend, a release.
+var semOpNames = map[script.SemRole]string{
+	script.SemAcquire: script.RoleAcquire.String(),
+	script.SemRefresh: script.RoleExtend.String(),
+	script.SemRelease: script.RoleRelease.String(),
+}
+
+// cmdZrem is ZREM key member...: the release of a semaphore's permits, as
+// redis-semaphore sends it. Each member counts as removed where a majority
+// removed its permit.
+func cmdZrem(c *client, args [][]byte) {
+	if reservedKey(args, 1, 1, 1) {
+		c.replyErr(msgReservedKey)
+		return
+	}
+	sc := &semCall{role: script.SemRelease, zrem: true}
+	startSem(c, "zrem", sc, args[1], nil, 0, args[2:])
+}
+
+// semHints remembers, per semaphore, which slots each master last
+// reported held, so that the next acquire through this proxy prefers a
+// slot free on the most masters. A hint only orders the slots an acquire
+// tries: whatever it says, a slot is granted by the masters' own rule.
+type semHints struct {
+	mu sync.Mutex
+	m  map[string]*semHint
+}
+
+type semHint struct {
+	at    time.Time
+	limit int
+	held  []string // per master, the slots held ('1') as it last said, or "" when unknown
+}
+
+// semHintAge and semHintKeys bound what the hints keep.
+const (
+	semHintAge  = 10 * time.Second
+	semHintKeys = 4096
+)
+
+// prefer is the slot an acquire of key by token tries first: among the
+// slots free on the most masters as last reported, the one the token's
+// hash picks.
+func (h *semHints) prefer(key, token []byte, limit, n int) int {
+	f := fnv.New32a()
+	f.Write(token)
+	sum := int(f.Sum32() & 0x7fffffff)
+	h.mu.Lock()
+	hint := h.m[string(key)]
+	h.mu.Unlock()
+	if hint == nil || hint.limit != limit || time.Since(hint.at) > semHintAge {
+		return sum % limit
+	}
+	free := make([]int, limit)
+	best := 0
+	for s := range free {
+		for _, bits := range hint.held {
+			if bits == "" || bits[s] == '0' {
+				free[s]++
+			}
+		}
+		best = max(best, free[s])
+	}
+	var cands []int
+	for s, k := range free {
+		if k == best {
+			cands = append(cands, s)
+		}
+	}
+	return cands[sum%len(cands)]
+}
+
+// note keeps what an acquire's answers said of the slots held. Called with
+// the op's lock held.
+func (h *semHints) note(o *op) {
+	hint := &semHint{at: time.Now(), limit: o.sem.limit, held: make([]string, o.e.n)}
+	for i := range hint.held {
+		if v, _ := o.tally.Vote(i); v == quorum.Granted || v == quorum.Refused {
+			if bits := o.replies[i].Elems[3]; len(bits.Str) == o.sem.limit {
+				hint.held[i] = string(bits.Str)
+			}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil || len(h.m) >= semHintKeys {
+		h.m = map[string]*semHint{}
+	}
+	h.m[string(o.sem.key)] = hint
+}
