@@ -160,9 +160,8 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 // design: their permits are a count without expiry that no majority can
 // keep (docs/compatibility.md).
 const (
-	refusedLatch    = "fits no role: with every key missing it changed nothing"
-	refusedNoExpiry = "without an expiry (it ran SET on it)"
-	refusedCounter  = "a counting semaphore kept as a count of free permits"
+	refusedLatch   = "fits no role: with every key missing it changed nothing"
+	refusedCounter = "a counting semaphore kept as a count of free permits"
 )
 
 var (
