@@ -22,6 +22,8 @@ var aclCategories = map[string][]string{
 	"del":      {"keyspace", "write", "slow"},
 	"pttl":     {"keyspace", "read", "fast"},
 	"ttl":      {"keyspace", "read", "fast"},
+	"hget":     {"read", "hash", "fast"},
+	"hexists":  {"read", "hash", "fast"},
 	"fence":    {"write", "string", "slow"},
 	"delifeq":  {"write", "string", "fast"},
 	"delex":    {"keyspace", "write", "fast"},

@@ -17,6 +17,7 @@ import (
 const (
 	msgSyntax            = "ERR syntax error"
 	msgNotInteger        = "ERR value is not an integer or out of range"
+	msgWrongType         = "WRONGTYPE Operation against a key holding the wrong kind of value"
 	msgInvalidExpireSet  = "ERR invalid expire time in 'set' command"
 	msgNumkeysTooBig     = "ERR Number of keys can't be greater than number of args"
 	msgNumkeysNegative   = "ERR Number of keys can't be negative"
