@@ -221,6 +221,18 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		}
 		a.TTLms = rttl.Milliseconds()
 	}
+	if cl.Latch != nil {
+		lt, ok := cl.LatchTTL(argv)
+		switch {
+		case !ok:
+			c.replyErr(msgNotInteger)
+			return
+		case lt > c.s.cfg.MaxTTL:
+			c.replyErr(msgLatchTooLong(lt.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return
+		}
+		a.Latch, a.LatchMs = argv[cl.Latch.Arg], lt.Milliseconds()
+	}
 	var second []byte
 	if cl.Role.Extends() {
 		t := c.s.eng.timing
