@@ -155,17 +155,16 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 
 // Cases that fail through the proxy until it supports what they meet now:
 // Redisson's read-write lock, whose scripts write keys they build at run
-// time, and its fenced lock's token; and Redisson's semaphores, refused by
+// time; and Redisson's semaphores, refused by
 // design: their permits are a count without expiry that no majority can
 // keep (docs/compatibility.md).
 const refusedCounter = "a counting semaphore kept as a count of free permits"
 
 var (
 	javaRedissonPending = map[string]string{
-		"RReadWriteLock: readers share, a writer excludes":                  "which is not in KEYS",
-		"RFencedLock: tokens strictly increase across grants and addresses": "token 0 after 0",
-		"RSemaphore: at most its permits":                                   refusedCounter,
-		"RPermitExpirableSemaphore: leases and expiry":                      refusedCounter,
+		"RReadWriteLock: readers share, a writer excludes": "which is not in KEYS",
+		"RSemaphore: at most its permits":                  refusedCounter,
+		"RPermitExpirableSemaphore: leases and expiry":     refusedCounter,
 	}
 )
 

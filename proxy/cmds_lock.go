@@ -85,6 +85,10 @@ func startPastAcquire(c *client, key []byte) {
 }
 
 func cmdGet(c *client, args [][]byte) {
+	if lock, ok := c.s.counters.lockOf(args[1]); ok {
+		startHolderNumber(c, lock) // a counter of grants: the holder's number (fenced.go)
+		return
+	}
 	c.reserveRead()
 	o := c.s.eng.newOp("get", ruleGet, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)

@@ -260,7 +260,8 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
 	}
-	if cl.NeedsArgs() || counted || cl.Notice != nil {
+	fenced := c.noteFenced(cl, keys, argv)
+	if cl.NeedsArgs() || counted || cl.Notice != nil || fenced {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
 	if cl.Role.Takes() && !a.ReadOnly {
@@ -285,6 +286,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	}
 	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
 	c.startOp(o, c.cmd, cl.ReferenceFor(a))
+	if fenced && !a.ReadOnly {
+		// Its reply shows the grant's number: FENCE follows (fenced.go).
+		c.slots[len(c.slots)-1].chain = chainGrant
+		c.chains++
+	}
 }
 
 func sameAll(b [][]byte) bool {

@@ -229,3 +229,12 @@ if #v > tonumber(ARGV[2]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')
 end
 return {2, v}`))
+
+// holderScript reads who holds a hash lock (its one field), bounded like
+// getScript: the field's name, or false for a missing key or any other.
+var holderScript = resp.NewScript([]byte(`if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hlen', KEYS[1]) ~= 1 then return false end
+local f = redis.call('hkeys', KEYS[1])[1]
+if #f > tonumber(ARGV[1]) then
+  return redis.error_reply('TOOLONG the value is longer than max_token')
+end
+return f`))

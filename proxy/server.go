@@ -117,6 +117,8 @@ type Server struct {
 	plainTextSeen atomic.Bool
 
 	subs subscriptions // pub/sub and release notices (cmds_pubsub.go)
+	// counters are the names of counters of grants seen (fenced.go).
+	counters counterNames
 }
 
 // User is a client user: its password, and its ACL rules (nil: it may run

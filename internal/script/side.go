@@ -123,3 +123,14 @@ func (c *Class) LatchTTL(argv [][]byte) (time.Duration, bool) {
 	}
 	return time.Duration(n) * c.Latch.TTLUnit, true
 }
+
+// Fenced reports whether a reply of the class shows the grant's number
+// (SrcFence).
+func (c *Class) Fenced() bool {
+	for _, t := range c.Replies {
+		if t.Fenced() {
+			return true
+		}
+	}
+	return false
+}
