@@ -60,6 +60,7 @@ var aclCategories = map[string][]string{
 	"ssubscribe":   {"pubsub", "slow"},
 	"sunsubscribe": {"pubsub", "slow"},
 	"publish":      {"pubsub", "fast"},
+	"blpop":        {"write", "list", "slow", "blocking"},
 }
 
 // aclSubcommands are the subcommands of the container commands, each with

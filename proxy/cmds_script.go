@@ -260,6 +260,9 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
 	}
+	if cl.Notice != nil && cl.Notice.List {
+		o.sc.signalTTL = min(cl.Notice.SignalTTL(argv), c.s.cfg.MaxTTL)
+	}
 	fenced := c.noteFenced(cl, keys, argv)
 	if cl.NeedsArgs() || counted || cl.Notice != nil || fenced {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)

@@ -29,6 +29,7 @@ type slot struct {
 	fence *fenceOp // ...or a FENCE's number
 	a, b  int
 	resp3 bool
+	wait  *signalWait // ...or a BLPOP's signal (signals.go)
 	// chain, with op: a FENCE that follows op before the reply leaves
 	// (fenced.go); first is op's reply, key the lock a holder read is of.
 	chain chainKind
@@ -223,6 +224,8 @@ func (c *client) flush() error {
 			c.out = appendReply(c.out, sl.op.final(now), sl.resp3)
 		case sl.fence != nil:
 			c.out = appendReply(c.out, sl.fence.final(now), sl.resp3)
+		case sl.wait != nil:
+			c.out = appendWaitReply(c.out, sl.wait, sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {

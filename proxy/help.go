@@ -65,6 +65,9 @@ var docs = map[string]cmdDoc{
 	"hget": {"lock", "The value a majority of the backends hold in a hash lock's field (a reentrant lock's count of holds: when the " +
 		"backends' counts differ, the count a majority hold at least), else nil.", []docArg{key("key"), str("field")}},
 	"hexists": {"lock", "1 when a majority of the backends hold the field in the hash lock at key, else 0.", []docArg{key("key"), str("field")}},
+	"blpop": {"lock", "Wait for a release's signal (python-redis-lock's signal list): every waiter on the key is woken with " +
+		"[key, element] once per release a majority of the backends decided, through any proxy; a signal no one waited for is " +
+		"kept for the release's TTL of the list. nil at the timeout (at most max_ttl).", []docArg{many(key("key")), docArg{name: "timeout", typ: "double"}}},
 	"del":     {"lock", "Force unlock: delete the keys on every backend; counts the keys a majority deleted.", []docArg{many(key("key"))}},
 	"delifeq": {"lock", "Release: delete key on every backend where it holds token; 1 when a majority deleted it.", []docArg{key("key"), str("token")}},
 	"delex":   {"lock", "With IFEQ token, release as DELIFEQ; without, force unlock as DEL.", []docArg{key("key"), opt(named("IFEQ", str("token")))}},

@@ -18,6 +18,7 @@ const (
 	msgSyntax            = "ERR syntax error"
 	msgNotInteger        = "ERR value is not an integer or out of range"
 	msgWrongType         = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	msgTimeoutNotFloat   = "ERR timeout is not a float or out of range"
 	msgInvalidExpireSet  = "ERR invalid expire time in 'set' command"
 	msgNumkeysTooBig     = "ERR Number of keys can't be greater than number of args"
 	msgNumkeysNegative   = "ERR Number of keys can't be negative"

@@ -52,12 +52,16 @@ type classifier struct {
 	// is told from a constant.
 	latchAt, counterAt int
 	seq                int64
+	// signalAt is 1 + the argument naming a signal list the script pushes
+	// onto (Notice.List), 0 for none.
+	signalAt int
 }
 
-// latchArg and counterArg are the arguments naming the side keys, -1 for
-// none.
+// latchArg, counterArg and signalArg are the arguments naming the side
+// keys, -1 for none.
 func (c *classifier) latchArg() int   { return c.latchAt - 1 }
 func (c *classifier) counterArg() int { return c.counterAt - 1 }
+func (c *classifier) signalArg() int  { return c.signalAt - 1 }
 
 // Classify says what a script does for a call with these keys and
 // arguments, or why it is refused.
@@ -135,6 +139,7 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 		return nil, nil
 	}
 	used := map[string]bool{}
+	pushed := -1 // a key the script pushes a signal onto
 	values := append(append([]string{}, c.keys...), c.argv...)
 	for i := -1; i < len(values); i++ {
 		st := &State{Now: c.now, Keys: map[string]Item{}}
@@ -143,7 +148,7 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 				st.Keys[k] = Item{Value: values[i], At: c.now + ttlLong1}
 			}
 		}
-		res := c.p.runOn(c.runner(), c.keys, c.argv, st, min(maxSteps, c.left))
+		res := c.p.runKeyed(c.runner(), c.keys, len(c.keys), c.argv, st, min(maxSteps, c.left), sideKeys{detect: true})
 		c.left -= res.steps
 		if res.ref != nil && i >= 0 && res.ref.kind == refuseOther && !c.r.broken {
 			// A script of hashes given strings fails there: the other
@@ -158,11 +163,20 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 		for k := range res.touched {
 			used[k] = true
 		}
+		for _, m := range res.state.Published {
+			if m.List && pushed < 0 {
+				pushed = slices.Index(c.keys, m.Channel)
+			}
+		}
 	}
 	// A latch or a counter beside the lock keys is no lock key: it is
 	// passed as an argument, as a key the runs may use.
 	latch, counter := c.sides(used)
-	for _, j := range [...]int{latch, counter} {
+	signal := -1
+	if pushed > 0 {
+		signal = pushed
+	}
+	for _, j := range [...]int{latch, counter, signal} {
 		if j >= 0 {
 			used[c.keys[j]] = false
 		}
@@ -181,6 +195,9 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 	}
 	if counter >= m {
 		c.counterAt = counter - m + 1
+	}
+	if signal >= m {
+		c.signalAt = signal - m + 1
 	}
 	c.extra = len(c.keys) - m
 	c.argv = append(append([]string{}, c.keys[m:]...), c.argv...)
@@ -459,6 +476,9 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	}
 	if c.counterArg() >= 0 {
 		side.counter = argv[c.counterArg()]
+	}
+	if c.signalArg() >= 0 {
+		side.signal = argv[c.signalArg()]
 	}
 	res := c.p.runKeyed(c.runner(), append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left), side)
 	c.left -= res.steps

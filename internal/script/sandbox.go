@@ -318,15 +318,21 @@ func (p *Program) runOn(r *runner, keys, argv []string, st *State, steps int) re
 }
 
 // sideKeys are keys beside the lock keys that a run may use (a latch, a
-// counter: see Layout.Latch and Layout.Counter), named by arguments
+// counter, a signal list: see Layout.Latch, Layout.Counter and
+// Notice.List), named by arguments
 // passed in KEYS. A counter is left without an expiry as it found it.
-type sideKeys struct{ latch, counter string }
+type sideKeys struct {
+	latch, counter, signal string
+	// detect: a run that looks for a signal list may push onto any key.
+	detect bool
+}
 
 // runKeyed executes the program once with r: KEYS is keys, of which the
 // first lock may be used as keys (the rest are arguments passed in KEYS),
 // and so may the side keys.
 func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st *State, steps int, side sideKeys) (res result) {
 	res.state = st.clone()
+	res.state.signals = signals{key: side.signal, any: side.detect}
 	res.touched = map[string]bool{}
 	L := r.L
 	L.SetTop(0)
@@ -335,7 +341,7 @@ func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st
 	for _, k := range keys[:lock] {
 		keySet[k] = true
 	}
-	for _, k := range [...]string{side.latch, side.counter} {
+	for _, k := range [...]string{side.latch, side.counter, side.signal} {
 		if k != "" {
 			keySet[k] = true
 		}

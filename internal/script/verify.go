@@ -407,6 +407,11 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		it, ok := res.state.lookup(name)
 		s.latch, s.latchValue, s.latchPTTL = ok, it.Value, res.state.pttl(name)
 	}
+	if c.signalArg() >= 0 {
+		if _, ok := res.state.lookup(argv[c.signalArg()]); ok {
+			return sample{}, refuse(refuseOther, "%s it wrote its signal list %s as a key of its own: a signal list is pushed onto, nothing else", desc, c.names.arg(c.signalArg()))
+		}
+	}
 	if c.counterArg() >= 0 {
 		b, _ := st.lookup(argv[c.counterArg()])
 		a, _ := res.state.lookup(argv[c.counterArg()])
@@ -483,6 +488,9 @@ func (c *classifier) controls(cl *Class) *refusal {
 	used := map[int]bool{cl.TTLArg: true, cl.MinArg: true, c.latchArg(): true, c.counterArg(): true}
 	if cl.Latch != nil {
 		used[cl.Latch.TTLArg] = true
+	}
+	if cl.Notice != nil && cl.Notice.List {
+		used[c.signalArg()], used[cl.Notice.TTLArg] = true, true
 	}
 	for _, t := range cl.Tokens {
 		used[t] = true

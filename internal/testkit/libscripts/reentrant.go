@@ -8,7 +8,9 @@ package libscripts
 // (a forced unlock, a string lock's release that publishes its key's name
 // as Spring's pub/sub lock does); a release that records its result for a
 // retry under a latch key, and a take that numbers each grant with a
-// counter, as Redisson 3.2x's unlock and RFencedLock do.
+// counter, as Redisson 3.2x's unlock and RFencedLock do; and a release
+// that pushes a signal onto a list for BLPOP waiters, as
+// python-redis-lock's does.
 type Counted struct {
 	Name string
 	Text string
@@ -84,6 +86,14 @@ if holder == ARGV[1] and redis.call('UNLINK', KEYS[1]) == 1 then
 end
 return false`, []string{"client-9", "registry-channel"},
 			`release keys=1 args=2 token=1 notice="PUBLISH ARGV[2] KEYS[1]"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil`, nil},
+		{"release, signalling a waiter on a list", `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 1 end
+redis.call('del', KEYS[2])
+redis.call('lpush', KEYS[2], 'released')
+redis.call('pexpire', KEYS[2], ARGV[2])
+redis.call('del', KEYS[1])
+return 0`, []string{"client-9", "1500"},
+			`release keys=1 args=3 keyargs=1 token=2 notice="LPUSH KEYS[2] \"released\" for ARGV[2] ms"; missing: 1; own: 0; own-no-ttl: 0; other: 1; other-no-ttl: 1`,
+			[]string{"signal:{k}"}},
 		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1
