@@ -188,7 +188,7 @@ const (
 	javaJedisCases    = 5
 	javaShedLockCases = 6
 	javaSpringCases   = 8
-	javaRedissonCases = 9
+	javaRedissonCases = 10
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted

@@ -244,3 +244,56 @@ func TestCountedGrantsAnswerFenceNumbers(t *testing.T) {
 		t.Logf("grant %d through proxy %d, masters %v hung: number %d", i, i%2, hung, n)
 	}
 }
+
+// One renewal of every lock a client holds (Redisson's watchdog renews
+// them in one call, a key and an owner each): each key is its own lock
+// operation, and the reply has one element per key. Locks the owner holds
+// on a majority are re-armed, another owner's is left alone, and one the
+// owner holds on two masters only is not renewed.
+func TestRenewalOfEveryLockHeld(t *testing.T) {
+	enter := counted(t, "take or enter again").Text
+	renew := counted(t, "renew every lock held, each on its own").Text
+	c := newCluster(t, 5)
+	ctx := context.Background()
+	cl := c.client(2)
+	const me1, me2, other = "6f1c2e7a-52b8-4a42:41", "6f1c2e7a-52b8-4a42:42", "9d0b7c11-0e4f-4c55:7"
+	base := uniqueKey("renew")
+	a, b, o := "{"+base+"}:a", "{"+base+"}:b", "{"+base+"}:o"
+	for _, kv := range [][2]string{{a, me1}, {b, me2}, {o, other}} {
+		if got := replyOf(cl.Eval(ctx, enter, []string{kv[0]}, 5000, kv[1]).Result()); got != "nil" {
+			t.Fatalf("take %s: %s", kv[0], got)
+		}
+	}
+	got, err := cl.Eval(ctx, renew, []string{a, b, o}, 30000, me1, me2, me1).Slice()
+	if err != nil || fmt.Sprint(got) != "[1 1 0]" {
+		t.Fatalf("renewal of three locks: %v, %v; want [1 1 0]", got, err)
+	}
+	for _, k := range []string{a, b} {
+		for i, p := range c.pttls(k) {
+			if p < 25*time.Second || p > 30*time.Second {
+				t.Fatalf("%s on master %d: PTTL %v after the renewal", k, i, p)
+			}
+		}
+	}
+	for i, p := range c.pttls(o) {
+		if p > 5*time.Second {
+			t.Fatalf("another owner's lock on master %d: PTTL %v, renewed", i, p)
+		}
+	}
+	if h := c.holds(o, other); fmt.Sprint(h) != "[1 1 1 1 1]" {
+		t.Fatalf("another owner's lock: counts %v", h)
+	}
+
+	// A lock two masters hold for the owner: not renewed (the others'
+	// answer is that the owner does not hold it there).
+	d := "{" + base + "}:d"
+	c.setHolds(t, d, me1, []int64{1, 1, 0, 0, 0}, 5*time.Second)
+	got, err = cl.Eval(ctx, renew, []string{a, d}, 30000, me1, me1).Slice()
+	if err != nil || fmt.Sprint(got) != "[1 0]" {
+		t.Fatalf("renewal of a held lock and one two masters hold: %v, %v; want [1 0]", got, err)
+	}
+	// The same call shape with a TTL above max_ttl is refused as a whole.
+	if _, err := cl.Eval(ctx, renew, []string{a, b}, (time.Hour).Milliseconds(), me1, me2).Result(); err == nil || !strings.Contains(err.Error(), "exceeds max_ttl") {
+		t.Fatalf("a renewal of an hour: %v", err)
+	}
+}

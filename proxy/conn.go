@@ -30,6 +30,7 @@ type slot struct {
 	a, b  int
 	resp3 bool
 	wait  *signalWait // ...or a BLPOP's signal (signals.go)
+	each  bool        // ops: their results as an array (a script's keys each on its own)
 	// chain, with op: a FENCE that follows op before the reply leaves
 	// (fenced.go); first is op's reply, key the lock a holder read is of.
 	chain chainKind
@@ -226,6 +227,12 @@ func (c *client) flush() error {
 			c.out = appendReply(c.out, sl.fence.final(now), sl.resp3)
 		case sl.wait != nil:
 			c.out = appendWaitReply(c.out, sl.wait, sl.resp3)
+		case sl.each:
+			v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, len(sl.ops))}
+			for i, o := range sl.ops {
+				v.Elems[i] = o.final(now)
+			}
+			c.out = appendReply(c.out, v, sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {

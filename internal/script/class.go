@@ -56,6 +56,11 @@ type Layout struct {
 	// Counter, when set, is a key the script counts its grants in, whose
 	// count its reply shows (Redisson's RFencedLock token): see Counter.
 	Counter *Counter
+	// Each: the script acts on each of its keys on its own, each with its
+	// token (Tokens), and replies an array of one element per key, each as
+	// Replies say for that key's case (each.go). The proxy runs each key
+	// as its own operation (EachKey).
+	Each bool
 
 	// Counted: a ShapeHash lock's field counts its owner's holds (a
 	// reentrant lock): taking it again adds one, a release takes one off
@@ -128,6 +133,7 @@ type Class struct {
 	rel *relations
 
 	// Set by Finish.
+	eachKeys  []*Class // Each: the class of each key
 	lapsed    *Class
 	finished  bool
 	detail    bool
@@ -174,7 +180,7 @@ func (c *Class) possible(cs Case) bool {
 	case CaseOtherLowTTL:
 		return c.MinArg >= 0
 	case CasePartial:
-		return role == RoleRelease && c.Keys != 1
+		return role == RoleRelease && c.Keys != 1 && !c.Each
 	}
 	return true
 }
@@ -334,7 +340,7 @@ func (c *Class) Writes() bool { return c.writes() }
 // Equal reports whether two classifications say the same (their Origin
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted ||
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted || c.Each != d.Each ||
 		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
 		return false
 	}

@@ -55,6 +55,9 @@ type classifier struct {
 	// signalAt is 1 + the argument naming a signal list the script pushes
 	// onto (Notice.List), 0 for none.
 	signalAt int
+	// each, when set, classifies one key of a call of several keys each
+	// on its own (each.go).
+	each *eachFocus
 }
 
 // latchArg, counterArg and signalArg are the arguments naming the side
@@ -80,6 +83,13 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	cl, ref := c.lockKeys()
 	if ref == nil {
 		cl, ref = c.classify()
+	}
+	if ref != nil && ref.kind == refuseOther && len(c.keys) > 1 && c.extra == 0 && c.left > 0 {
+		// Several keys, maybe each on its own (Redisson's renewal of every
+		// lock a client holds).
+		if each, eref := c.classifyEach(); eref == nil {
+			cl, ref = each, nil
+		}
 	}
 	if ref != nil {
 		return nil, &Refusal{Sha: p.Sha, Reason: ref.reason, NoTTL: ref.kind == refuseNoTTL}
@@ -469,6 +479,9 @@ func (c *classifier) ownersItem(s keySpec) Item {
 func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	if c.left <= 0 {
 		return result{}, refuse(refuseBudget, "takes more than %d Lua instructions to classify", classifyBudget)
+	}
+	if c.each != nil {
+		return c.focusRun(keys, argv, st)
 	}
 	var side sideKeys
 	if c.latchArg() >= 0 {

@@ -93,6 +93,9 @@ func (c *Class) layoutText() string {
 	if c.Prefix > 0 {
 		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
 	}
+	if c.Each {
+		parts = append(parts, c.eachText())
+	}
 	if c.Shape == ShapeHash {
 		v := strconv.Quote(c.FieldValue)
 		if c.FieldArg >= 0 {

@@ -361,6 +361,15 @@ func (c *Class) Finish() *Class {
 		c.needsArgs = c.needsArgs || t.NeedsArgs()
 		c.timed[cs] = t != nil && t.Timed()
 	}
+	if c.Each {
+		c.eachKeys = make([]*Class, c.Keys)
+		for i := range c.eachKeys {
+			d := *c
+			d.Each, d.Keys, d.Tokens, d.rel, d.eachKeys = false, 1, []int{c.Tokens[i]}, nil, nil
+			d.lapsed, d.finished = nil, false
+			c.eachKeys[i] = d.Finish()
+		}
+	}
 	c.finished = true
 	return c
 }

@@ -83,6 +83,9 @@ func (c *Class) Spec() string {
 	if c.Counter != nil {
 		fmt.Fprintf(&b, " counter=%d", c.Counter.Arg+1)
 	}
+	if c.Each {
+		b.WriteString(" each")
+	}
 	if c.Shape == ShapeOwners {
 		b.WriteString(" owners")
 		if c.Marker != "" {
@@ -195,6 +198,8 @@ func ParseSpec(s string) (*Class, error) {
 			c.Shape = ShapeOwners
 		case "counted":
 			c.Counted = true
+		case "each":
+			c.Each = true
 		case "hash":
 			c.Shape = ShapeHash
 			if strings.HasPrefix(v, `"`) {

@@ -16,7 +16,8 @@ type Counted struct {
 	Text string
 	Argv []string // ARGV of a typical call
 	Spec string   // its classification (script.Class.Spec)
-	// Keys: the call's KEYS after the lock (a channel to publish on).
+	// Keys: the call's KEYS after the first (a channel to publish on, a
+	// latch, a counter, a signal list, or more locks).
 	Keys []string
 }
 
@@ -94,6 +95,18 @@ redis.call('del', KEYS[1])
 return 0`, []string{"client-9", "1500"},
 			`release keys=1 args=3 keyargs=1 token=2 notice="LPUSH KEYS[2] \"released\" for ARGV[2] ms"; missing: 1; own: 0; own-no-ttl: 0; other: 1; other-no-ttl: 1`,
 			[]string{"signal:{k}"}},
+		{"renew every lock held, each on its own", `local out = {}
+for i = 1, #KEYS do
+  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+    redis.call('pexpire', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out`, []string{"30000", "6f1c2e7a-52b8-4a42:41", "6f1c2e7a-52b8-4a42:42"},
+			`extend keys=2 args=3 tokens=2,3 ttl=1ms nottl-acts hash="1" each; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`,
+			[]string{"{k}:2"}},
 		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1

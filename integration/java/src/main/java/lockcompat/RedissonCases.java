@@ -31,6 +31,7 @@ final class RedissonCases {
                 "RLock: reentrancy", (Main.Case) RedissonCases::reentrancy,
                 "RLock: tryLock(wait, lease) waiter woken by the release", (Main.Case) RedissonCases::waiter,
                 "RLock: watchdog renews past lockWatchdogTimeout", (Main.Case) RedissonCases::watchdog,
+                "RLock: watchdog renews every lock of a client at once", (Main.Case) RedissonCases::watchdogMany,
                 "RLock: forceUnlock", (Main.Case) RedissonCases::forceUnlock,
                 "RReadWriteLock: readers share, a writer excludes", (Main.Case) RedissonCases::readWrite,
                 "RFencedLock: tokens strictly increase across grants and addresses", (Main.Case) RedissonCases::fenced,
@@ -186,6 +187,36 @@ final class RedissonCases {
             }
             t.la().unlock();
             m.gone("unlock", t.name());
+        }
+    }
+
+    /**
+     * Three locks of one client without a lease, lockWatchdogTimeout 2 s:
+     * the watchdog renews them together, in one call of several keys, each
+     * with its owner; held 5 s, another client refused each throughout.
+     */
+    static void watchdogMany(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr(), 2000);
+            RedissonClient b = cs.open(env.addr(1));
+            String base = Main.key("redisson");
+            List<String> names = List.of("{" + base + "}:1", "{" + base + "}:2", "{" + base + "}:3");
+            for (String n : names) {
+                a.getLock(n).lock();
+            }
+            long end = System.nanoTime() + 5_000_000_000L;
+            while (System.nanoTime() < end) {
+                for (String n : names) {
+                    m.hashHeld("renewed " + n, n, Map.of(owner(a), "1"), 0, 2000);
+                    Main.check(!b.getLock(n).tryLock(), "another client got " + n + ", which the watchdog renews");
+                }
+                Main.sleep(400);
+            }
+            for (String n : names) {
+                a.getLock(n).unlock();
+                m.gone("unlock", n);
+            }
         }
     }
 
