@@ -162,7 +162,7 @@ const refusedCounter = "a counting semaphore kept as a count of free permits"
 
 var (
 	javaRedissonPending = map[string]string{
-		"RReadWriteLock: readers share, a writer excludes": "which is not in KEYS",
+		"RReadWriteLock: readers share, a writer excludes": "it builds it at run time from its key",
 		"RSemaphore: at most its permits":                  refusedCounter,
 		"RPermitExpirableSemaphore: leases and expiry":     refusedCounter,
 	}

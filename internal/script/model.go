@@ -254,6 +254,14 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 	for _, i := range cmd.keyPositions(len(args)) {
 		k := args[i]
 		if !keys[k] {
+			for kk := range keys {
+				if kk != "" && len(k) > len(kk) && strings.HasPrefix(k, kk) {
+					return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS: it builds it at run time from its key %s. "+
+						"The proxy runs a lock only in the keys a call names (it routes, checks and classifies a call by them), so a lock that "+
+						"keeps a key of its own per hold, built so (Redisson's RReadWriteLock keeps each read hold's lease under one), is not supported",
+						strings.ToUpper(name), strconv.Quote(short(k)), strconv.Quote(short(kk)))
+				}
+			}
 			return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS", strings.ToUpper(name), strconv.Quote(short(k)))
 		}
 		touched[k] = true
