@@ -86,7 +86,13 @@ func startPastAcquire(c *client, key []byte) {
 
 func cmdGet(c *client, args [][]byte) {
 	if lock, ok := c.s.counters.lockOf(args[1]); ok {
-		startHolderNumber(c, lock) // a counter of grants: the holder's number (fenced.go)
+		// A counter of grants: the holder's number (fenced.go), a FENCE of
+		// the lock, which the user must be allowed.
+		if msg := c.aclRefusal(commands["fence"], [][]byte{[]byte("fence"), lock, nil}); msg != "" {
+			c.replyErr(msg)
+			return
+		}
+		startHolderNumber(c, lock)
 		return
 	}
 	c.reserveRead()
