@@ -137,11 +137,7 @@ func (c *classifier) eachToken(first *Class, k int, taken []int) (int, *refusal)
 // checks that each key's effect and element are those of its own class.
 func (c *classifier) eachTogether(cl *Class) *refusal {
 	n := len(c.keys)
-	one := func(k int) *Class {
-		d := *cl
-		d.Each, d.Keys, d.Tokens = false, 1, []int{cl.Tokens[k]}
-		return &d
-	}
+	one := cl.keyClass
 	own := func(k int) keySpec { return keySpec{held: true, value: c.argv[cl.Tokens[k]], ttl: ttlLong1} }
 	free := func(int) keySpec { return keySpec{} }
 	other := func(int) keySpec { return keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1} }
@@ -189,6 +185,15 @@ func (c *classifier) eachTogether(cl *Class) *refusal {
 		}
 	}
 	return nil
+}
+
+// keyClass is the class of key k of a class whose keys are each on their
+// own, not finished.
+func (c *Class) keyClass(k int) *Class {
+	d := *c
+	d.Each, d.Keys, d.Tokens, d.rel, d.eachKeys = false, 1, []int{c.Tokens[k]}, nil, nil
+	d.lapsed, d.finished = nil, false
+	return &d
 }
 
 // EachKey is, for a class whose keys are each on their own (Each), the

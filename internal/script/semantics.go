@@ -364,10 +364,7 @@ func (c *Class) Finish() *Class {
 	if c.Each {
 		c.eachKeys = make([]*Class, c.Keys)
 		for i := range c.eachKeys {
-			d := *c
-			d.Each, d.Keys, d.Tokens, d.rel, d.eachKeys = false, 1, []int{c.Tokens[i]}, nil, nil
-			d.lapsed, d.finished = nil, false
-			c.eachKeys[i] = d.Finish()
+			c.eachKeys[i] = c.keyClass(i).Finish()
 		}
 	}
 	c.finished = true
