@@ -243,6 +243,23 @@ func TestCountedGrantsAnswerFenceNumbers(t *testing.T) {
 		}
 		t.Logf("grant %d through proxy %d, masters %v hung: number %d", i, i%2, hung, n)
 	}
+
+	// A grant whose reply does not show its count, through a proxy that
+	// has seen no other call: a GET of the counter there reads the
+	// holder's number.
+	third, _ := startApp(t, c.addrs(), func(cfg *config.Config) { cfg.MaxTTL = time.Minute })
+	p3 := proxyClient(t, third.Addr(), 2)
+	quiet := counted(t, "take or enter again, counting the grant").Text
+	if got := replyOf(p3.Eval(ctx, quiet, []string{key, counter}, 30000, "owner-9:1").Result()); got != "nil" {
+		t.Fatalf("a grant that shows no number: %s", got)
+	}
+	n, err := strconv.ParseInt(p3.Get(ctx, counter).Val(), 10, 64)
+	if err != nil || n <= last {
+		t.Fatalf("GET of the counter after a grant that shows no number: %d, %v; want above %d", n, err, last)
+	}
+	if v := c.direct[0].Exists(ctx, counter).Val(); v != 0 {
+		t.Fatal("a master holds the counter")
+	}
 }
 
 // One renewal of every lock a client holds (Redisson's watchdog renews

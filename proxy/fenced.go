@@ -143,11 +143,13 @@ func startHolderNumber(c *client, lock []byte) {
 	c.chains++
 }
 
-// noteFenced marks a counted script's op whose grant shows its number.
+// noteFenced learns the name of a counted script's counter (a later GET
+// of it answers the holder's number, whether or not this call shows it),
+// and reports whether the op's grant shows its number.
 func (c *client) noteFenced(cl *script.Class, keys, argv [][]byte) bool {
-	if cl.Counter == nil || !cl.Fenced() {
+	if cl.Counter == nil {
 		return false
 	}
 	c.s.counters.learn(argv[cl.Counter.Arg], keys[0])
-	return true
+	return cl.Fenced()
 }

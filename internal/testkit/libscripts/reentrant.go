@@ -73,6 +73,15 @@ end
 return {redis.call('pttl', KEYS[1]), -1}`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
 			`extend-or-acquire keys=1 args=3 keyargs=1 token=3 ttl=2ms nottl-acts hash="1" counted counter=1; missing: [-1, fence]; own: [-1, fence]; own-no-ttl: [-1, fence]; other: [pttl, -1]; other-no-ttl: [-1, -1]; own-again: [-1, fence]`,
 			[]string{"redlock-number:{k}"}},
+		{"take or enter again, counting the grant", `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('incr', KEYS[2])
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return false
+end
+return redis.call('pttl', KEYS[1])`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`extend-or-acquire keys=1 args=3 keyargs=1 token=3 ttl=2ms nottl-acts hash="1" counted counter=1; missing: nil; own: nil; own-no-ttl: nil; other: pttl; other-no-ttl: -1; own-again: nil`,
+			[]string{"redlock-number:{k}"}},
 		{"force the lock free, telling waiters", `if redis.call('del', KEYS[1]) == 1 then
   redis.call('publish', KEYS[2], ARGV[1])
   return 1

@@ -271,7 +271,8 @@ final class RedissonCases {
     /**
      * Six grants, alternating between two clients on two lock addresses
      * (two proxies over the same masters): each token is larger than every
-     * earlier one, and a refused attempt gets none.
+     * earlier one, and a refused attempt gets none; then a grant by lock(),
+     * whose token getToken() reads.
      */
     static void fenced(Main.Env env) throws Exception {
         Masters m = env.masters();
@@ -297,6 +298,13 @@ final class RedissonCases {
                 f.unlock();
                 m.gone("unlock " + i, name);
             }
+            // lock() takes no token with the grant: getToken() reads the holder's.
+            RFencedLock f = clients[1].getFencedLock(name);
+            f.lock(10, TimeUnit.SECONDS);
+            Long token = f.getToken();
+            Main.check(token != null && token > prev, "lock(): getToken() = " + token + " after " + prev);
+            f.unlock();
+            m.gone("unlock after lock()", name);
         }
     }
 
