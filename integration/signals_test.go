@@ -69,6 +69,9 @@ func TestReleaseSignalsBLPOPWaiters(t *testing.T) {
 	take("client-9")
 	ws := []<-chan woken{wait(via[0], 10*time.Second), wait(via[1], 10*time.Second), wait(via[0], 10*time.Second)}
 	noSignalFor(ws[0], 300*time.Millisecond)
+	if info := via[0].Info(ctx, "clients").Val(); !strings.Contains(info, "blocked_clients:2\r\n") {
+		t.Fatalf("INFO clients with two waiters in BLPOP:\n%s", info)
+	}
 	released := time.Now()
 	unlock("client-9")
 	for i, ch := range ws {

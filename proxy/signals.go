@@ -32,6 +32,7 @@ type signals struct {
 	waiters map[string][]*signalWait
 	kept    map[string]keptSignal
 	closed  bool // shutting down: every wait ends at once
+	blocked int  // the waits registered (INFO's blocked_clients)
 }
 
 type keptSignal struct {
@@ -104,6 +105,7 @@ func (ss *signals) wait(w *signalWait, timeout time.Duration) {
 	for _, k := range w.keys {
 		ss.waiters[string(k)] = append(ss.waiters[string(k)], w)
 	}
+	ss.blocked++
 	w.timer = time.AfterFunc(timeout, func() {
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
@@ -119,6 +121,7 @@ func (ss *signals) fireLocked(w *signalWait, key, value []byte) {
 	w.fired, w.key, w.value = true, key, value
 	if w.timer != nil {
 		w.timer.Stop()
+		ss.blocked--
 	}
 	for _, k := range w.keys {
 		ws := ss.waiters[string(k)]
@@ -166,6 +169,13 @@ func (ss *signals) deliver(key, value []byte, ttl time.Duration) {
 		}
 	}
 	ss.kept[string(key)] = keptSignal{value: append([]byte(nil), value...), until: now.Add(ttl)}
+}
+
+// blockedClients is how many clients wait in BLPOP.
+func (ss *signals) blockedClients() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.blocked
 }
 
 // close ends every wait (shutdown): answered nil.
