@@ -314,3 +314,33 @@ func TestRenewalOfEveryLockHeld(t *testing.T) {
 		t.Fatalf("a renewal of an hour: %v", err)
 	}
 }
+
+// A GET of a counter of grants runs a FENCE of its lock: a user whose
+// rules deny FENCE is refused it, in FENCE's words, and one allowed reads
+// the number.
+func TestCounterReadNeedsFencePermission(t *testing.T) {
+	users := []config.UserConfig{
+		{Name: "all", Password: "a-pass", Rules: "on ~* +@all"},
+		{Name: "nofence", Password: "n-pass", Rules: "on ~* +@all -fence"},
+	}
+	c := newCluster(t, 3, func(cfg *config.Config) { cfg.Users = users })
+	ctx := context.Background()
+	as := func(user, pass string) *redis.Client {
+		cl := redis.NewClient(&redis.Options{Addr: c.app.Addr(), Username: user, Password: pass, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	all, nofence := as("all", "a-pass"), as("nofence", "n-pass")
+	key := uniqueKey("fenced")
+	counter := "redlock-number:{" + key + "}"
+	v, err := all.Eval(ctx, counted(t, "take or enter again, numbering the grant").Text, []string{key, counter}, 30000, "owner:1").Slice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("grant: %v, %v", v, err)
+	}
+	if got := all.Get(ctx, counter).Val(); got != fmt.Sprint(v[1]) {
+		t.Fatalf("GET of the counter: %q, want the grant's %v", got, v[1])
+	}
+	if _, err := nofence.Get(ctx, counter).Result(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "fence") {
+		t.Fatalf("GET of the counter by a user without FENCE: %v, want NOPERM naming fence", err)
+	}
+}
