@@ -57,13 +57,6 @@ return redis.call("ttl", KEYS[1])`, seconds: true, extend: true},
 	}
 }
 
-// outcome is what a command answered and what one node holds after it.
-type outcome struct {
-	reply string
-	value string
-	pttl  time.Duration
-}
-
 func replyText(v any, err error) string {
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -340,7 +340,7 @@ func (h *handshake) Receive(tag int, r Result) {
 				// opened would put the midpoint seconds off).
 				master := time.Unix(sec, usec*1000)
 				l.mu.Lock()
-				l.clockOffset, l.clockKnown = master.Sub(time.Now()), true
+				l.clockOffset, l.clockKnown = time.Until(master), true
 				l.mu.Unlock()
 			}
 		}
@@ -719,13 +719,13 @@ func (l *Link) checked(h *handshake, r Result) {
 	}
 	before := l.watch.QuarantinedUntil()
 	restarted := l.watch.Observe(mr.id, now)
-	until, reason := l.watch.QuarantinedUntil(), l.watch.Reason()
+	reason := l.watch.Reason()
 	if restarted {
 		l.health.Restarts++
 	}
 	rolled := l.markerReadLocked(h, &mr, now)
 	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
-	until = l.watch.QuarantinedUntil()
+	until := l.watch.QuarantinedUntil()
 	l.mu.Unlock()
 	switch {
 	case jumped:

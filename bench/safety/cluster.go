@@ -488,17 +488,17 @@ func (c *Cluster) StopProxy(p int) {
 }
 
 // StopProxyReporting stops the proxy in slot p and waits for it, as
-// StopProxy does, but hands back what its Run returned (not counted among
-// the cluster's errors) and the undos it logged as left pending at its
-// shutdown, as logged. An empty slot returns nothing.
-func (c *Cluster) StopProxyReporting(p int) (runErr error, left []string) {
+// StopProxy does, but hands back the undos it logged as left pending at its
+// shutdown, as logged, and what its Run returned (not counted among the
+// cluster's errors). An empty slot returns nothing.
+func (c *Cluster) StopProxyReporting(p int) (left []string, runErr error) {
 	d := c.detach(p)
 	if d == nil {
 		return nil, nil
 	}
 	d.stop()
 	runErr = <-d.done
-	return runErr, d.left.get()
+	return d.left.get(), runErr
 }
 
 // detached is a proxy taken out of its slot, still running.
