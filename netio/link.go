@@ -174,12 +174,12 @@ type Link struct {
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
 	watch     quorum.Watch
-	cont      contState   // the continuity check (continuity.go)
-	mkey      string      // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
-	lossWhy   string      // a loss the link saw itself ("moved", "clock"): the next marker check records it
-	clock     clockWatch  // the clock check (clock.go)
-	track     trackState  // client-side caching at the backend (tracking.go)
-	direct    directState // the backend's direct clients, under WatchClients (direct.go)
+	cont      contState     // the continuity check (continuity.go)
+	mkey      string        // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
+	lossWhy   quorum.Reason // a loss the link saw itself (moved, clock): the next marker check records it
+	clock     clockWatch    // the clock check (clock.go)
+	track     trackState    // client-side caching at the backend (tracking.go)
+	direct    directState   // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
 	// vetted: a marker check of this master was sent after the tables of
@@ -237,7 +237,8 @@ type batch struct {
 	at  time.Time
 }
 
-// Health is a snapshot of a backend's state.
+// Health is a snapshot of a backend's state; State says whether its votes
+// count at an instant, and if not, why.
 type Health struct {
 	Node             int
 	Addr             string
@@ -245,16 +246,16 @@ type Health struct {
 	Latency          time.Duration // smoothed reply latency
 	LastError        string        // why it is down or not verified, in the backend's own words where it gave any
 	RunID            string
-	QuarantinedUntil time.Time // votes do not count before this instant
-	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
-	QuarantineCause  string    // the same as quorum.Watch.Reason's word (restarted, new, evicted, ...), for metrics
-	LostAt           time.Time // the loss the quarantine counts from (see quorum.Watch.LostAt)
-	Connects         uint64    // connections established
-	Restarts         uint64    // restarts (or other losses of writes) detected
-	Breaks           uint64    // continuity checks that failed: grants before them did not count
-	ClockJumps       uint64    // readings of the master's clock that showed it jumped ahead (clock.go)
-	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
-	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
+	QuarantinedUntil time.Time     // votes do not count before this instant
+	QuarantineReason string        // what the quarantine is for, for an operator (QuarantineCause explained)
+	QuarantineCause  quorum.Reason // what the quarantine is for (ReasonNone when there is none)
+	LostAt           time.Time     // the loss the quarantine counts from (see quorum.Watch.LostAt)
+	Connects         uint64        // connections established
+	Restarts         uint64        // restarts (or other losses of writes) detected
+	Breaks           uint64        // continuity checks that failed: grants before them did not count
+	ClockJumps       uint64        // readings of the master's clock that showed it jumped ahead (clock.go)
+	Unsure           bool          // a continuity check failed (or the tables are not checked yet) and the marker check that follows has not answered yet
+	Invalidations    bool          // the connection that receives the backend's invalidations (client-side caching) is up
 	// Shards is set for a Redis Cluster backend: each shard's state, by
 	// its first slot (see Cluster.Health).
 	Shards []ShardHealth
@@ -278,11 +279,6 @@ type Health struct {
 	// and until when their answer lets the master count. Addr is then the
 	// master connected to (or last named).
 	Sentinel *SentinelHealth
-}
-
-// Counts reports whether the backend's votes count at now.
-func (h Health) Counts(now time.Time) bool {
-	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil) && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed))
 }
 
 // NewLink prepares a link; Start connects it.
@@ -344,7 +340,7 @@ func (l *Link) Health() Health {
 	h.Up = l.conn != nil && l.ready
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
-	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.QuarantineReason = l.watch.Reason().Explain()
 	if now := time.Now(); now.Before(h.QuarantinedUntil) {
 		h.QuarantineReason += holdBound(l.watch.Early(), l.watch.Ceiling().Sub(now))
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Observer receives what the proxy decides, for metrics. Methods are called
@@ -202,23 +203,23 @@ const LossOther = "other"
 // LossCause names the cause of a loss of a backend's data (the
 // backend_losses_total metric's cause label) from what the backend's
 // quarantine is for (netio.Health.QuarantineCause).
-func LossCause(reason string) string {
+func LossCause(reason quorum.Reason) string {
 	switch reason {
-	case "started", "restarted":
+	case quorum.ReasonStarted, quorum.ReasonRestarted:
 		return "restart"
-	case "new":
+	case quorum.ReasonNew:
 		return "flush" // no marker: flushed, restarted without its data, or never used by a proxy
-	case "promoted", "takeover":
+	case quorum.ReasonPromoted, quorum.ReasonTakeover:
 		return "promotion" // takeover: a Redis Cluster replica confirmed as its shard's master
-	case "resynced", "switched":
+	case quorum.ReasonResynced, quorum.ReasonSwitched:
 		return "failback" // switched: a Sentinel group's master switched back to one never demoted
-	case "evicting", "evicted", "reset":
+	case quorum.ReasonEvicting, quorum.ReasonEvicted, quorum.ReasonReset:
 		return "eviction"
-	case "clock", "replaced":
-		return reason
-	case "rolledback":
+	case quorum.ReasonClock, quorum.ReasonReplaced:
+		return string(reason)
+	case quorum.ReasonRolledBack:
 		return "rollback" // an older copy of its data than a proxy saw
-	case "foreign", "moved":
+	case quorum.ReasonForeign, quorum.ReasonMoved:
 		return "moved" // Redis Cluster: the marker's slot moved
 	}
 	return LossOther
