@@ -57,8 +57,12 @@ type delivery struct {
 	redirect int64
 }
 
-// tracker is the server's table of tracked keys. Everything in it belongs
-// to mu; invalidations are collected under mu and sent after it.
+// tracker is the server's table of tracked keys. Everything in it but
+// active belongs to mu, which any client's goroutine takes (its own
+// reads and writes, CLIENT TRACKING, its close); invalidations are
+// collected under mu and sent after it, so no client's write lock (wmu)
+// or push queue lock (pmu) is ever taken under mu. active is atomic so
+// that the hooks skip mu when no client tracks.
 type tracker struct {
 	active atomic.Int32 // clients with tracking on: zero makes every hook a no-op
 
