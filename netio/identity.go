@@ -296,7 +296,7 @@ func (l *Link) keepBrokenWhileLossUnrecordedLocked() {
 	}
 }
 
-// markerSeen ends a loss the link saw once a marker check of the same key
+// markerSeenLocked ends a loss the link saw once a marker check of the same key
 // recorded it.
 func (l *Link) markerSeenLocked(h *handshake) {
 	if h.loss != quorum.ReasonNone && h.loss == l.lossWhy && h.key == l.mkey {

@@ -707,8 +707,8 @@ func deliver(e entry, v resp.Value, counts bool) {
 	e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
 }
 
-// discard is the receiver of replies nobody waits for (a script load).
-
+// dropConn closes the connection in use, if any: its reader sees the loss
+// and the link redials (or ends, once closed).
 func (l *Link) dropConn() {
 	l.mu.Lock()
 	c := l.conn

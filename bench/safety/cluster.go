@@ -27,7 +27,7 @@ type ClusterConfig struct {
 	Proxies  int    // in-process proxies started with the cluster (default 2)
 	// Slots is how many proxies there can be, those that join later
 	// included (default and minimum Proxies). Slots past Proxies start
-	// empty; JoinProxy fills them.
+	// empty; StartProxy fills them.
 	Slots int
 	// Quarantine is every proxy's restart_quarantine; "" leaves the
 	// proxy's own default.
