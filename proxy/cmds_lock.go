@@ -14,14 +14,14 @@ import (
 // (fence.go), and Valkey 9's and Redis 8.4's release primitives, served on
 // Redis 7 backends.
 var lockCommands = []*command{
-	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
+	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, lock: kindAcquire, fn: cmdSet},
 	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
-	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
+	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, lock: kindRelease, fn: cmdDel},
 	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
 	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
 	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
-	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelIfEq},
-	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelEx},
+	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: cmdDelIfEq},
+	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: cmdDelEx},
 }
 
 // startOp sends cmd to every backend for op o and queues its reply.

@@ -17,7 +17,8 @@ type command struct {
 	first  int      // first key position, for COMMAND
 	last   int
 	step   int
-	noAuth bool // allowed before AUTH
+	noAuth bool     // allowed before AUTH
+	lock   lockKind // what INFO's lock counters count it as (stats.go)
 	fn     func(c *client, args [][]byte)
 }
 
@@ -29,6 +30,14 @@ var commands map[string]*command
 
 func init() {
 	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands, vouchCommands)...)
+	for _, r := range script.Roles() {
+		lockKinds[r.String()] = roleKind(r)
+	}
+	for name, c := range commands {
+		if c.lock != kindOther {
+			lockKinds[name] = c.lock
+		}
+	}
 }
 
 // table indexes the commands by name. A name registered twice is a

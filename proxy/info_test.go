@@ -60,3 +60,20 @@ func TestInfoStatesAgree(t *testing.T) {
 		t.Errorf("backends_counting disagrees with Health.Counts (%d):\n%s", counting, info)
 	}
 }
+
+// INFO's lock counters count each op by its command table entry or its
+// script role: SET acquires; DEL, DELIFEQ, DELEX and ZREM release; the
+// acquire, extend-or-acquire, extend and release roles as named; every
+// other name (reads, votes, shared locks, forced deletes) is none of them.
+func TestLockKindsFromTheCommandTable(t *testing.T) {
+	want := map[string]lockKind{
+		"set": kindAcquire, "acquire": kindAcquire, "extend-or-acquire": kindAcquire,
+		"extend":  kindExtend,
+		"release": kindRelease, "del": kindRelease, "delifeq": kindRelease, "delex": kindRelease, "zrem": kindRelease,
+	}
+	for _, name := range append(CommandNames(), "fence") {
+		if got := kindOf(name); got != want[name] {
+			t.Errorf("kindOf(%q) = %d; want %d", name, got, want[name])
+		}
+	}
+}

@@ -37,7 +37,7 @@ const semPrefix = "redlock-proxy:sem:"
 
 // semCommands serve a semaphore's release as redis-semaphore sends it.
 var semCommands = []*command{
-	{name: "zrem", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, fn: cmdZrem},
+	{name: "zrem", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: cmdZrem},
 }
 
 // semCall is what a semaphore op needs besides the op.

@@ -94,19 +94,27 @@ const (
 	kindRelease
 )
 
-// kindOf is what the command or script role name does. SET counts as an
-// acquire, SET ... IFEQ (an extend) included: both are named set.
-func kindOf(name string) lockKind {
-	switch name {
-	case "set", "acquire", "extend-or-acquire":
+// lockKinds is what each op name counts as: a command's lock kind in the
+// command table, and a lock script role's (roleKind). Filled at start-up.
+var lockKinds = map[string]lockKind{}
+
+// roleKind is what a lock script of role r counts as.
+func roleKind(r script.Role) lockKind {
+	switch r {
+	case script.RoleAcquire, script.RoleExtendOrAcquire:
 		return kindAcquire
-	case "extend":
+	case script.RoleExtend:
 		return kindExtend
-	case "release", "del", "delifeq", "delex", "zrem":
+	case script.RoleRelease:
 		return kindRelease
 	}
-	return kindOther
+	return kindOther // reads, shared locks, forced deletes
 }
+
+// kindOf is what the op named name (a command, or a lock script's role)
+// counts as. SET counts as an acquire, SET ... IFEQ (an extend) included:
+// both are named set.
+func kindOf(name string) lockKind { return lockKinds[name] }
 
 // decided counts a decided op (INFO counts lock decisions by kind and
 // answers without a quorum; reads answered and errors are counted by the
