@@ -13,26 +13,26 @@ import (
 // acquire (SET NX PX), the reads, the force-unlock (DEL), FENCE
 // (fence.go), and Valkey 9's and Redis 8.4's release primitives, served on
 // Redis 7 backends.
-var lockCommands = []*command{
-	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, lock: kindAcquire, fn: cmdSet},
-	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
-	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, lock: kindRelease, fn: cmdDel},
-	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
-	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
-	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
-	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: cmdDelIfEq},
-	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: cmdDelEx},
+var lockCommands = []*commandDef{
+	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, lock: kindAcquire, fn: handleSet},
+	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleGet},
+	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, lock: kindRelease, fn: handleDel},
+	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handlePTTL},
+	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleTTL},
+	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: handleFence},
+	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelIfEq},
+	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelEx},
 }
 
 // startOp sends cmd to every backend for op o and queues its reply.
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
-	c.noteTracking(o, c.cmdKeys)
+	c.noteTracking(o, c.handleKeys)
 	c.s.eng.start(o, cmd, sc)
 	c.slots = append(c.slots, slot{op: o, resp3: c.resp3.Load()})
 	c.inflight++
 }
 
-func cmdSet(c *client, args [][]byte) {
+func handleSet(c *client, args [][]byte) {
 	req, msg := parseSet(args, time.Now(), c.s.cfg.MaxTTL)
 	if msg != "" {
 		c.replyErr(msg)
@@ -82,7 +82,7 @@ func startPastAcquire(c *client, key []byte) {
 	c.startOp(o, c.cmd, getScript)
 }
 
-func cmdGet(c *client, args [][]byte) {
+func handleGet(c *client, args [][]byte) {
 	c.reserveRead()
 	o := c.s.eng.newOp("get", ruleGet, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
@@ -99,8 +99,8 @@ func appendBoundedRead(b []byte, sc *resp.Script, key []byte, maxToken int) []by
 	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
-func cmdPTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", rulePTTL) }
-func cmdTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", ruleTTL) }
+func handlePTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", rulePTTL) }
+func handleTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", ruleTTL) }
 
 func startTTL(c *client, key []byte, name string, r rules) {
 	c.reserveRead()
@@ -109,9 +109,9 @@ func startTTL(c *client, key []byte, name string, r rules) {
 	c.startOp(o, c.cmd, readScript)
 }
 
-// cmdDel is an operator's force-unlock: each key is deleted on every
+// handleDel is an operator's force-unlock: each key is deleted on every
 // backend, and counts as deleted when a majority deleted it.
-func cmdDel(c *client, args [][]byte) {
+func handleDel(c *client, args [][]byte) {
 	keys := args[1:]
 	c.reserve(len(keys))
 	ops := make([]*op, len(keys))
@@ -119,7 +119,7 @@ func cmdDel(c *client, args [][]byte) {
 		ops[i] = c.s.eng.newOp("del", ruleDel, c.done)
 		ops[i].forcedBy, ops[i].forcedKey = c, append([]byte(nil), k...)
 		c.cmd = appendDelCmd(c.cmd[:0], k, c.s.cfg.Limits.MaxToken)
-		if c.cmdKeys != nil {
+		if c.handleKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1])
 		}
 		c.s.eng.start(ops[i], c.cmd, delScript)
@@ -164,20 +164,20 @@ func startSetIfEq(c *client, req setRequest) {
 	startClassOp(c, "set", setIfEq, [][]byte{req.key}, [][]byte{req.value, ttl})
 }
 
-// cmdDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
+// handleDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
 // value. It runs as a compare-and-delete on every backend.
-func cmdDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
+func handleDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
 
 func startCompareDelete(c *client, name string, key, value []byte) {
 	startClassOp(c, name, compareDelete, [][]byte{key}, [][]byte{value})
 }
 
-// cmdDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a
+// handleDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a
 // compare-and-delete, without a condition a force DEL.
-func cmdDelEx(c *client, args [][]byte) {
+func handleDelEx(c *client, args [][]byte) {
 	switch {
 	case len(args) == 2:
-		cmdDel(c, args)
+		handleDel(c, args)
 	case len(args) == 4 && is(args[2], "ifeq"):
 		startCompareDelete(c, "delex", args[1], args[3])
 	case len(args) == 4 && (is(args[2], "ifne") || is(args[2], "ifdeq") || is(args[2], "ifdne")):

@@ -8,9 +8,9 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
-// command is one entry of the command table. Arity follows Redis: n > 0
+// commandDef is one entry of the command table. Arity follows Redis: n > 0
 // means exactly n arguments (name included), n < 0 at least -n.
-type command struct {
+type commandDef struct {
 	name   string
 	arity  int
 	flags  []string // as COMMAND reports them
@@ -26,7 +26,7 @@ type command struct {
 // lower-case name. Each family's file registers its own (cmds_*.go); a
 // name registered twice panics at start-up. (It is filled by init because
 // HELP and COMMAND read it.)
-var commands map[string]*command
+var commands map[string]*commandDef
 
 func init() {
 	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands, vouchCommands)...)
@@ -43,8 +43,8 @@ func init() {
 // table indexes the commands by name. A name registered twice is a
 // programming error: it panics, at start-up, rather than let one
 // registration silently win.
-func table(cmds ...*command) map[string]*command {
-	m := make(map[string]*command, len(cmds))
+func table(cmds ...*commandDef) map[string]*commandDef {
+	m := make(map[string]*commandDef, len(cmds))
 	for _, c := range cmds {
 		if _, dup := m[c.name]; dup {
 			panic("proxy: command " + c.name + " registered twice")
@@ -70,7 +70,7 @@ func CommandNames() []string {
 }
 
 // lookup finds a command by name, in any case, without allocating.
-func lookup(name []byte) *command {
+func lookup(name []byte) *commandDef {
 	var buf [24]byte
 	if len(name) > len(buf) {
 		return nil
@@ -115,12 +115,12 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}
-	c.trackNext, c.cmdKeys = false, nil
+	c.trackNext, c.handleKeys = false, nil
 	if c.s.track.active.Load() > 0 {
-		c.cmdKeys = commandKeys(cmd, args)
+		c.handleKeys = commandKeys(cmd, args)
 		if c.trk != nil {
-			if len(c.cmdKeys) > 0 {
-				c.trackNext = c.trackCommand(c.cmdKeys)
+			if len(c.handleKeys) > 0 {
+				c.trackNext = c.trackCommand(c.handleKeys)
 			} else if !(cmd.name == "client" && len(args) > 1 && is(args[1], "caching")) {
 				c.trk.caching = 0 // CLIENT CACHING applies to the next command only
 			}

@@ -67,9 +67,9 @@ type client struct {
 	// Client-side caching (tracking.go): the settings, whether the command
 	// being run has its keys tracked, and the keys of that command when
 	// some client tracks (for the invalidations of a write).
-	trk       *trackOpts
-	trackNext bool
-	cmdKeys   [][]byte
+	trk        *trackOpts
+	trackNext  bool
+	handleKeys [][]byte
 
 	// Pushes (invalidations) written between replies by the pusher, which
 	// wmu keeps from interleaving with the client goroutine's writes; pmu

@@ -34,7 +34,7 @@ var infoSections = []struct {
 	{"keyspace", true, (*Server).keyspaceInfo},
 }
 
-func cmdInfo(c *client, args [][]byte) {
+func handleInfo(c *client, args [][]byte) {
 	want := map[string]bool{}
 	all := false
 	for _, a := range args[1:] {

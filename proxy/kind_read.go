@@ -7,8 +7,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The reads: GET, EXISTS, PTTL and TTL of a lock (cmdGet, cmdExists,
-// cmdPTTL, cmdTTL). Every
+// The reads: GET, EXISTS, PTTL and TTL of a lock (handleGet, handleExists,
+// handlePTTL, handleTTL). Every
 // backend's answer is an answer (Granted); the value and the TTL are the
 // majority's (quorum.MajorityValue, quorum.MajorityRemaining), and a TTL
 // is reported as of the moment the reply leaves, never more than remains.
