@@ -211,11 +211,11 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		l.cont.run, l.cont.cmds = "", 0
 	}
 	l.connAddr = addr
-	if l.sent != nil {
+	if l.follower != nil {
 		// The epoch confirmed now: a newer one than the round that named
 		// addr only makes this connection's marker checks record the
 		// switch sooner; one that does not match the next round's ends it.
-		l.sent.connAddr, l.sent.connEpoch = addr, l.sent.epoch
+		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
 	}
 	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
 	l.cont.newConnection()
@@ -307,7 +307,7 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		return wasUp
 	}
 	l.mu.Lock()
-	moved := l.sent != nil && l.sent.master != "" && l.sent.master != l.connAddr
+	moved := l.follower != nil && l.follower.master != "" && l.follower.master != l.connAddr
 	l.mu.Unlock()
 	if wasUp && moved {
 		l.log.Info("backend connection closed: a majority of its Sentinels names another master", "from", l.connAddr)

@@ -207,8 +207,8 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 		evictionsNoLoss = "1"
 	}
 	sepoch := ""
-	if l.sent != nil {
-		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	if l.follower != nil {
+		sepoch = strconv.FormatInt(l.follower.connEpoch, 10)
 	}
 	restore := ""
 	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {
@@ -227,8 +227,8 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 // group's old master counts for a lease after the switch.
 func (l *Link) settle() time.Duration {
 	d := l.opt.Timeout
-	if l.sent != nil {
-		d += l.sent.opt.Lease
+	if l.follower != nil {
+		d += l.follower.opt.Lease
 	}
 	return d
 }

@@ -148,11 +148,11 @@ type Link struct {
 
 	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned, errExpired *BackendError
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	sent   *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
-	redial chan struct{} // cuts the redial backoff short (a new master to dial)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	follower *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
+	redial   chan struct{} // cuts the redial backoff short (a new master to dial)
 
 	// mu protects every field below: the connection and its write buffers,
 	// the queue of commands awaiting replies (in the order they were
@@ -291,7 +291,7 @@ func NewLink(opt Options) *Link {
 	l.watch.Rule = opt.Restart
 	l.redial = make(chan struct{}, 1)
 	if opt.Sentinel != nil {
-		l.sent = newFollower(*opt.Sentinel)
+		l.follower = newFollower(*opt.Sentinel)
 	}
 	l.mkey = opt.MarkerKey
 	l.vetted = l.tablesNeeded() == 0
@@ -320,10 +320,10 @@ func (l *Link) Start() {
 		l.wg.Add(1)
 		go l.invalidations()
 	}
-	if l.sent != nil {
-		l.wg.Add(1 + len(l.sent.opt.Addrs))
+	if l.follower != nil {
+		l.wg.Add(1 + len(l.follower.opt.Addrs))
 		go l.follow()
-		for i := range l.sent.opt.Addrs {
+		for i := range l.follower.opt.Addrs {
 			go l.subscribe(i)
 		}
 	}
@@ -349,10 +349,10 @@ func (l *Link) Health() Health {
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken || !l.vetted
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
-	if l.sent != nil {
+	if l.follower != nil {
 		h.Sentinel = l.sentinelHealthLocked(time.Now())
-		if h.Addr = l.sent.connAddr; h.Addr == "" || (l.conn == nil && l.sent.master != "") {
-			h.Addr = l.sent.master
+		if h.Addr = l.follower.connAddr; h.Addr == "" || (l.conn == nil && l.follower.master != "") {
+			h.Addr = l.follower.master
 		}
 	}
 	h.UndoRetained = len(l.retained) + len(l.retry)
@@ -739,11 +739,11 @@ func (l *Link) Close() error {
 		l.track.conn.Close()
 	}
 	l.mu.Unlock()
-	if l.sent != nil {
+	if l.follower != nil {
 		l.closeSubscriptions()
 	}
 	l.wg.Wait()
-	if l.sent != nil {
+	if l.follower != nil {
 		l.closeQueries()
 	}
 	l.timer.Stop()
