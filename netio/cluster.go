@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -317,23 +316,9 @@ func (c *Cluster) refresh() {
 func (c *Cluster) dialNode(addr string) (*sentinelConn, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opt.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := dialTLS(ctx, addr, c.opt.TLS, handshakeError)
 	if err != nil {
-		return nil, dialError(err)
-	}
-	if c.opt.TLS != nil {
-		cfg := c.opt.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, handshakeError(err)
-		}
-		nc = tc
+		return nil, err
 	}
 	q := &sentinelConn{Conn: nc, rd: resp.NewReader(bufio.NewReader(nc), resp.ReaderLimits{MaxBulk: 1 << 20})}
 	if c.opt.Password != "" {

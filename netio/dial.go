@@ -99,27 +99,38 @@ func (l *Link) dial() (net.Conn, string, error) {
 func (l *Link) dialAddr(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
 	defer cancel()
+	c, err := dialTLS(ctx, addr, l.opt.TLS, handshakeError)
+	if err != nil {
+		return nil, err
+	}
+	return Raw(c), nil
+}
+
+// dialTLS connects to addr by ctx's deadline, then, when cfg is set, runs
+// the TLS handshake: apart from the dial, so that a server that answers
+// but not in TLS is not reported unreachable, and verifying the dialled
+// host when cfg names none, as tls.Dialer does. Every connection of the
+// package (links, Sentinels, Redis Cluster nodes) is made here; hsErr
+// words a failed handshake for the settings that apply.
+func dialTLS(ctx context.Context, addr string, cfg *tls.Config, hsErr func(error) error) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, dialError(err)
 	}
-	if l.opt.TLS != nil {
-		// The handshake apart from the dial, so that a master that
-		// answers but not in TLS is not reported unreachable.
-		cfg := l.opt.TLS
-		if cfg.ServerName == "" { // as tls.Dialer does: verify the dialled host
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, handshakeError(err)
-		}
-		c = tc
+	if cfg == nil {
+		return c, nil
 	}
-	return Raw(c), nil
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, hsErr(err)
+	}
+	return tc, nil
 }
 
 // handshakeError words a failed TLS handshake with a master that was

@@ -154,23 +154,9 @@ type sentinelConn struct {
 func (f *follower) dialSentinel(ctx context.Context, addr string) (*sentinelConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opt.Timeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dialTLS(ctx, addr, f.opt.TLS, func(err error) error { return sentinelHandshakeError(handshakeError(err)) })
 	if err != nil {
-		return nil, dialError(err)
-	}
-	if f.opt.TLS != nil {
-		cfg := f.opt.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, sentinelHandshakeError(handshakeError(err))
-		}
-		c = tc
+		return nil, err
 	}
 	sc := &sentinelConn{Conn: c, rd: resp.NewReader(bufio.NewReaderSize(c, 4<<10), resp.ReaderLimits{MaxBulk: 1 << 20})}
 	if f.opt.Password != "" {
