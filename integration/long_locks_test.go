@@ -163,13 +163,13 @@ func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the masters to be reached again", func() bool {
+	waitFor(t, 10*time.Second, "the masters to be reached again", func() error {
 		for _, h := range c.app.Pool().Health() {
 			if !h.Up || h.Restarts == 0 {
-				return false
+				return fmt.Errorf("%+v", h)
 			}
 		}
-		return true
+		return nil
 	})
 	// /readyz and INFO say why, and how long is left.
 	r, err := http.Get("http://" + c.app.AdminAddr() + "/readyz")
