@@ -19,6 +19,8 @@ var lockCommands = []*commandDef{
 	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, lock: kindRelease, fn: handleDel},
 	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handlePTTL},
 	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleTTL},
+	{name: "hget", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleHGet},
+	{name: "hexists", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleHExists},
 	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: handleFence},
 	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelIfEq},
 	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelEx},
@@ -26,7 +28,7 @@ var lockCommands = []*commandDef{
 
 // startOp sends cmd to every backend for op o and queues its reply.
 func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
-	c.noteTracking(o, c.handleKeys)
+	c.noteTracking(o, c.cmdKeys)
 	c.s.eng.start(o, cmd, sc)
 	c.slots = append(c.slots, slot{op: o, resp3: c.resp3.Load()})
 	c.inflight++
@@ -83,6 +85,16 @@ func startPastAcquire(c *client, key []byte) {
 }
 
 func handleGet(c *client, args [][]byte) {
+	if lock, ok := c.s.counters.lockOf(args[1]); ok {
+		// A counter of grants: the holder's number (fenced.go), a FENCE of
+		// the lock, which the user must be allowed.
+		if msg := c.aclRefusal(commands["fence"], [][]byte{[]byte("fence"), lock, nil}); msg != "" {
+			c.replyErr(msg)
+			return
+		}
+		startHolderNumber(c, lock)
+		return
+	}
 	c.reserveRead()
 	o := c.s.eng.newOp("get", ruleGet, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
@@ -109,6 +121,23 @@ func startTTL(c *client, key []byte, name string, r rules) {
 	c.startOp(o, c.cmd, readScript)
 }
 
+// handleHGet and handleHExists read a hash lock's field (kind_read.go).
+func handleHGet(c *client, args [][]byte)    { startHashField(c, args, "hget", ruleHGet) }
+func handleHExists(c *client, args [][]byte) { startHashField(c, args, "hexists", ruleHExists) }
+
+func startHashField(c *client, args [][]byte, name string, r rules) {
+	c.reserveRead()
+	o := c.s.eng.newOp(name, r, c.done)
+	b := resp.AppendArrayHeader(c.cmd[:0], 6)
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, hashFieldScript.Sha)
+	b = resp.AppendBulkString(b, "1")
+	b = resp.AppendBulk(b, args[1])
+	b = resp.AppendBulk(b, args[2])
+	c.cmd = resp.AppendBulkInt(b, int64(c.s.cfg.Limits.MaxToken))
+	c.startOp(o, c.cmd, hashFieldScript)
+}
+
 // handleDel is an operator's force-unlock: each key is deleted on every
 // backend, and counts as deleted when a majority deleted it.
 func handleDel(c *client, args [][]byte) {
@@ -119,7 +148,7 @@ func handleDel(c *client, args [][]byte) {
 		ops[i] = c.s.eng.newOp("del", ruleDel, c.done)
 		ops[i].forcedBy, ops[i].forcedKey = c, append([]byte(nil), k...)
 		c.cmd = appendDelCmd(c.cmd[:0], k, c.s.cfg.Limits.MaxToken)
-		if c.handleKeys != nil {
+		if c.cmdKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1])
 		}
 		c.s.eng.start(ops[i], c.cmd, delScript)

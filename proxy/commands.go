@@ -29,7 +29,7 @@ type commandDef struct {
 var commands map[string]*commandDef
 
 func init() {
-	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands, vouchCommands)...)
+	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, signalCommands, aclCommands, vouchCommands)...)
 	for _, r := range script.Roles() {
 		lockKinds[r.String()] = roleKind(r)
 	}
@@ -115,12 +115,12 @@ func (c *client) exec(args [][]byte) {
 		c.replyErr(msgSubscribedContext(cmd.name))
 		return
 	}
-	c.trackNext, c.handleKeys = false, nil
+	c.trackNext, c.cmdKeys = false, nil
 	if c.s.track.active.Load() > 0 {
-		c.handleKeys = commandKeys(cmd, args)
+		c.cmdKeys = commandKeys(cmd, args)
 		if c.trk != nil {
-			if len(c.handleKeys) > 0 {
-				c.trackNext = c.trackCommand(c.handleKeys)
+			if len(c.cmdKeys) > 0 {
+				c.trackNext = c.trackCommand(c.cmdKeys)
 			} else if !(cmd.name == "client" && len(args) > 1 && is(args[1], "caching")) {
 				c.trk.caching = 0 // CLIENT CACHING applies to the next command only
 			}
