@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Runs every test of redlock-proxy: formatting, vet, unit and integration
-# tests with the race detector (against real redis-server processes), and
-# short fuzz runs. On a fresh Debian machine it installs what is missing
-# (redis-server, redis-cli, redis-sentinel, Node.js and the npm packages of
-# the npm library tests, Debian's python3-redis for redis-py, a Python
-# virtualenv with the PyPI lock libraries (integration/python/
-# requirements.txt), the crates.io lock library's program (integration/
-# rust, with rustup's cargo), PHP with phpredis, Laravel's cache and redis
-# components, Symfony's lock component, malkusch/lock and Predis,
-# ruby-redis, the Redis perl module and hiredis for the replays in those
-# languages, promtool for the alert rules' unit tests, podman to build the
-# container image, nutcracker for the benchmark's twemproxy series, a C
-# compiler for the clock-jump tests, iptables for the cluster partition
-# tests, a JDK 17 and Maven with the Java lock libraries from Maven
-# Central); a dependency that is still missing fails the run.
+# Runs every test of redlock-proxy: formatting, vet, staticcheck, unit and
+# integration tests with the race detector (against real redis-server
+# processes), and short fuzz runs. On a fresh Debian machine it installs
+# what is missing (redis-server, redis-cli, redis-sentinel, Node.js and the
+# npm packages of the npm library tests, Debian's python3-redis for
+# redis-py, a Python virtualenv with the PyPI lock libraries
+# (integration/python/requirements.txt), the crates.io lock library's
+# program (integration/rust, with rustup's cargo), PHP with phpredis,
+# Laravel's cache and redis components, Symfony's lock component,
+# malkusch/lock and Predis, ruby-redis, the Redis perl module and hiredis
+# for the replays in those languages, promtool for the alert rules' unit
+# tests, podman to build the container image, nutcracker for the benchmark's
+# twemproxy series, a C compiler for the clock-jump tests, iptables for the
+# cluster partition tests, a JDK 17 and Maven with the Java lock libraries
+# from Maven Central); a dependency that is still missing fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -122,6 +122,11 @@ if [ -n "$unformatted" ]; then echo "needs gofmt: $unformatted" >&2; exit 1; fi
 
 echo "== go vet"
 go vet ./...
+
+# staticcheck at a pinned version, from the Go module proxy (built once
+# into the module cache).
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test -race (unit and integration)"
 go test -race -count=1 -timeout 25m $(go list ./... | grep -v /bench/safety)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,20 +42,14 @@ func newBackInTime(t *testing.T, servers []*redisproc.Server) *backInTime {
 // quarantines fresh masters for max_ttl + drift).
 func waitAllCount(t *testing.T, c *cluster) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		all := true
+	waitFor(t, 20*time.Second, "the masters all to count", func() error {
 		for _, h := range c.app.Pool().Health() {
-			all = all && h.Counts(time.Now())
+			if !h.Counts(time.Now()) {
+				return fmt.Errorf("%+v", c.app.Pool().Health())
+			}
 		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the masters never all counted: %+v", c.app.Pool().Health())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // acquire takes L for A.
@@ -136,7 +131,10 @@ func TestFailbackDoesNotHandOutAHeldLock(t *testing.T) {
 	}
 	b := newBackInTime(t, servers)
 	for _, r := range replicas {
-		waitFor(t, "a replica to sync", func() bool { info, _ := r.Info("replication"); return strings.Contains(info, "master_link_status:up") })
+		waitFor(t, 10*time.Second, "a replica to sync", func() error {
+			info, _ := r.Info("replication")
+			return holds(strings.Contains(info, "master_link_status:up"))
+		})
 	}
 	waitAllCount(t, b.c) // a first replica gives a master a new replication id
 	for _, r := range replicas {
@@ -151,7 +149,10 @@ func TestFailbackDoesNotHandOutAHeldLock(t *testing.T) {
 		}
 	}
 	for _, m := range servers[:2] {
-		waitFor(t, "an old master to resync", func() bool { info, _ := m.Info("replication"); return strings.Contains(info, "master_link_status:up") })
+		waitFor(t, 10*time.Second, "an old master to resync", func() error {
+			info, _ := m.Info("replication")
+			return holds(strings.Contains(info, "master_link_status:up"))
+		})
 		if err := m.Promote(); err != nil {
 			t.Fatal(err)
 		}
@@ -291,18 +292,6 @@ func TestClockSetBackThenRightAgainDoesNotHandOutAHeldLock(t *testing.T) {
 	b.lost("a clock set back 20 s, then right again")
 }
 
-// waitFor polls cond until it holds, for at most ten seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Two backend entries that reach one server (two names for one address)
 // would give it two votes: the second is refused, with why, and the locks
 // need a majority of the others.
@@ -311,8 +300,7 @@ func TestOneServerVotesOnce(t *testing.T) {
 	port := servers[0].Addr[strings.LastIndexByte(servers[0].Addr, ':')+1:]
 	addrs := []string{servers[0].Addr, servers[1].Addr, "localhost:" + port}
 	a, _ := startAppOver(t, addrs, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "a backend refused as the same server", func() error {
 		hs := a.Pool().Health()
 		refused := 0
 		for _, h := range hs {
@@ -320,14 +308,11 @@ func TestOneServerVotesOnce(t *testing.T) {
 				refused++
 			}
 		}
-		if refused == 1 {
-			break
+		if refused != 1 {
+			return fmt.Errorf("%+v", hs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no backend refused as the same server: %+v", hs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // snapshot copies each master's replication marker to database 1: an

@@ -52,21 +52,17 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 		<-writerDone
 	}()
 
-	deadline := time.Now().Add(15 * time.Second)
 	sawIt := false
-	for time.Now().Before(deadline) {
+	waitFor(t, 15*time.Second, "the reader-less client dropped after write_timeout", func() error {
 		n := infoField(t, watcher, "clients", "connected_clients")
 		if n == 2 {
 			sawIt = true
 		}
-		if sawIt && n == 1 {
-			break
+		if !sawIt || n != 1 {
+			return fmt.Errorf("connected_clients = %d (the reader-less client seen: %v)", n, sawIt)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := infoField(t, watcher, "clients", "connected_clients"); !sawIt || n != 1 {
-		t.Fatalf("connected_clients = %d (the reader-less client seen: %v); want it dropped after write_timeout", n, sawIt)
-	}
+		return nil
+	})
 	// Its connection is closed: once the buffered replies are read, EOF.
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1<<20)
@@ -186,22 +182,18 @@ func TestMinValidityHoldsForSetAndScripts(t *testing.T) {
 	locker := redislock.New(c.client(2))
 	absent := func(step, key string) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for {
+		waitFor(t, 3*time.Second, step+": the refused acquisition undone", func() error {
 			held := 0
 			for _, d := range c.direct {
 				if n, _ := d.Exists(ctx, key).Result(); n > 0 {
 					held++
 				}
 			}
-			if held == 0 {
-				return
+			if held > 0 {
+				return fmt.Errorf("the key is still on %d masters", held)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the key is still on %d masters; the refused acquisition was not undone", step, held)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	// 4 s of TTL cannot leave 5 s of validity.

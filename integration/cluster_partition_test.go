@@ -65,7 +65,7 @@ func TestClusterReplacedMasterStopsCountingBeforeItsReplacementCounts(t *testing
 				}
 				return true
 			}
-			waitFor(t, "P1 to count every backend (the fresh markers' hold)", func() bool { return counting(p1) })
+			waitFor(t, 10*time.Second, "P1 to count every backend (the fresh markers' hold)", func() error { return holds(counting(p1)) })
 			heal, err := c.CutBus(a)
 			if err != nil {
 				t.Fatal(err)
@@ -80,26 +80,25 @@ func TestClusterReplacedMasterStopsCountingBeforeItsReplacementCounts(t *testing
 			}
 			const slot = 100
 			key := fmt.Sprintf("held{%s}", keyslot.Tag(slot))
-			waitFor(t, "the other masters to name A'", func() bool {
+			waitFor(t, 10*time.Second, "the other masters to name A'", func() error {
 				for _, n := range []*redisproc.Server{b, cc} {
 					if n.OwnerOf(slot) != a2.Addr {
-						return false
+						return errNotYet
 					}
 				}
-				return a.OwnerOf(slot) == a.Addr
+				return holds(a.OwnerOf(slot) == a.Addr)
 			})
 			p2 := proxy(b, cc, a2, a)
 			ctx := context.Background()
 			x, y := proxyClient(t, p2.Addr(), 2), proxyClient(t, p1.Addr(), 2)
 			// X takes the lock once the cluster counts for P2 (A' once its
 			// hold has passed), so that its vote is A''s.
-			deadline := time.Now().Add(20 * time.Second)
-			for !p2.Pool().Health()[0].Counts(time.Now()) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the cluster never counted for P2: %+v", p2.Pool().Health()[0])
+			waitFor(t, 20*time.Second, "the cluster to count for P2", func() error {
+				if h := p2.Pool().Health()[0]; !h.Counts(time.Now()) {
+					return fmt.Errorf("%+v", h)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			if ok, err := x.SetNX(ctx, key, "X", maxTTL).Result(); !ok || err != nil {
 				t.Fatalf("X's SET NX through P2: %v, %v", ok, err)
 			}

@@ -329,17 +329,14 @@ func TestClusterShardFailoverDoesNotHandOutAHeldLock(t *testing.T) {
 	}
 	failShard(t, cs[0], key1)
 	failShard(t, cs[1], key1)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, _ := ccl.SetNX(ctx, key1, "second", maxTTL).Result()
-		if ok {
-			break // the control shows what the quarantine prevents
+	// The control shows what the quarantine prevents.
+	waitFor(t, 5*time.Second, "control: a second holder without the quarantine (else the test cannot fail)", func() error {
+		ok, err := ccl.SetNX(ctx, key1, "second", maxTTL).Result()
+		if !ok {
+			return fmt.Errorf("refused (%v)", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("control: no second holder without the quarantine: the test cannot fail")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // failShard deletes key on the replica of its shard's master (so the
@@ -377,22 +374,18 @@ func failShard(t *testing.T, c *redisproc.Cluster, key string) {
 // waitClusterCounting waits until n backends count as a whole.
 func waitClusterCounting(t *testing.T, s *clusterSet, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	waitFor(t, within, fmt.Sprintf("%d clusters to count", n), func() error {
 		c := 0
 		for _, h := range s.app.Pool().Health() {
 			if h.Counts(time.Now()) {
 				c++
 			}
 		}
-		if c >= n {
-			return
+		if c < n {
+			return fmt.Errorf("%d count:\n%s", c, s.info(t))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d clusters count after %v:\n%s", c, n, within, s.info(t))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A resharding under load (redis-cli --cluster reshard in two clusters):
@@ -525,25 +518,25 @@ func TestClusterLossFollowsItsSlotAcrossAResharding(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.rule != "off" {
-				waitFor(t, "the proxy to see A's loss", func() bool {
+				waitFor(t, 10*time.Second, "the proxy to see A's loss", func() error {
 					for _, sh := range x.Pool().Health()[0].Shards {
 						if sh.Addr == a.Addr && sh.QuarantinedUntil.After(time.Now()) {
-							return true
+							return nil
 						}
 					}
-					return false
+					return errNotYet
 				})
 			}
 			if err := c.MoveSlot(slot, a, b); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the proxy to route the slot to B", func() bool {
+			waitFor(t, 10*time.Second, "the proxy to route the slot to B", func() error {
 				for _, sh := range x.Pool().Health()[0].Shards {
 					if sh.Addr == b.Addr && strings.HasPrefix(sh.Slots, fmt.Sprintf("%d,", slot)) {
-						return sh.Up
+						return holds(sh.Up)
 					}
 				}
-				return false
+				return errNotYet
 			})
 			tries := []*app.App{x}
 			if tc.rule != "off" {

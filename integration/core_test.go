@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
@@ -108,17 +109,12 @@ func TestExtendAndExpiryForms(t *testing.T) {
 		t.Fatalf("after extend PTTL = %v; want about 20s", p)
 	}
 	for i := range c.direct {
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			p, _ := c.direct[i].PTTL(ctx, key).Result()
-			if p >= 19*time.Second {
-				break
+		waitFor(t, 2*time.Second, fmt.Sprintf("backend %d's PTTL after the extend to be about 20s", i), func() error {
+			if p, _ := c.direct[i].PTTL(ctx, key).Result(); p < 19*time.Second {
+				return fmt.Errorf("PTTL %v", p)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("backend %d PTTL after extend = %v; want about 20s", i, p)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if n, err := cl.Eval(ctx, oneLineExtend, []string{key}, "other", "20000").Int(); err != nil || n != 0 {
 		t.Fatalf("extend with another token = %d, %v; want 0", n, err)
@@ -382,21 +378,17 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 	// The release answers once a majority deleted; the rest follow within
 	// the backend timeout.
-	deadline := time.Now().Add(2 * time.Second)
-	for _, h := range hs {
-		d := redis.NewClient(&redis.Options{Addr: h.Addr})
-		for {
+	waitFor(t, 2*time.Second, "the release to reach every embedded backend", func() error {
+		for _, h := range hs {
+			d := redis.NewClient(&redis.Options{Addr: h.Addr})
 			n, _ := d.Exists(ctx, key).Result()
-			if n == 0 {
-				break
+			d.Close()
+			if n != 0 {
+				return fmt.Errorf("the key is still on %s", h.Addr)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("release left the key on embedded backend %s", h.Addr)
-			}
-			time.Sleep(5 * time.Millisecond)
 		}
-		d.Close()
-	}
+		return nil
+	})
 	// Keys expire in real time on the embedded backends.
 	k2 := uniqueKey("expire")
 	cl.SetNX(ctx, k2, "t", 100*time.Millisecond)

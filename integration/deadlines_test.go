@@ -57,13 +57,6 @@ return redis.call("ttl", KEYS[1])`, seconds: true, extend: true},
 	}
 }
 
-// outcome is what a command answered and what one node holds after it.
-type outcome struct {
-	reply string
-	value string
-	pttl  time.Duration
-}
-
 func replyText(v any, err error) string {
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -130,17 +123,12 @@ func TestDeadlinesMatchALoneRedis(t *testing.T) {
 				loneState := lone.state(key)[0]
 				settle := func(check func() error) {
 					t.Helper()
-					deadline := time.Now().Add(2 * time.Second)
-					for {
-						err := check()
-						if err == nil {
-							return
+					waitFor(t, 2*time.Second, name+" to settle as on the lone Redis", func() error {
+						if err := check(); err != nil {
+							return fmt.Errorf("%w (lone Redis answered %s, holds %+v; the proxy answered %s)", err, want, loneState, got)
 						}
-						if time.Now().After(deadline) {
-							t.Fatalf("%s: %v (lone Redis answered %s, holds %+v; the proxy answered %s)", name, err, want, loneState, got)
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
+						return nil
+					})
 				}
 				// What each master holds, against what the lone Redis holds.
 				masters := func(value string, lo, hi time.Duration) error {

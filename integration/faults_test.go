@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -60,17 +61,10 @@ func TestHungMasters(t *testing.T) {
 			t.Fatalf("with 3 of 5 hung, SET NX took %v: it must answer within about the backend timeout", d)
 		}
 		for _, j := range []int{3, 4} {
-			deadline := time.Now().Add(3 * time.Second)
-			for {
+			waitFor(t, 3*time.Second, fmt.Sprintf("with 3 of 5 hung: the failed SET NX undone on reachable backend %d", j), func() error {
 				v, _ := c.direct[j].Get(ctx, key).Result()
-				if v != "tok" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("with 3 of 5 hung: the failed SET NX left its token on reachable backend %d", j)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return holds(v != "tok")
+			})
 		}
 	}
 }
@@ -119,30 +113,21 @@ func TestHungMasterDoesNotStallOthers(t *testing.T) {
 // it (rightly) as left.
 func (c *cluster) waitDown(i int) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.app.Pool().Health()[i].Up {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("backend %d: still up after it was killed", i)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(c.t, 10*time.Second, fmt.Sprintf("backend %d to be seen down after it was killed", i), func() error {
+		return holds(!c.app.Pool().Health()[i].Up)
+	})
 }
 
 // waitRestarted waits until the proxy has reconnected to backend i and
 // seen its new identity.
 func (c *cluster) waitRestarted(i int, restarts uint64) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h := c.app.Pool().Health()[i]
-		if h.Up && h.Restarts >= restarts {
-			return
+	waitFor(c.t, 10*time.Second, fmt.Sprintf("backend %d's restart to be seen", i), func() error {
+		if h := c.app.Pool().Health()[i]; !h.Up || h.Restarts < restarts {
+			return fmt.Errorf("%+v", h)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("backend %d: restart not seen: %+v", i, h)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A master that restarts has forgotten its locks. Its votes do not count
@@ -191,17 +176,10 @@ func TestRestartQuarantineKeepsLocksExclusive(t *testing.T) {
 				}
 				c.checkGone(t, "after B's refused attempt", key, "B")
 				// After the quarantine (and A's TTL), B gets it.
-				deadline := time.Now().Add(15 * time.Second)
-				for {
+				waitFor(t, 15*time.Second, "B to get the lock after the quarantine", func() error {
 					ok, _ := cl.SetNX(ctx, key, "B", 2*time.Second).Result()
-					if ok {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("B never got the lock after the quarantine")
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
+					return holds(ok)
+				})
 			case "off":
 				// The control: without the quarantine the forgetful masters
 				// hand out a lock that is still held.
@@ -236,16 +214,10 @@ func TestStrictRestartRule(t *testing.T) {
 		t.Fatalf("strict: a lock was granted by masters younger than the hold")
 	}
 	// ...and once they are older than max_ttl + drift, locks are granted.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if ok, _ := cl.SetNX(ctx, key, "t", time.Second).Result(); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("strict: no lock granted after the hold")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, 15*time.Second, "strict: a lock granted after the hold", func() error {
+		ok, _ := cl.SetNX(ctx, key, "t", time.Second).Result()
+		return holds(ok)
+	})
 }
 
 // Several proxies over the same masters share nothing: a lock taken

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +28,12 @@ func TestMastersThatMayEvictLocksDoNotCount(t *testing.T) {
 	a, _ := startAppUp(t, addrs, 1, func(cfg *config.Config) { cfg.RestartQuarantine = "run-id" })
 	cl := proxyClient(t, a.Addr(), 2)
 	ctx := context.Background()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		info, _ := cl.Info(ctx, "proxy").Result()
-		if strings.Count(info, "maxmemory-policy volatile-ttl") == 2 {
-			break
+	waitFor(t, 5*time.Second, "INFO proxy to say the two masters may evict locks", func() error {
+		if info, _ := cl.Info(ctx, "proxy").Result(); strings.Count(info, "maxmemory-policy volatile-ttl") != 2 {
+			return fmt.Errorf("INFO proxy:\n%s", info)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("INFO proxy does not say the two masters may evict locks:\n%s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if ok, err := cl.SetNX(ctx, uniqueKey("evict"), "t", time.Second).Result(); ok || err != nil {
 		t.Fatalf("SET NX with two of three masters that may evict locks = %v, %v; want nil", ok, err)
 	}
@@ -112,13 +108,12 @@ func retryThroughAnotherProxy(t *testing.T, name string) *sameTokenRetry {
 	if ok, err := viaFirst.SetNX(ctx, r.key, "try", 10*time.Second).Result(); ok || err != nil {
 		t.Fatalf("first try, with two masters cut off: %v, %v; want nil", ok, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h := r.first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0; h = r.first.Pool().Health() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first proxy keeps no undo for the cut-off masters: %+v", h)
+	waitFor(t, 10*time.Second, "the first proxy to keep an undo for each cut-off master", func() error {
+		if h := r.first.Pool().Health(); h[0].UndoRetained == 0 || h[1].UndoRetained == 0 {
+			return fmt.Errorf("%+v", h)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	r.retried = time.Now()
 	if ok, err := r.viaSecond.SetNX(ctx, r.key, "try", 10*time.Second).Result(); !ok || err != nil {
 		t.Fatalf("the retry through the second proxy: %v, %v", ok, err)
@@ -136,13 +131,12 @@ func (r *sameTokenRetry) healAndCheckThirdRefused(heldUntil time.Time, while str
 	before := r.c.holders(r.key, "try")
 	r.relays[0].BlackHole(false)
 	r.relays[1].BlackHole(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for h := r.first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0; h = r.first.Pool().Health() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first proxy's undos never ran: %+v", h)
+	waitFor(t, 10*time.Second, "the first proxy's undos to run", func() error {
+		if h := r.first.Pool().Health(); h[0].UndoRetained+h[1].UndoRetained > 0 {
+			return fmt.Errorf("%+v", h)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	ok, err := r.viaSecond.SetNX(context.Background(), r.key, "third", time.Second).Result()
 	if !time.Now().Before(heldUntil) {
 		t.Fatalf("the machine was too slow: the holder's lock ran out before the third client tried, so this run shows nothing")

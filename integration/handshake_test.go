@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -122,13 +123,12 @@ func TestNewReleasePrimitives(t *testing.T) {
 		t.Fatalf("SET IFEQ (extend) = %v, %v", v, err)
 	}
 	for i := range c.direct {
-		deadline := time.Now().Add(2 * time.Second)
-		for p := c.eventuallyPTTL(i, key); p < 19*time.Second; p = c.eventuallyPTTL(i, key) {
-			if time.Now().After(deadline) {
-				t.Fatalf("backend %d PTTL after SET IFEQ = %v; want about 20s", i, p)
+		waitFor(t, 2*time.Second, fmt.Sprintf("backend %d's PTTL after SET IFEQ to be about 20s", i), func() error {
+			if p := c.eventuallyPTTL(i, key); p < 19*time.Second {
+				return fmt.Errorf("PTTL %v", p)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if _, err := cl.Do(ctx, "SET", key, "other", "IFEQ", "other", "PX", "20000").Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("SET IFEQ with another value: %v; want nil", err)

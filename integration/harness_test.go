@@ -271,13 +271,12 @@ func waitServing(t testing.TB, addr string) {
 	t.Helper()
 	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer cl.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for err := cl.Ping(context.Background()).Err(); err != nil && !strings.HasPrefix(err.Error(), "NOAUTH"); err = cl.Ping(context.Background()).Err() {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing serving on %s", addr)
+	waitFor(t, 15*time.Second, "a proxy serving on "+addr, func() error {
+		if err := cl.Ping(context.Background()).Err(); err != nil && !strings.HasPrefix(err.Error(), "NOAUTH") {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func sigterm() os.Signal { return syscall.SIGTERM }

@@ -51,9 +51,9 @@ func (c *cluster) restartEmpty(i int) {
 	if err := c.servers[i].Restart(); err != nil {
 		c.t.Fatal(err)
 	}
-	waitFor(c.t.(*testing.T), fmt.Sprintf("the proxy to reach master %d again", i), func() bool {
+	waitFor(c.t, 10*time.Second, fmt.Sprintf("the proxy to reach master %d again", i), func() error {
 		h := c.app.Pool().Health()[i]
-		return h.Up && h.RunID != "" && h.Restarts > 0
+		return holds(h.Up && h.RunID != "" && h.Restarts > 0)
 	})
 }
 
@@ -138,13 +138,12 @@ func TestHeldLockOutlivesThreeMastersRestartedEmpty(t *testing.T) {
 			if rule == "off" {
 				t.Fatal("control: with no hold B never got L while A held it; the test shows nothing")
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !(c.counting(0) && c.counting(1) && c.counting(2)) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the restarted masters do not count 10 s after A's lock expired (max_ttl is 10 min): %+v", c.app.Pool().Health()[:3])
+			waitFor(t, 10*time.Second, "the restarted masters to count after A's lock expired (max_ttl is 10 min)", func() error {
+				if !(c.counting(0) && c.counting(1) && c.counting(2)) {
+					return fmt.Errorf("%+v", c.app.Pool().Health()[:3])
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 		})
 	}
 }
@@ -164,13 +163,13 @@ func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the masters to be reached again", func() bool {
+	waitFor(t, 10*time.Second, "the masters to be reached again", func() error {
 		for _, h := range c.app.Pool().Health() {
 			if !h.Up || h.Restarts == 0 {
-				return false
+				return fmt.Errorf("%+v", h)
 			}
 		}
-		return true
+		return nil
 	})
 	// /readyz and INFO say why, and how long is left.
 	r, err := http.Get("http://" + c.app.AdminAddr() + "/readyz")

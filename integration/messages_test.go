@@ -17,19 +17,18 @@ import (
 func readyzLine(t *testing.T, admin string, i int, want string) string {
 	t.Helper()
 	prefix := fmt.Sprintf("backend %d ", i)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var line string
+	waitFor(t, 15*time.Second, fmt.Sprintf("/readyz to say %q of backend %d", want, i), func() error {
 		_, body := httpGet(t, "http://"+admin+"/readyz")
 		for _, l := range strings.Split(body, "\n") {
 			if strings.HasPrefix(l, prefix) && strings.Contains(l, want) {
-				return l
+				line = l
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never said %q of backend %d:\n%s", want, i, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("/readyz:\n%s", body)
+	})
+	return line
 }
 
 // A hung master (SIGSTOP) is "stopped answering" in /readyz, INFO and the

@@ -28,17 +28,14 @@ func TestMetricsAgreeWithInfoAndCountLossesByCause(t *testing.T) {
 	}
 	waitLoss := func(i int, cause string) string {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			m := metrics()
-			if losses(m, i, cause) >= 1 {
-				return m
+		var m string
+		waitFor(t, 15*time.Second, fmt.Sprintf("a %s loss of backend %d counted", cause, i), func() error {
+			if m = metrics(); losses(m, i, cause) < 1 {
+				return fmt.Errorf("\n%s", grepLines(m, "backend_losses_total"))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s loss of backend %d counted:\n%s", cause, i, grepLines(m, "backend_losses_total"))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
+		return m
 	}
 
 	m := metrics()

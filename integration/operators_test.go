@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -34,17 +35,13 @@ func TestBackendTLSAgainstPlainTextMasters(t *testing.T) {
 	if !strings.Contains(line, "addr=127.0.0.1:") {
 		t.Errorf("log line %q does not name the backend's address", line)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "/readyz to answer 503 with each backend's TLS handshake named", func() error {
 		code, body := httpGet(t, "http://"+a.AdminAddr()+"/readyz")
-		if code == 503 && strings.Count(body, want) == 3 && !strings.Contains(body, "unreachable") {
-			break
+		if code != 503 || strings.Count(body, want) != 3 || strings.Contains(body, "unreachable") {
+			return fmt.Errorf("/readyz = %d %q", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz = %d %q; want 503 with each backend's TLS handshake named", code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if strings.Contains(logs.String(), "unreachable") {
 		t.Errorf("reachable masters logged as unreachable:\n%s", logs.String())
 	}

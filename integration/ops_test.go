@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -145,19 +146,15 @@ func TestMetricsAndReadiness(t *testing.T) {
 	}
 }
 
+// waitHTTP waits until url answers with status want.
 func waitHTTP(t *testing.T, url string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := httpGet(t, url)
-		if code == want {
-			return
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s to answer %d", url, want), func() error {
+		if code, body := httpGet(t, url); code != want {
+			return fmt.Errorf("%d %q", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %d %q; want %d", url, code, body, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 var promName = regexp.MustCompile(`\b(redlock_proxy_[a-z_]+|go_[a-z_]+|process_[a-z_]+)\b`)

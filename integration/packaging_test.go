@@ -138,19 +138,16 @@ func TestContainerImage(t *testing.T) {
 		}
 	}()
 	waitServing(t, addr)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		out, err := exec.Command(probe, readyz).CombinedOutput()
-		if err == nil {
-			if !strings.Contains(string(out), "200 ready: 3 of 3 backends count") {
-				t.Errorf("probe output %q", out)
-			}
-			break
+	var out []byte
+	waitFor(t, 15*time.Second, "the probe to see the proxy ready", func() error {
+		var err error
+		if out, err = exec.Command(probe, readyz).CombinedOutput(); err != nil {
+			return fmt.Errorf("%w %s\n%s", err, out, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("probe never saw the proxy ready: %v %s\n%s", err, out, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if !strings.Contains(string(out), "200 ready: 3 of 3 backends count") {
+		t.Errorf("probe output %q", out)
 	}
 	cl := redis.NewClient(&redis.Options{Addr: addr})
 	defer cl.Close()

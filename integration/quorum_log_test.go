@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -47,18 +48,17 @@ func startLogged(t *testing.T, addrs []string, logs *syncBuffer, mutate ...func(
 // waitLog waits until the log has a line containing want and returns it.
 func waitLog(t *testing.T, logs *syncBuffer, want string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var line string
+	waitFor(t, within, fmt.Sprintf("a log line with %q", want), func() error {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, want) {
-				return l
+				line = l
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within %v; the log:\n%s", want, within, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the log:\n%s", logs.String())
+	})
+	return line
 }
 
 // countLines counts the log lines containing s.

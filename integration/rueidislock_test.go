@@ -69,7 +69,7 @@ func (rc rueidislockConfig) locker(t *testing.T, addr string, validity time.Dura
 	return l
 }
 
-// rueidislockKeys are the keys of lock name.
+// keys are the keys of lock name.
 func (rc rueidislockConfig) keys(name string) []string {
 	var out []string
 	for i := int32(0); i < rc.keyMajority()*2-1; i++ {

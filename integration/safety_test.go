@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,17 +140,13 @@ func TestNoGhostLockAfterHungMastersResume(t *testing.T) {
 	key := uniqueKey("ghost")
 	// Long enough for the proxy to give up on the hung connections.
 	failWhileHung(t, c, key, 1500*time.Millisecond)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(t, 5*time.Second, "another client to take the lock after the failed attempt", func() error {
 		ok, err := c.client(2).SetNX(ctx, key, "B", 10*time.Second).Result()
-		if ok {
-			break
+		if !ok {
+			return fmt.Errorf("refused (%v)", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("another client cannot take the lock after the failed attempt: %v, %v", ok, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(300 * time.Millisecond)
 	if h := c.holders(key, "A"); len(h) != 0 {
 		t.Fatalf("the failed attempt's token reappeared on masters %v", h)
@@ -174,19 +171,14 @@ func TestNoGhostLockAfterHungMastersResumeWhileTheRedialBackoffIsLong(t *testing
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for up := 0; up < 3; {
-		up = 0
+	waitFor(t, 10*time.Second, "the masters to come back", func() error {
 		for _, h := range c.app.Pool().Health() {
-			if h.Up {
-				up++
+			if !h.Up {
+				return fmt.Errorf("%+v", c.app.Pool().Health())
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the masters never came back: %+v", c.app.Pool().Health())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	key := uniqueKey("ghost-backoff")
 	// The proxy gives up on the hung connections after its dead-backend
 	// delay (1 s); the masters resume well inside the backoff's second.
@@ -297,17 +289,13 @@ func startAppUp(t *testing.T, addrs []string, want int, mutate ...func(*config.C
 // waitGrant retries SET NX until it is granted or within is over.
 func waitGrant(t *testing.T, cl *redis.Client, key, token string, ttl, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	waitFor(t, within, "a grant of "+key, func() error {
 		ok, err := cl.SetNX(context.Background(), key, token, ttl).Result()
-		if ok {
-			return
+		if !ok {
+			return fmt.Errorf("refused (%v)", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no grant of %s within %v: %v", key, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // One greedy client cannot take locks away from the others: lock tokens are

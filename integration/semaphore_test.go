@@ -200,13 +200,12 @@ func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
 		partition := func(m int, fn func()) {
 			before := a.Pool().Health()[m].Connects
 			cutOff(relays[m], fn)
-			deadline := time.Now().Add(10 * time.Second)
-			for h := a.Pool().Health()[m]; h.Connects == before || !h.Up; h = a.Pool().Health()[m] {
-				if time.Now().After(deadline) {
-					t.Fatalf("master %d not reconnected: %+v", m, h)
+			waitFor(t, 10*time.Second, fmt.Sprintf("master %d to reconnect", m), func() error {
+				if h := a.Pool().Health()[m]; h.Connects == before || !h.Up {
+					return fmt.Errorf("%+v", h)
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return nil
+			})
 		}
 		var got []int64
 		partition(2, func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-1", ttl)) })
@@ -226,22 +225,18 @@ func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
 			t.Fatalf("holders %v; want client-1 and client-2 on two slots: %s", holders, describeSem(t, direct, key))
 		}
 		// The third attempt is undone on the masters that gave it a slot.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		waitFor(t, 5*time.Second, "client-3's failed attempt to be undone", func() error {
 			left := 0
 			for _, d := range direct {
 				if _, ok := semPermits(t, d, key)["client-3"]; ok {
 					left++
 				}
 			}
-			if left == 0 {
-				break
+			if left > 0 {
+				return fmt.Errorf("it still holds a slot on %d masters: %s", left, describeSem(t, direct, key))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("client-3's failed attempt still holds a slot on %d masters: %s", left, describeSem(t, direct, key))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		// A release frees a slot on every master, and the third client is
 		// then admitted into it.
 		mustDo(t, cl, 1, "ZREM", key, "client-1")

@@ -73,13 +73,12 @@ func sentinelProxy(t *testing.T, backends []string, logs *syncBuffer, maxTTL tim
 // waitCounts waits until backend i of a counts.
 func waitCounts(t *testing.T, a *app.App, i int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !a.Pool().Health()[i].Counts(time.Now()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("backend %d never counted again within %v: %+v", i, within, a.Pool().Health()[i])
+	waitFor(t, within, fmt.Sprintf("backend %d to count again", i), func() error {
+		if h := a.Pool().Health()[i]; !h.Counts(time.Now()) {
+			return fmt.Errorf("%+v", h)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // currentValue reads key on the group's current master.
@@ -263,8 +262,8 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	switched := time.Now()
-	waitFor(t, "both proxies to follow", func() bool {
-		return a.Pool().Health()[0].Addr == to.Addr && b.Pool().Health()[0].Addr == to.Addr
+	waitFor(t, 10*time.Second, "both proxies to follow", func() error {
+		return holds(a.Pool().Health()[0].Addr == to.Addr && b.Pool().Health()[0].Addr == to.Addr)
 	})
 	time.Sleep(100 * time.Millisecond)
 	ha, hb := a.Pool().Health()[0], b.Pool().Health()[0]
@@ -359,9 +358,9 @@ func TestSentinelPromotionDoesNotHandOutAHeldLock(t *testing.T) {
 			errs := make([]error, 2)
 			for i, g := range groups[:2] {
 				replica := g.Servers[1]
-				waitFor(t, "the lock to reach the replica", func() bool {
+				waitFor(t, 10*time.Second, "the lock to reach the replica", func() error {
 					v, _ := redisproc.DoReply(replica.Addr, nil, "GET", key)
-					return v == "A"
+					return holds(v == "A")
 				})
 				for _, args := range [][]string{{"CONFIG", "SET", "replica-read-only", "no"}, {"DEL", key}} {
 					if _, err := redisproc.DoReply(replica.Addr, nil, args...); err != nil {
@@ -384,7 +383,7 @@ func TestSentinelPromotionDoesNotHandOutAHeldLock(t *testing.T) {
 				if v := currentValue(t, g, key); v != "" {
 					t.Fatalf("%s's new master holds %q: the test shows nothing", g.Name, v)
 				}
-				waitFor(t, "the proxy to follow", func() bool { h := a.Pool().Health()[i]; return h.Up && h.Addr == g.Servers[1].Addr })
+				waitFor(t, 10*time.Second, "the proxy to follow", func() error { h := a.Pool().Health()[i]; return holds(h.Up && h.Addr == g.Servers[1].Addr) })
 			}
 			ok, _ := cl.SetNX(ctx, key, "B", ttl).Result()
 			if !time.Now().Before(heldUntil) {
@@ -422,7 +421,7 @@ func TestSentinelGroupsFailOverOneAfterAnother(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the proxy to follow "+g.Name, func() bool { h := a.Pool().Health()[i]; return h.Up && h.Addr == to.Addr })
+		waitFor(t, 10*time.Second, "the proxy to follow "+g.Name, func() error { h := a.Pool().Health()[i]; return holds(h.Up && h.Addr == to.Addr) })
 		counting := 0
 		for j, h := range a.Pool().Health() {
 			if j != i && h.Counts(time.Now()) {
@@ -459,7 +458,7 @@ func TestSentinelFailoverAndFailback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the proxy to follow", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == second.Addr })
+	waitFor(t, 10*time.Second, "the proxy to follow", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == second.Addr) })
 	waitCounts(t, a, 0, 10*time.Second)
 	key := uniqueKey("failback")
 	if ok, err := proxyClient(t, a.Addr(), 2).SetNX(context.Background(), key, "t", time.Second).Result(); !ok || err != nil {
@@ -483,7 +482,7 @@ func TestSentinelFailoverAndFailback(t *testing.T) {
 	if from != second || back != first {
 		t.Fatalf("the failback went from %s to %s", from.Addr, back.Addr)
 	}
-	waitFor(t, "the proxy to follow back", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == first.Addr })
+	waitFor(t, 10*time.Second, "the proxy to follow back", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == first.Addr) })
 	h := a.Pool().Health()[0]
 	if h.Counts(time.Now()) || (!strings.Contains(h.QuarantineReason, "replication history changed") && !strings.Contains(h.QuarantineReason, "promoted replica")) {
 		t.Fatalf("after the failback: counts %v, quarantine reason %q; want a quarantine for the resync", h.Counts(time.Now()), h.QuarantineReason)
@@ -520,7 +519,7 @@ func TestSentinelThatLiesOrLags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the proxy to follow the majority", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == to.Addr })
+	waitFor(t, 10*time.Second, "the proxy to follow the majority", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == to.Addr) })
 	if info, _ := old.Info("replication"); !strings.Contains(info, "role:master") {
 		t.Fatalf("the old master is a replica already: the test shows nothing")
 	}
@@ -541,7 +540,7 @@ func TestSentinelThatLiesOrLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { group.Sentinels[1].Resume() })
-	waitFor(t, "the group's vote to stop counting", func() bool { return !a.Pool().Health()[0].Counts(time.Now()) })
+	waitFor(t, 10*time.Second, "the group's vote to stop counting", func() error { return holds(!a.Pool().Health()[0].Counts(time.Now())) })
 	info, _ := cl.Info(context.Background(), "proxy").Result()
 	if !strings.Contains(info, "backend0:addr="+to.Addr+",state=unconfirmed") || !strings.Contains(info, "backend0_sentinel_answers:"+liar.Addr()+" names "+old.Addr) {
 		t.Errorf("INFO proxy does not show the group unconfirmed, with the Sentinels' answers:\n%s", info)
@@ -614,7 +613,7 @@ func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the proxy to follow R", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == r.Addr })
+			waitFor(t, 10*time.Second, "the proxy to follow R", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == r.Addr) })
 			waitCounts(t, a, 0, 3*maxTTL)
 			ctx := context.Background()
 			key := uniqueKey("failback")
@@ -641,7 +640,7 @@ func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing
 			if tc.after {
 				a, _ = proxy("strict")
 			}
-			waitFor(t, "the proxy to follow M", func() bool { h := a.Pool().Health()[0]; return h.Up && h.Addr == m.Addr })
+			waitFor(t, 10*time.Second, "the proxy to follow M", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == m.Addr) })
 			ok, _ := proxyClient(t, a.Addr(), 2).SetNX(ctx, key, "B", maxTTL).Result()
 			if !time.Now().Before(heldUntil) {
 				t.Fatal("the machine was too slow: A's lock ran out before B tried")

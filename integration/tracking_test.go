@@ -137,8 +137,7 @@ func trackingClient(t *testing.T, addr string, opts ...string) *respConn {
 // which would hide what a test looks for.
 func waitInvalidations(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "the invalidation connections to come up", func() error {
 		up := true
 		appsMu.Lock()
 		for a := range apps {
@@ -147,14 +146,8 @@ func waitInvalidations(t *testing.T) {
 			}
 		}
 		appsMu.Unlock()
-		if up {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the invalidation connections never came up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return holds(up)
+	})
 }
 
 // A client that tracks a key it read is told when the key changes: by

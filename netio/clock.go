@@ -1,6 +1,10 @@
 package netio
 
-import "time"
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
 
 // The clock check. A master expires keys by its own clock: if that clock
 // jumps ahead (an NTP step, a date set by hand, a virtual machine's clock
@@ -103,7 +107,7 @@ func (l *Link) clockReadLocked(run string, masterMs int64, sent, got time.Time) 
 		return 0, false
 	}
 	if ahead, jumped = l.clock.observe(run, masterMs, sent, got); jumped {
-		l.seeLossLocked("clock")
+		l.seeLossLocked(quorum.ReasonClock)
 		l.cont.broken = true
 		l.health.ClockJumps++
 	}

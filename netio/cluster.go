@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,9 +104,17 @@ type Cluster struct {
 	errNoSlot *BackendError
 
 	// The rounds' query connections (clusterconfirm.go), by node address:
-	// used by the round that runs, one goroutine per node.
+	// the refresh goroutine's own (a round lends each to one goroutine per
+	// node and waits for them), and Close's once that goroutine ended.
 	queries map[string]*sentinelConn
 
+	// mu guards every field below it, and each shard's fields: the map's
+	// refresh and the rounds write them; SendWith, each routed command's
+	// Receive (on the links' goroutines), Undo and Health read them. The
+	// fields above are set before Start, but queries. Lock order: mu
+	// before a link's own (Pending and LeftUndos are called under it);
+	// links deliver replies with their lock released, so a Receive may
+	// take mu, and links are started, moved and closed outside it.
 	mu        sync.Mutex
 	slots     []*shard // by slot; nil: no master known
 	shards    map[string]*shard
@@ -138,6 +145,11 @@ type Cluster struct {
 // flight at the old master (left) was answered (and, if redirected, sent
 // on), the slot's new commands wait, in order; then they go to the
 // slot's master of the moment.
+//
+// Its fields are under Cluster.mu, like the moving map that holds it: a
+// first hop's answer (answered, on a link's goroutine) counts left down;
+// the flush that running marks takes the waiting commands under the lock
+// and sends them outside it, one flush at a time per slot.
 type slotMove struct {
 	left     int32
 	waiting  []*routed
@@ -145,6 +157,9 @@ type slotMove struct {
 	running  bool // a flush is sending them (one at a time keeps the order)
 }
 
+// shard is one master of the slot map. Its fields are under Cluster.mu
+// (Health copies them under it); link, once set, is never replaced, and
+// has its own lock.
 type shard struct {
 	addr, id  string
 	link      *Link
@@ -301,23 +316,9 @@ func (c *Cluster) refresh() {
 func (c *Cluster) dialNode(addr string) (*sentinelConn, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opt.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := dialTLS(ctx, addr, c.opt.TLS, handshakeError)
 	if err != nil {
-		return nil, dialError(err)
-	}
-	if c.opt.TLS != nil {
-		cfg := c.opt.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, handshakeError(err)
-		}
-		nc = tc
+		return nil, err
 	}
 	q := &sentinelConn{Conn: nc, rd: resp.NewReader(bufio.NewReader(nc), resp.ReaderLimits{MaxBulk: 1 << 20})}
 	if c.opt.Password != "" {
@@ -755,6 +756,15 @@ type via struct {
 
 // routed is one command sent to a cluster: it follows redirections and
 // answers its receiver once.
+//
+// Its fields after flags change on the goroutines that deliver its
+// replies (the links' readers and timeout sweeps), without a lock. That is
+// safe because it is at one link at a time: only the delivery of its
+// reply at that link (Receive, then at most one Late after a timeout)
+// writes them, before sending it on to the next link, whose lock orders
+// those writes before that link's delivery. Once sent on, Receive reads
+// only the fields set at its creation (c, slot). firstHopLocked writes
+// link and first under Cluster.mu, before the first send.
 type routed struct {
 	c        *Cluster
 	cmd      []byte

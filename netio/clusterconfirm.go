@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Which master of a Redis Cluster counts for a slot, and when a slot
@@ -305,7 +306,7 @@ func (c *Cluster) confirm(at time.Time, conf []slotRange) {
 	c.mu.Unlock()
 	for _, t := range took {
 		if l := c.linkAt(t.addr); l != nil {
-			l.NoteLoss("takeover")
+			l.NoteLoss(quorum.ReasonTakeover)
 		}
 		c.log.Warn("cluster: a majority of the other masters names a new master for a shard's slots (a failover): it counts after the hold",
 			"from", t.from, "to", t.addr)
@@ -323,7 +324,7 @@ func (c *Cluster) confirm(at time.Time, conf []slotRange) {
 // NoteLoss makes the master record a loss the proxy saw itself, with why,
 // at its next marker check (sent now): until that check has run, its
 // replies do not count.
-func (l *Link) NoteLoss(why string) {
+func (l *Link) NoteLoss(why quorum.Reason) {
 	l.mu.Lock()
 	l.seeLossLocked(why)
 	l.cont.broken = true

@@ -18,7 +18,7 @@ import (
 // records the loss for every proxy.
 //
 // The link appends a check to every write that carries commands sent with
-// SendChecked (the grants: acquisitions), after them, and holds their
+// the Checked flag (the grants: acquisitions), after them, and holds their
 // replies until the check's reply arrives. The check compares what the
 // connection's last marker check saw: the master's role and replication
 // id, the marker's epoch (a new one with every recorded loss), the
@@ -125,7 +125,7 @@ func (r contReceiver) Receive(int, Result) {
 	l.deliverHeld(hs, false)
 }
 
-// checkedReply handles the reply to a continuity check, read at now,
+// checkedReplyLocked handles the reply to a continuity check, read at now,
 // called by the reader with the lock held: it returns the replies the check
 // releases and whether they count, whether a marker check must run at
 // once, and how far the master's clock jumped ahead when it did.

@@ -99,27 +99,38 @@ func (l *Link) dial() (net.Conn, string, error) {
 func (l *Link) dialAddr(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.opt.DialTimeout)
 	defer cancel()
+	c, err := dialTLS(ctx, addr, l.opt.TLS, handshakeError)
+	if err != nil {
+		return nil, err
+	}
+	return Raw(c), nil
+}
+
+// dialTLS connects to addr by ctx's deadline, then, when cfg is set, runs
+// the TLS handshake: apart from the dial, so that a server that answers
+// but not in TLS is not reported unreachable, and verifying the dialled
+// host when cfg names none, as tls.Dialer does. Every connection of the
+// package (links, Sentinels, Redis Cluster nodes) is made here; hsErr
+// words a failed handshake for the settings that apply.
+func dialTLS(ctx context.Context, addr string, cfg *tls.Config, hsErr func(error) error) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, dialError(err)
 	}
-	if l.opt.TLS != nil {
-		// The handshake apart from the dial, so that a master that
-		// answers but not in TLS is not reported unreachable.
-		cfg := l.opt.TLS
-		if cfg.ServerName == "" { // as tls.Dialer does: verify the dialled host
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, handshakeError(err)
-		}
-		c = tc
+	if cfg == nil {
+		return c, nil
 	}
-	return Raw(c), nil
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, hsErr(err)
+	}
+	return tc, nil
 }
 
 // handshakeError words a failed TLS handshake with a master that was
@@ -211,11 +222,11 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		l.cont.run, l.cont.cmds = "", 0
 	}
 	l.connAddr = addr
-	if l.sent != nil {
+	if l.follower != nil {
 		// The epoch confirmed now: a newer one than the round that named
 		// addr only makes this connection's marker checks record the
 		// switch sooner; one that does not match the next round's ends it.
-		l.sent.connAddr, l.sent.connEpoch = addr, l.sent.epoch
+		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
 	}
 	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
 	l.cont.newConnection()
@@ -307,7 +318,7 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		return wasUp
 	}
 	l.mu.Lock()
-	moved := l.sent != nil && l.sent.master != "" && l.sent.master != l.connAddr
+	moved := l.follower != nil && l.follower.master != "" && l.follower.master != l.connAddr
 	l.mu.Unlock()
 	if wasUp && moved {
 		l.log.Info("backend connection closed: a majority of its Sentinels names another master", "from", l.connAddr)

@@ -24,7 +24,9 @@ const MarkerKey = "redlock-proxy:marker"
 //
 // A master's data may go back in time in many ways; each leaves a trace
 // that the script reads from what the master reports, and records as a
-// loss now:
+// loss now, under one of quorum.Reason's words (the constants say what
+// each means; TestMarkerScriptReasonsAreKnown checks the script uses no
+// other):
 //   - no marker: a fresh master, or one whose data is gone (flushed,
 //     restarted empty, swapped out): "new";
 //   - a new run (run_id) with no promotion since its start (master_replid2
@@ -115,7 +117,7 @@ type handshake struct {
 	// link saw itself ("" when none: see appendMarker), and when it was
 	// queued (for the clock check).
 	key  string
-	loss string
+	loss quorum.Reason
 	sent time.Time
 }
 
@@ -205,8 +207,8 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 		evictionsNoLoss = "1"
 	}
 	sepoch := ""
-	if l.sent != nil {
-		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	if l.follower != nil {
+		sepoch = strconv.FormatInt(l.follower.connEpoch, 10)
 	}
 	restore := ""
 	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {
@@ -214,7 +216,7 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 	}
 	args := []string{verb, script, "1", l.mkey,
 		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10),
-		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, l.lossWhy,
+		strconv.FormatInt(l.cont.cmds, 10), l.cont.run, cluster, string(l.lossWhy),
 		strconv.FormatInt(l.settle().Milliseconds(), 10), restore, evictionsNoLoss, sepoch}
 	return resp.AppendCommand(dst, l.opt.book.tell(args)...)
 }
@@ -225,8 +227,8 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 // group's old master counts for a lease after the switch.
 func (l *Link) settle() time.Duration {
 	d := l.opt.Timeout
-	if l.sent != nil {
-		d += l.sent.opt.Lease
+	if l.follower != nil {
+		d += l.follower.opt.Lease
 	}
 	return d
 }
@@ -243,7 +245,7 @@ func (l *Link) SetMarkerKey(key string) {
 		return
 	}
 	l.mkey = key
-	l.seeLossLocked("moved")
+	l.seeLossLocked(quorum.ReasonMoved)
 	l.cont.broken = true
 	l.mu.Unlock()
 	l.log.Warn("backend's replication marker moves to another key: its votes stop counting for the hold", "marker", key)
@@ -266,7 +268,7 @@ func (l *Link) markerRedirected(key string, r Result) bool {
 	}
 	l.mu.Lock()
 	if key == l.mkey {
-		l.seeLossLocked("moved")
+		l.seeLossLocked(quorum.ReasonMoved)
 	}
 	l.mu.Unlock()
 	if l.opt.MarkerMoved != nil {
@@ -278,8 +280,8 @@ func (l *Link) markerRedirected(key string, r Result) bool {
 // seeLossLocked notes a loss the link saw itself: the next marker check
 // records it, with why, for every proxy. A loss noted first keeps its
 // reason.
-func (l *Link) seeLossLocked(why string) {
-	if l.lossWhy == "" {
+func (l *Link) seeLossLocked(why quorum.Reason) {
+	if l.lossWhy == quorum.ReasonNone {
 		l.lossWhy = why
 	}
 }
@@ -289,16 +291,16 @@ func (l *Link) seeLossLocked(why string) {
 // already on its way when the loss was seen): only the check that records
 // it, queued when it was seen, lets them count again.
 func (l *Link) keepBrokenWhileLossUnrecordedLocked() {
-	if l.lossWhy != "" {
+	if l.lossWhy != quorum.ReasonNone {
 		l.cont.broken = true
 	}
 }
 
-// markerSeen ends a loss the link saw once a marker check of the same key
+// markerSeenLocked ends a loss the link saw once a marker check of the same key
 // recorded it.
 func (l *Link) markerSeenLocked(h *handshake) {
-	if h.loss != "" && h.loss == l.lossWhy && h.key == l.mkey {
-		l.lossWhy = ""
+	if h.loss != quorum.ReasonNone && h.loss == l.lossWhy && h.key == l.mkey {
+		l.lossWhy = quorum.ReasonNone
 	}
 }
 
@@ -340,7 +342,7 @@ func (h *handshake) Receive(tag int, r Result) {
 				// opened would put the midpoint seconds off).
 				master := time.Unix(sec, usec*1000)
 				l.mu.Lock()
-				l.clockOffset, l.clockKnown = master.Sub(time.Now()), true
+				l.clockOffset, l.clockKnown = time.Until(master), true
 				l.mu.Unlock()
 			}
 		}
@@ -429,8 +431,8 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		RunID:  string(e[5].Str),
 		Uptime: time.Duration(e[6].Int) * time.Second,
 		Marker: &quorum.Marker{
-			Change: string(e[1].Str), LostAgo: ms(e[2]), StartedAgo: ms(e[3]), Hold: ms(e[4]),
-			LostAt: e[12].Int, StartedAt: e[13].Int, Why: string(e[14].Str),
+			Change: quorum.Reason(e[1].Str), LostAgo: ms(e[2]), StartedAgo: ms(e[3]), Hold: ms(e[4]),
+			LostAt: e[12].Int, StartedAt: e[13].Int, Why: quorum.Reason(e[14].Str),
 		},
 	}
 	mr.cont = contState{run: mr.id.RunID, replid: string(e[9].Str), epoch: string(e[8].Str), evicted: string(e[10].Str), cmds: e[11].Int}
@@ -595,10 +597,10 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 		if now.Before(until) {
 			left = until.Sub(now)
 		}
-		l.log.Warn(l.switchLine(from, addr)+"; "+countsIn(left), "reason", quarantineWhy(why), "run_id", id.RunID,
+		l.log.Warn(l.switchLine(from, addr)+"; "+countsIn(left), "reason", why.Explain(), "run_id", id.RunID,
 			"counts_at", until.Format(time.RFC3339Nano))
 	case now.Before(until):
-		l.log.Warn("backend up, but its votes do not count yet: "+quarantineWhy(why),
+		l.log.Warn("backend up, but its votes do not count yet: "+why.Explain(),
 			"run_id", id.RunID, "counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
 	default:
 		l.log.Info("backend up", "run_id", id.RunID)
@@ -606,45 +608,6 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	if l.opt.Events != nil {
 		l.opt.Events.StateChange(l.opt.Index, true)
 	}
-}
-
-// quarantineWhy explains a quarantine reason to an operator.
-func quarantineWhy(why string) string {
-	switch why {
-	case "started":
-		return "it started less than max_ttl + drift ago and may have forgotten locks"
-	case "new":
-		return "it has no replication marker (a fresh or flushed master, or one no proxy has used): it may have forgotten locks"
-	case "promoted":
-		return "it is a promoted replica and may lack the last locks of its old master"
-	case "restarted":
-		return "it restarted and may have forgotten locks (a reloaded file cannot show it holds the last writes of the run before)"
-	case "resynced":
-		return "its replication history changed (a full resync from another master, then a promotion, as in a failback): it may lack locks it granted"
-	case "evicting":
-		return "a memory policy that may evict keys was in force on it: it may have forgotten locks"
-	case "evicted":
-		return "it evicted keys (or its eviction count was reset): it may have forgotten locks"
-	case "reset":
-		return "its statistics were reset (CONFIG RESETSTAT), which hides evictions: it may have forgotten locks"
-	case "replaced":
-		return "another server than the one this proxy knew answers at its address: it may lack the locks granted there"
-	case "foreign":
-		return "its replication marker was written on another node (the marker's slot moved here, or a replica took over): it may lack locks granted there"
-	case "clock":
-		return "its clock jumped ahead, which expires keys early: it may have lost locks before their time"
-	case "rolledback":
-		return "it serves an older copy of its data than a proxy saw (a database swapped in, a backup restored, a copy brought back): it may lack locks granted since"
-	case "takeover":
-		return "a majority of the cluster's other masters named it the new owner of another master's slots (a failover): it may lack the locks granted on the old master, which may have counted until then"
-	case "switched":
-		return "its Sentinels switched the group's master to it (a failover, or a failback to a master never demoted): it may lack the locks granted on the master before"
-	case "moved":
-		return "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told"
-	case "marked", "unmarked":
-		return "it may have lost writes less than max_ttl + drift ago"
-	}
-	return why
 }
 
 // fail ends a connection whose identity check failed, saying why in the
@@ -719,13 +682,13 @@ func (l *Link) checked(h *handshake, r Result) {
 	}
 	before := l.watch.QuarantinedUntil()
 	restarted := l.watch.Observe(mr.id, now)
-	until, reason := l.watch.QuarantinedUntil(), l.watch.Reason()
+	reason := l.watch.Reason()
 	if restarted {
 		l.health.Restarts++
 	}
 	rolled := l.markerReadLocked(h, &mr, now)
 	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
-	until = l.watch.QuarantinedUntil()
+	until := l.watch.QuarantinedUntil()
 	l.mu.Unlock()
 	switch {
 	case jumped:
@@ -736,8 +699,8 @@ func (l *Link) checked(h *handshake, r Result) {
 	// Each check converts the marker's instants again, so the end of a
 	// quarantine moves by the round trip's jitter: only a real change (the
 	// master lost writes again) is reported.
-	if (restarted || mr.id.Marker.Change != "" || until.After(before.Add(time.Second))) && now.Before(until) {
-		l.log.Warn("backend's votes stop counting: "+quarantineWhy(reason),
+	if (restarted || mr.id.Marker.Change != quorum.ReasonNone || until.After(before.Add(time.Second))) && now.Before(until) {
+		l.log.Warn("backend's votes stop counting: "+reason.Explain(),
 			"counts_in", until.Sub(now).Round(time.Millisecond), "counts_at", until.Format(time.RFC3339Nano))
 		if l.opt.Events != nil {
 			l.opt.Events.Restarted(l.opt.Index, until)

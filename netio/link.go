@@ -148,11 +148,11 @@ type Link struct {
 
 	errDown, errTimeout, errLost, errOverloaded, errClosed, errAbandoned, errExpired *BackendError
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	sent   *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
-	redial chan struct{} // cuts the redial backoff short (a new master to dial)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	follower *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
+	redial   chan struct{} // cuts the redial backoff short (a new master to dial)
 
 	// mu protects every field below: the connection and its write buffers,
 	// the queue of commands awaiting replies (in the order they were
@@ -174,12 +174,12 @@ type Link struct {
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
 	watch     quorum.Watch
-	cont      contState   // the continuity check (continuity.go)
-	mkey      string      // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
-	lossWhy   string      // a loss the link saw itself ("moved", "clock"): the next marker check records it
-	clock     clockWatch  // the clock check (clock.go)
-	track     trackState  // client-side caching at the backend (tracking.go)
-	direct    directState // the backend's direct clients, under WatchClients (direct.go)
+	cont      contState     // the continuity check (continuity.go)
+	mkey      string        // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
+	lossWhy   quorum.Reason // a loss the link saw itself (moved, clock): the next marker check records it
+	clock     clockWatch    // the clock check (clock.go)
+	track     trackState    // client-side caching at the backend (tracking.go)
+	direct    directState   // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
 	counting  bool // the votes counted at the last look, for the log
 	// vetted: a marker check of this master was sent after the tables of
@@ -237,7 +237,8 @@ type batch struct {
 	at  time.Time
 }
 
-// Health is a snapshot of a backend's state.
+// Health is a snapshot of a backend's state; State says whether its votes
+// count at an instant, and if not, why.
 type Health struct {
 	Node             int
 	Addr             string
@@ -245,16 +246,16 @@ type Health struct {
 	Latency          time.Duration // smoothed reply latency
 	LastError        string        // why it is down or not verified, in the backend's own words where it gave any
 	RunID            string
-	QuarantinedUntil time.Time // votes do not count before this instant
-	QuarantineReason string    // what the quarantine is for (see quorum.Watch.Reason)
-	QuarantineCause  string    // the same as quorum.Watch.Reason's word (restarted, new, evicted, ...), for metrics
-	LostAt           time.Time // the loss the quarantine counts from (see quorum.Watch.LostAt)
-	Connects         uint64    // connections established
-	Restarts         uint64    // restarts (or other losses of writes) detected
-	Breaks           uint64    // continuity checks that failed: grants before them did not count
-	ClockJumps       uint64    // readings of the master's clock that showed it jumped ahead (clock.go)
-	Unsure           bool      // a continuity check failed and the marker check that follows has not answered yet
-	Invalidations    bool      // the connection that receives the backend's invalidations (client-side caching) is up
+	QuarantinedUntil time.Time     // votes do not count before this instant
+	QuarantineReason string        // what the quarantine is for, for an operator (QuarantineCause explained)
+	QuarantineCause  quorum.Reason // what the quarantine is for (ReasonNone when there is none)
+	LostAt           time.Time     // the loss the quarantine counts from (see quorum.Watch.LostAt)
+	Connects         uint64        // connections established
+	Restarts         uint64        // restarts (or other losses of writes) detected
+	Breaks           uint64        // continuity checks that failed: grants before them did not count
+	ClockJumps       uint64        // readings of the master's clock that showed it jumped ahead (clock.go)
+	Unsure           bool          // a continuity check failed (or the tables are not checked yet) and the marker check that follows has not answered yet
+	Invalidations    bool          // the connection that receives the backend's invalidations (client-side caching) is up
 	// Shards is set for a Redis Cluster backend: each shard's state, by
 	// its first slot (see Cluster.Health).
 	Shards []ShardHealth
@@ -280,11 +281,6 @@ type Health struct {
 	Sentinel *SentinelHealth
 }
 
-// Counts reports whether the backend's votes count at now.
-func (h Health) Counts(now time.Time) bool {
-	return h.Up && !h.Unsure && !now.Before(h.QuarantinedUntil) && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed))
-}
-
 // NewLink prepares a link; Start connects it.
 func NewLink(opt Options) *Link {
 	opt.defaults()
@@ -295,7 +291,7 @@ func NewLink(opt Options) *Link {
 	l.watch.Rule = opt.Restart
 	l.redial = make(chan struct{}, 1)
 	if opt.Sentinel != nil {
-		l.sent = newFollower(*opt.Sentinel)
+		l.follower = newFollower(*opt.Sentinel)
 	}
 	l.mkey = opt.MarkerKey
 	l.vetted = l.tablesNeeded() == 0
@@ -324,10 +320,10 @@ func (l *Link) Start() {
 		l.wg.Add(1)
 		go l.invalidations()
 	}
-	if l.sent != nil {
-		l.wg.Add(1 + len(l.sent.opt.Addrs))
+	if l.follower != nil {
+		l.wg.Add(1 + len(l.follower.opt.Addrs))
 		go l.follow()
-		for i := range l.sent.opt.Addrs {
+		for i := range l.follower.opt.Addrs {
 			go l.subscribe(i)
 		}
 	}
@@ -344,7 +340,7 @@ func (l *Link) Health() Health {
 	h.Up = l.conn != nil && l.ready
 	h.RunID = l.watch.RunID()
 	h.QuarantinedUntil = l.watch.QuarantinedUntil()
-	h.QuarantineReason = quarantineWhy(l.watch.Reason())
+	h.QuarantineReason = l.watch.Reason().Explain()
 	if now := time.Now(); now.Before(h.QuarantinedUntil) {
 		h.QuarantineReason += holdBound(l.watch.Early(), l.watch.Ceiling().Sub(now))
 	}
@@ -353,10 +349,10 @@ func (l *Link) Health() Health {
 	h.Breaks, h.Unsure = l.cont.breaks, l.cont.broken || !l.vetted
 	h.Invalidations = l.track.redir != 0
 	h.DirectClients, h.NoDirectSince, h.DirectLastSeen, h.DirectClientsKnown = l.direct.clients, l.direct.since, l.direct.last, l.direct.looked
-	if l.sent != nil {
+	if l.follower != nil {
 		h.Sentinel = l.sentinelHealthLocked(time.Now())
-		if h.Addr = l.sent.connAddr; h.Addr == "" || (l.conn == nil && l.sent.master != "") {
-			h.Addr = l.sent.master
+		if h.Addr = l.follower.connAddr; h.Addr == "" || (l.conn == nil && l.follower.master != "") {
+			h.Addr = l.follower.master
 		}
 	}
 	h.UndoRetained = len(l.retained) + len(l.retry)
@@ -711,8 +707,8 @@ func deliver(e entry, v resp.Value, counts bool) {
 	e.rcv.Receive(e.tag, Result{V: v, Counts: counts})
 }
 
-// discard is the receiver of replies nobody waits for (a script load).
-
+// dropConn closes the connection in use, if any: its reader sees the loss
+// and the link redials (or ends, once closed).
 func (l *Link) dropConn() {
 	l.mu.Lock()
 	c := l.conn
@@ -743,11 +739,11 @@ func (l *Link) Close() error {
 		l.track.conn.Close()
 	}
 	l.mu.Unlock()
-	if l.sent != nil {
+	if l.follower != nil {
 		l.closeSubscriptions()
 	}
 	l.wg.Wait()
-	if l.sent != nil {
+	if l.follower != nil {
 		l.closeQueries()
 	}
 	l.timer.Stop()

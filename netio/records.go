@@ -27,12 +27,12 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	if prev != "" && (f.run != l.cont.run && l.cont.run != "") {
 		prev = "" // another run: its epochs are not this one's to compare
 	}
-	if m.Change == "" && (b.stale(f.epoch, mr.counts, h.sent) || (prev != "" && f.epoch != prev && epochBefore(f.epoch, prev)) ||
+	if m.Change == quorum.ReasonNone && (b.stale(f.epoch, mr.counts, h.sent) || (prev != "" && f.epoch != prev && epochBefore(f.epoch, prev)) ||
 		(prev != "" && f.epoch == prev && f.seq < l.cont.seq)) {
 		// What the master serves went back: the epoch a loss retired, or
 		// fewer of some proxy's checks than seen. The next marker check
 		// records it for every proxy; nothing counts until then.
-		l.seeLossLocked("rolledback")
+		l.seeLossLocked(quorum.ReasonRolledBack)
 		l.cont.broken = true
 		rolled = true
 	} else {
@@ -69,7 +69,7 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	if l.restore.epoch != "" && (mr.whole || l.restore.epoch != l.cont.epoch) {
 		l.restore.epoch = ""
 	}
-	whole := mr.whole && m.Change == "" && !rolled && !l.cont.broken && l.lossWhy == "" && l.confirmedLocked(now)
+	whole := mr.whole && m.Change == quorum.ReasonNone && !rolled && !l.cont.broken && l.lossWhy == quorum.ReasonNone && l.confirmedLocked(now)
 	b.read(l.opt.Index, h.key, quorum.Reading{Sent: h.sent, Got: now, Left: mr.left, Whole: whole})
 	l.holdEndLocked(now, max(mr.settle, l.settle()), mr.whole)
 	return rolled

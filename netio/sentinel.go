@@ -154,23 +154,9 @@ type sentinelConn struct {
 func (f *follower) dialSentinel(ctx context.Context, addr string) (*sentinelConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opt.Timeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dialTLS(ctx, addr, f.opt.TLS, func(err error) error { return sentinelHandshakeError(handshakeError(err)) })
 	if err != nil {
-		return nil, dialError(err)
-	}
-	if f.opt.TLS != nil {
-		cfg := f.opt.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, sentinelHandshakeError(handshakeError(err))
-		}
-		c = tc
+		return nil, err
 	}
 	sc := &sentinelConn{Conn: c, rd: resp.NewReader(bufio.NewReaderSize(c, 4<<10), resp.ReaderLimits{MaxBulk: 1 << 20})}
 	if f.opt.Password != "" {
@@ -303,7 +289,7 @@ type round struct {
 // ask runs a round of questions to every Sentinel at once and applies what
 // it found to the link. Rounds do not overlap.
 func (l *Link) ask() round {
-	f := l.sent
+	f := l.follower
 	f.askMu.Lock()
 	defer f.askMu.Unlock()
 	r := round{at: time.Now(), answers: make([]answer, len(f.opt.Addrs))}
@@ -358,7 +344,7 @@ func (f *follower) describe(as []answer) string {
 // connection to the old master at once (its votes already stopped
 // counting: the confirmation is for another address or epoch).
 func (l *Link) applyRound(r round) {
-	f := l.sent
+	f := l.follower
 	var drop []net.Conn
 	noMajority := ""
 	switched := ""
@@ -414,7 +400,7 @@ func (l *Link) applyRound(r round) {
 // confirmedLocked reports whether the Sentinels' answer lets the current
 // connection's master count at now (always, for a plain backend).
 func (l *Link) confirmedLocked(now time.Time) bool {
-	f := l.sent
+	f := l.follower
 	return f == nil || (f.master != "" && f.connAddr == f.master && f.connEpoch == f.epoch && now.Before(f.confirmedAt.Add(f.opt.Lease)))
 }
 
@@ -422,7 +408,7 @@ func (l *Link) confirmedLocked(now time.Time) bool {
 // majority of the Sentinels named in a round started less than Lease ago
 // (a fresh round first, when fresh is set).
 func (l *Link) target(fresh bool) (string, error) {
-	f := l.sent
+	f := l.follower
 	if f == nil {
 		return l.opt.Addr, nil
 	}
@@ -453,7 +439,7 @@ func (l *Link) wakeRun() {
 // follow asks the Sentinels every Interval, and at once when poked.
 func (l *Link) follow() {
 	defer l.wg.Done()
-	f := l.sent
+	f := l.follower
 	t := time.NewTicker(f.opt.Interval)
 	defer t.Stop()
 	for {
@@ -472,7 +458,7 @@ func (l *Link) follow() {
 // unknown) and when a switch of this master is announced.
 func (l *Link) subscribe(i int) {
 	defer l.wg.Done()
-	f := l.sent
+	f := l.follower
 	backoff := 10 * time.Millisecond
 	for l.ctx.Err() == nil {
 		start := time.Now()
@@ -494,7 +480,7 @@ func (l *Link) subscribe(i int) {
 }
 
 func (l *Link) serveSubscription(i int) error {
-	f := l.sent
+	f := l.follower
 	c, err := f.dialSentinel(l.ctx, f.opt.Addrs[i])
 	if err != nil {
 		return err
@@ -538,7 +524,7 @@ func (l *Link) serveSubscription(i int) error {
 // closeSubscriptions ends the subscriptions, so that their readers return.
 func (l *Link) closeSubscriptions() {
 	l.mu.Lock()
-	for _, c := range l.sent.subs {
+	for _, c := range l.follower.subs {
 		if c != nil {
 			c.Close()
 		}
@@ -548,7 +534,7 @@ func (l *Link) closeSubscriptions() {
 
 // closeQueries closes the query connections, once no round runs.
 func (l *Link) closeQueries() {
-	f := l.sent
+	f := l.follower
 	f.askMu.Lock()
 	defer f.askMu.Unlock()
 	for i, c := range f.q {
@@ -561,7 +547,7 @@ func (l *Link) closeQueries() {
 
 // sentinelHealthLocked is the Sentinel part of Health.
 func (l *Link) sentinelHealthLocked(now time.Time) *SentinelHealth {
-	f := l.sent
+	f := l.follower
 	h := &SentinelHealth{Name: f.opt.Name, Master: f.master, Agree: f.agree, Reachable: f.reachable, Sentinels: len(f.opt.Addrs),
 		Answers: f.answers, Switches: f.switches, From: f.from, SwitchAt: f.switchAt}
 	if l.confirmedLocked(now) {
@@ -572,17 +558,17 @@ func (l *Link) sentinelHealthLocked(now time.Time) *SentinelHealth {
 
 // switchedLocked takes the switch not yet logged: the master before it.
 func (l *Link) switchedLocked() string {
-	if l.sent == nil {
+	if l.follower == nil {
 		return ""
 	}
-	from := l.sent.pending
-	l.sent.pending = ""
+	from := l.follower.pending
+	l.follower.pending = ""
 	return from
 }
 
 // switchLine is the log line of a switch.
 func (l *Link) switchLine(from, to string) string {
-	return fmt.Sprintf("backend %s: Sentinel switched master %s -> %s", l.sent.opt.Name, from, to)
+	return fmt.Sprintf("backend %s: Sentinel switched master %s -> %s", l.follower.opt.Name, from, to)
 }
 
 // countsIn words how long until a master counts: "it counts in 61 s".

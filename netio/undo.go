@@ -88,7 +88,7 @@ func isEvalSHAOf(cmd []byte, sc *resp.Script) bool {
 	return bytes.HasPrefix(head, []byte("$7\r\nEVALSHA\r\n$40\r\n")) && string(head[len(head)-42:len(head)-2]) == sc.Sha
 }
 
-// laterBytes is a durable entry's later form, as an EVAL.
+// laterBytesLocked is a durable entry's later form, as an EVAL.
 func (l *Link) laterBytesLocked(e entry) []byte {
 	return evalForm(e.later(l.clockOffset, l.clockKnown), e.laterScript)
 }

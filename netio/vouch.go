@@ -36,8 +36,8 @@ func (l *Link) vouchRun(ctx context.Context, mode string) error {
 	l.mu.Lock()
 	up, key := l.conn != nil && l.ready, l.mkey
 	sepoch := ""
-	if l.sent != nil {
-		sepoch = strconv.FormatInt(l.sent.connEpoch, 10)
+	if l.follower != nil {
+		sepoch = strconv.FormatInt(l.follower.connEpoch, 10)
 	}
 	l.mu.Unlock()
 	if !up {

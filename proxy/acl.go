@@ -84,7 +84,7 @@ const (
 )
 
 // accessOf is what cmd does with its keys.
-func accessOf(cmd *command, args [][]byte) keyAccess {
+func accessOf(cmd *commandDef, args [][]byte) keyAccess {
 	switch cmd.name {
 	case "get", "pttl", "ttl", "lockinfo":
 		return keyRead
@@ -174,7 +174,7 @@ func compileACL(r *acl.Rules) *userACL {
 }
 
 // aclRefusal is why c's user may not run cmd with args, or "".
-func (c *client) aclRefusal(cmd *command, args [][]byte) string {
+func (c *client) aclRefusal(cmd *commandDef, args [][]byte) string {
 	u := c.acl
 	if u == nil || cmd.noAuth {
 		return "" // AUTH, HELLO, QUIT and RESET are always allowed, as in Redis
@@ -209,11 +209,11 @@ func (u *userACL) mayAccess(key string, need keyAccess) bool {
 
 // aclCommands are ACL's subcommands a client can use: who it is, and the
 // categories. Users and their rules are set in the configuration.
-var aclCommands = []*command{
-	{name: "acl", arity: -2, flags: []string{}, fn: cmdACL},
+var aclCommands = []*commandDef{
+	{name: "acl", arity: -2, flags: []string{}, fn: handleACL},
 }
 
-func cmdACL(c *client, args [][]byte) {
+func handleACL(c *client, args [][]byte) {
 	switch sub := args[1]; {
 	case is(sub, "whoami") && len(args) == 2:
 		c.reply(resp.BulkValue([]byte(c.user)))

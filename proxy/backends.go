@@ -12,9 +12,9 @@ import (
 // answering each through a netio.Receiver.
 type Backends interface {
 	N() int
-	// Send sends cmd to the node. checked marks a grant, whose reply counts
-	// only once the node showed, after it ran, that its data went on
-	// unbroken (netio's continuity check).
+	// Send sends cmd to the node. flags say how (netio.SendFlags): Checked
+	// marks a grant, whose reply counts only once the node showed, after
+	// it ran, that its data went on unbroken (netio's continuity check).
 	Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags)
 	// Undo sends a compare-and-delete that must run after everything sent
 	// to the node before it, even if the connection it goes out on is lost:

@@ -10,18 +10,18 @@ import (
 
 // connectionCommands are enough for every client's handshake, answered by
 // the proxy itself as Redis answers them.
-var connectionCommands = []*command{
-	{name: "ping", arity: -1, flags: []string{"fast"}, fn: cmdPing},
-	{name: "echo", arity: 2, flags: []string{"fast"}, fn: cmdEcho},
-	{name: "quit", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdQuit},
-	{name: "select", arity: 2, flags: []string{"fast"}, fn: cmdSelect},
-	{name: "client", arity: -2, flags: []string{"fast"}, fn: cmdClient},
-	{name: "hello", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdHello},
-	{name: "auth", arity: -2, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdAuth},
-	{name: "reset", arity: 1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: cmdReset},
+var connectionCommands = []*commandDef{
+	{name: "ping", arity: -1, flags: []string{"fast"}, fn: handlePing},
+	{name: "echo", arity: 2, flags: []string{"fast"}, fn: handleEcho},
+	{name: "quit", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: handleQuit},
+	{name: "select", arity: 2, flags: []string{"fast"}, fn: handleSelect},
+	{name: "client", arity: -2, flags: []string{"fast"}, fn: handleClient},
+	{name: "hello", arity: -1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: handleHello},
+	{name: "auth", arity: -2, flags: []string{"fast", "no_auth"}, noAuth: true, fn: handleAuth},
+	{name: "reset", arity: 1, flags: []string{"fast", "no_auth"}, noAuth: true, fn: handleReset},
 }
 
-func cmdPing(c *client, args [][]byte) {
+func handlePing(c *client, args [][]byte) {
 	if c.subscriptions > 0 && !c.resp3.Load() {
 		msg := []byte{}
 		if len(args) == 2 {
@@ -40,14 +40,14 @@ func cmdPing(c *client, args [][]byte) {
 	}
 }
 
-func cmdEcho(c *client, args [][]byte) { c.reply(resp.BulkValue(args[1])) }
+func handleEcho(c *client, args [][]byte) { c.reply(resp.BulkValue(args[1])) }
 
-func cmdQuit(c *client, args [][]byte) {
+func handleQuit(c *client, args [][]byte) {
 	c.replyRaw(rawOK)
 	c.closeAfter = true
 }
 
-func cmdSelect(c *client, args [][]byte) {
+func handleSelect(c *client, args [][]byte) {
 	n, ok := resp.ParseInt(args[1])
 	switch {
 	case !ok:
@@ -71,7 +71,7 @@ func validClientName(b []byte) bool {
 	return true
 }
 
-func cmdClient(c *client, args [][]byte) {
+func handleClient(c *client, args [][]byte) {
 	sub := args[1]
 	switch {
 	case is(sub, "setname") && len(args) == 3:
@@ -109,9 +109,9 @@ func cmdClient(c *client, args [][]byte) {
 		}
 		c.replyRaw(rawOK)
 	case is(sub, "tracking") && len(args) >= 3:
-		cmdClientTracking(c, args)
+		handleClientTracking(c, args)
 	case is(sub, "caching") && len(args) == 3:
-		cmdClientCaching(c, args)
+		handleClientCaching(c, args)
 	case is(sub, "trackinginfo") && len(args) == 2:
 		c.reply(c.trackingInfo())
 	case is(sub, "getredir") && len(args) == 2:
@@ -167,7 +167,7 @@ func helpReply(cmd string, lines ...string) resp.Value {
 	return v
 }
 
-func cmdHello(c *client, args [][]byte) {
+func handleHello(c *client, args [][]byte) {
 	proto3 := c.resp3.Load()
 	if len(args) >= 2 {
 		v, ok := resp.ParseInt(args[1])
@@ -273,7 +273,7 @@ func (c *client) login(user string) {
 
 // The proxy has no users of its own unless a password is configured; the
 // default user then accepts any password, as Redis's nopass default user.
-func cmdAuth(c *client, args [][]byte) {
+func handleAuth(c *client, args [][]byte) {
 	var user, pass []byte
 	switch len(args) {
 	case 2:
@@ -296,8 +296,8 @@ func cmdAuth(c *client, args [][]byte) {
 	c.replyRaw(rawOK)
 }
 
-// cmdReset returns the connection to its initial state, as Redis's RESET.
-func cmdReset(c *client, args [][]byte) {
+// handleReset returns the connection to its initial state, as Redis's RESET.
+func handleReset(c *client, args [][]byte) {
 	c.resp3.Store(false)
 	c.name = c.name[:0]
 	if c.trk != nil {

@@ -13,17 +13,17 @@ import (
 // acquire (SET NX PX), the reads, the force-unlock (DEL), FENCE
 // (fence.go), and Valkey 9's and Redis 8.4's release primitives, served on
 // Redis 7 backends.
-var lockCommands = []*command{
-	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, fn: cmdSet},
-	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdGet},
-	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
-	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
-	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
-	{name: "hget", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdHGet},
-	{name: "hexists", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdHExists},
-	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
-	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelIfEq},
-	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelEx},
+var lockCommands = []*commandDef{
+	{name: "set", arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, lock: kindAcquire, fn: handleSet},
+	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleGet},
+	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, lock: kindRelease, fn: handleDel},
+	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handlePTTL},
+	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleTTL},
+	{name: "hget", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleHGet},
+	{name: "hexists", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleHExists},
+	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: handleFence},
+	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelIfEq},
+	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleDelEx},
 }
 
 // startOp sends cmd to every backend for op o and queues its reply.
@@ -34,7 +34,7 @@ func (c *client) startOp(o *op, cmd []byte, sc *resp.Script) {
 	c.inflight++
 }
 
-func cmdSet(c *client, args [][]byte) {
+func handleSet(c *client, args [][]byte) {
 	req, msg := parseSet(args, time.Now(), c.s.cfg.MaxTTL)
 	if msg != "" {
 		c.replyErr(msg)
@@ -84,7 +84,7 @@ func startPastAcquire(c *client, key []byte) {
 	c.startOp(o, c.cmd, getScript)
 }
 
-func cmdGet(c *client, args [][]byte) {
+func handleGet(c *client, args [][]byte) {
 	if lock, ok := c.s.counters.lockOf(args[1]); ok {
 		// A counter of grants: the holder's number (fenced.go), a FENCE of
 		// the lock, which the user must be allowed.
@@ -111,8 +111,8 @@ func appendBoundedRead(b []byte, sc *resp.Script, key []byte, maxToken int) []by
 	return resp.AppendBulkInt(b, int64(maxToken))
 }
 
-func cmdPTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", rulePTTL) }
-func cmdTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", ruleTTL) }
+func handlePTTL(c *client, args [][]byte) { startTTL(c, args[1], "pttl", rulePTTL) }
+func handleTTL(c *client, args [][]byte)  { startTTL(c, args[1], "ttl", ruleTTL) }
 
 func startTTL(c *client, key []byte, name string, r rules) {
 	c.reserveRead()
@@ -121,9 +121,9 @@ func startTTL(c *client, key []byte, name string, r rules) {
 	c.startOp(o, c.cmd, readScript)
 }
 
-// cmdHGet and cmdHExists read a hash lock's field (kind_read.go).
-func cmdHGet(c *client, args [][]byte)    { startHashField(c, args, "hget", ruleHGet) }
-func cmdHExists(c *client, args [][]byte) { startHashField(c, args, "hexists", ruleHExists) }
+// handleHGet and handleHExists read a hash lock's field (kind_read.go).
+func handleHGet(c *client, args [][]byte)    { startHashField(c, args, "hget", ruleHGet) }
+func handleHExists(c *client, args [][]byte) { startHashField(c, args, "hexists", ruleHExists) }
 
 func startHashField(c *client, args [][]byte, name string, r rules) {
 	c.reserveRead()
@@ -138,9 +138,9 @@ func startHashField(c *client, args [][]byte, name string, r rules) {
 	c.startOp(o, c.cmd, hashFieldScript)
 }
 
-// cmdDel is an operator's force-unlock: each key is deleted on every
+// handleDel is an operator's force-unlock: each key is deleted on every
 // backend, and counts as deleted when a majority deleted it.
-func cmdDel(c *client, args [][]byte) {
+func handleDel(c *client, args [][]byte) {
 	keys := args[1:]
 	c.reserve(len(keys))
 	ops := make([]*op, len(keys))
@@ -193,20 +193,20 @@ func startSetIfEq(c *client, req setRequest) {
 	startClassOp(c, "set", setIfEq, [][]byte{req.key}, [][]byte{req.value, ttl})
 }
 
-// cmdDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
+// handleDelIfEq is Valkey 9's DELIFEQ key value: delete the key if it holds
 // value. It runs as a compare-and-delete on every backend.
-func cmdDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
+func handleDelIfEq(c *client, args [][]byte) { startCompareDelete(c, "delifeq", args[1], args[2]) }
 
 func startCompareDelete(c *client, name string, key, value []byte) {
 	startClassOp(c, name, compareDelete, [][]byte{key}, [][]byte{value})
 }
 
-// cmdDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a
+// handleDelEx is Redis 8.4's DELEX key [IFEQ value]: with IFEQ a
 // compare-and-delete, without a condition a force DEL.
-func cmdDelEx(c *client, args [][]byte) {
+func handleDelEx(c *client, args [][]byte) {
 	switch {
 	case len(args) == 2:
-		cmdDel(c, args)
+		handleDel(c, args)
 	case len(args) == 4 && is(args[2], "ifeq"):
 		startCompareDelete(c, "delex", args[1], args[3])
 	case len(args) == 4 && (is(args[2], "ifne") || is(args[2], "ifdeq") || is(args[2], "ifdne")):

@@ -16,14 +16,14 @@ import (
 // lock script (script.Notice) once per release that a majority of masters
 // decided, through whichever proxy the release went. Clients do not
 // publish: PUBLISH is refused.
-var pubsubCommands = []*command{
-	{name: "subscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
-	{name: "psubscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
-	{name: "ssubscribe", arity: -2, flags: []string{"pubsub"}, fn: cmdSubscribe},
-	{name: "unsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
-	{name: "punsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
-	{name: "sunsubscribe", arity: -1, flags: []string{"pubsub"}, fn: cmdUnsubscribe},
-	{name: "publish", arity: 3, flags: []string{"pubsub", "fast"}, fn: cmdPublish},
+var pubsubCommands = []*commandDef{
+	{name: "subscribe", arity: -2, flags: []string{"pubsub"}, fn: handleSubscribe},
+	{name: "psubscribe", arity: -2, flags: []string{"pubsub"}, fn: handleSubscribe},
+	{name: "ssubscribe", arity: -2, flags: []string{"pubsub"}, fn: handleSubscribe},
+	{name: "unsubscribe", arity: -1, flags: []string{"pubsub"}, fn: handleUnsubscribe},
+	{name: "punsubscribe", arity: -1, flags: []string{"pubsub"}, fn: handleUnsubscribe},
+	{name: "sunsubscribe", arity: -1, flags: []string{"pubsub"}, fn: handleUnsubscribe},
+	{name: "publish", arity: 3, flags: []string{"pubsub", "fast"}, fn: handlePublish},
 }
 
 // The release notices. A proxy that decided a release whose script
@@ -161,7 +161,7 @@ func (c *client) subCount(k subKind) int {
 	return n
 }
 
-func cmdSubscribe(c *client, args [][]byte) {
+func handleSubscribe(c *client, args [][]byte) {
 	k := subKindOf(string(args[0]))
 	var b []byte
 	for _, ch := range args[1:] {
@@ -171,7 +171,7 @@ func cmdSubscribe(c *client, args [][]byte) {
 	c.replyRaw(b)
 }
 
-func cmdUnsubscribe(c *client, args [][]byte) {
+func handleUnsubscribe(c *client, args [][]byte) {
 	k := subKindOf(string(args[0]))
 	var b []byte
 	names := make([][]byte, 0, len(args)-1)
@@ -213,7 +213,7 @@ func subscribedAllowed(name string) bool {
 	return false
 }
 
-func cmdPublish(c *client, args [][]byte) { c.replyErr(msgPublish) }
+func handlePublish(c *client, args [][]byte) { c.replyErr(msgPublish) }
 
 // noticeKind is how a notice reaches waiters: a message on a channel, on
 // a shard channel, or a signal for BLPOP waiters on a list's key

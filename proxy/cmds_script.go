@@ -11,13 +11,13 @@ import (
 // scriptCommands run and manage lock scripts: a script runs only as a lock
 // operation the classifier recognized (kind_script.go), or, under the vote
 // policy, guarded (kind_vote.go).
-var scriptCommands = []*command{
-	{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEval},
-	{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: cmdEvalSha},
-	{name: "script", arity: -2, flags: []string{"noscript"}, fn: cmdScript},
+var scriptCommands = []*commandDef{
+	{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: handleEval},
+	{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, fn: handleEvalSha},
+	{name: "script", arity: -2, flags: []string{"noscript"}, fn: handleScript},
 }
 
-func cmdEval(c *client, args [][]byte) {
+func handleEval(c *client, args [][]byte) {
 	if len(args[1]) > c.s.cfg.Limits.MaxBulk {
 		c.replyErr(msgScriptTooLong)
 		return
@@ -25,7 +25,7 @@ func cmdEval(c *client, args [][]byte) {
 	runScript(c, c.s.cfg.Scripts.Load(args[1], true), args)
 }
 
-func cmdEvalSha(c *client, args [][]byte) {
+func handleEvalSha(c *client, args [][]byte) {
 	e := c.s.cfg.Scripts.BySha(args[1])
 	if e == nil {
 		c.replyErr(msgNoScript)
@@ -376,7 +376,7 @@ func appendEvalSha(b []byte, sha string, rest [][]byte) []byte {
 	return b
 }
 
-func cmdScript(c *client, args [][]byte) {
+func handleScript(c *client, args [][]byte) {
 	sub := args[1]
 	reg := c.s.cfg.Scripts
 	switch {

@@ -11,12 +11,12 @@ import (
 
 // serverCommands describe the proxy: its configuration as clients probe
 // it, INFO (info.go), COMMAND, and HELP for people at a prompt (help.go).
-var serverCommands = []*command{
-	{name: "config", arity: -2, flags: []string{"admin"}, fn: cmdConfig},
-	{name: "wait", arity: 3, flags: []string{}, fn: cmdWait},
-	{name: "info", arity: -1, flags: []string{"fast"}, fn: cmdInfo},
-	{name: "command", arity: -1, flags: []string{"fast"}, fn: cmdCommand},
-	{name: "help", arity: -1, flags: []string{"fast"}, fn: cmdHelp},
+var serverCommands = []*commandDef{
+	{name: "config", arity: -2, flags: []string{"admin"}, fn: handleConfig},
+	{name: "wait", arity: 3, flags: []string{}, fn: handleWait},
+	{name: "info", arity: -1, flags: []string{"fast"}, fn: handleInfo},
+	{name: "command", arity: -1, flags: []string{"fast"}, fn: handleCommand},
+	{name: "help", arity: -1, flags: []string{"fast"}, fn: handleHelp},
 }
 
 // configParams are the harmless answers to CONFIG GET that clients read
@@ -38,7 +38,7 @@ func (s *Server) configParams() [][2]string {
 	}
 }
 
-func cmdConfig(c *client, args [][]byte) {
+func handleConfig(c *client, args [][]byte) {
 	sub := args[1]
 	switch {
 	case is(sub, "get") && len(args) >= 3:
@@ -71,9 +71,9 @@ func cmdConfig(c *client, args [][]byte) {
 	}
 }
 
-// cmdWait: the proxy's backends have no replicas, and every lock command
+// handleWait: the proxy's backends have no replicas, and every lock command
 // already waited for a majority of masters.
-func cmdWait(c *client, args [][]byte) {
+func handleWait(c *client, args [][]byte) {
 	if _, ok := resp.ParseInt(args[1]); !ok {
 		c.replyErr(msgNotInteger)
 		return
@@ -90,10 +90,10 @@ func cmdWait(c *client, args [][]byte) {
 	c.reply(resp.IntValue(0))
 }
 
-// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
+// handleCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
 // and COMMAND DOCS from the command table and its documentation: enough
 // for redis-cli and client libraries.
-func cmdCommand(c *client, args [][]byte) {
+func handleCommand(c *client, args [][]byte) {
 	if len(args) == 1 {
 		c.reply(commandTable(sortedCommands()))
 		return
@@ -103,7 +103,7 @@ func cmdCommand(c *client, args [][]byte) {
 	case is(sub, "count") && len(args) == 2:
 		c.reply(resp.IntValue(int64(len(commands))))
 	case is(sub, "info"):
-		var cmds []*command
+		var cmds []*commandDef
 		for _, a := range args[2:] {
 			cmds = append(cmds, lookup(a))
 		}
@@ -135,8 +135,8 @@ func cmdCommand(c *client, args [][]byte) {
 	}
 }
 
-func sortedCommands() []*command {
-	cmds := make([]*command, 0, len(commands))
+func sortedCommands() []*commandDef {
+	cmds := make([]*commandDef, 0, len(commands))
 	for _, cmd := range commands {
 		cmds = append(cmds, cmd)
 	}
@@ -144,7 +144,7 @@ func sortedCommands() []*command {
 	return cmds
 }
 
-func commandTable(cmds []*command) resp.Value {
+func commandTable(cmds []*commandDef) resp.Value {
 	v := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
 	for _, cmd := range cmds {
 		if cmd == nil {

@@ -11,8 +11,8 @@ import (
 
 // vouchCommands vouch for brand-new masters (netio's vouch.go): an
 // operator's command, logged with who ran it.
-var vouchCommands = []*command{
-	{name: "vouch", arity: 1, flags: []string{"admin"}, fn: cmdVouch},
+var vouchCommands = []*commandDef{
+	{name: "vouch", arity: 1, flags: []string{"admin"}, fn: handleVouch},
 }
 
 // voucher is what VOUCH needs of the backends.
@@ -20,7 +20,7 @@ type voucher interface {
 	Vouch(ctx context.Context) (int, error)
 }
 
-func cmdVouch(c *client, _ [][]byte) {
+func handleVouch(c *client, _ [][]byte) {
 	v, ok := c.s.be.(voucher)
 	if !ok {
 		c.replyErr(msgVouchUnsupported)

@@ -8,16 +8,17 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
 )
 
-// command is one entry of the command table. Arity follows Redis: n > 0
+// commandDef is one entry of the command table. Arity follows Redis: n > 0
 // means exactly n arguments (name included), n < 0 at least -n.
-type command struct {
+type commandDef struct {
 	name   string
 	arity  int
 	flags  []string // as COMMAND reports them
 	first  int      // first key position, for COMMAND
 	last   int
 	step   int
-	noAuth bool // allowed before AUTH
+	noAuth bool     // allowed before AUTH
+	lock   lockKind // what INFO's lock counters count it as (stats.go)
 	fn     func(c *client, args [][]byte)
 }
 
@@ -25,17 +26,25 @@ type command struct {
 // lower-case name. Each family's file registers its own (cmds_*.go); a
 // name registered twice panics at start-up. (It is filled by init because
 // HELP and COMMAND read it.)
-var commands map[string]*command
+var commands map[string]*commandDef
 
 func init() {
 	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, signalCommands, aclCommands, vouchCommands)...)
+	for _, r := range script.Roles() {
+		lockKinds[r.String()] = roleKind(r)
+	}
+	for name, c := range commands {
+		if c.lock != kindOther {
+			lockKinds[name] = c.lock
+		}
+	}
 }
 
 // table indexes the commands by name. A name registered twice is a
 // programming error: it panics, at start-up, rather than let one
 // registration silently win.
-func table(cmds ...*command) map[string]*command {
-	m := make(map[string]*command, len(cmds))
+func table(cmds ...*commandDef) map[string]*commandDef {
+	m := make(map[string]*commandDef, len(cmds))
 	for _, c := range cmds {
 		if _, dup := m[c.name]; dup {
 			panic("proxy: command " + c.name + " registered twice")
@@ -61,7 +70,7 @@ func CommandNames() []string {
 }
 
 // lookup finds a command by name, in any case, without allocating.
-func lookup(name []byte) *command {
+func lookup(name []byte) *commandDef {
 	var buf [24]byte
 	if len(name) > len(buf) {
 		return nil

@@ -45,9 +45,12 @@ type slot struct {
 // Its fields belong to that goroutine, except: resp3 (atomic: read by the
 // pusher and by invalidations sent from other goroutines, its own or a
 // client redirecting to it); the push queue's state (pmu) and the writes
-// to nc (wmu), shared with the pusher; and s, nc, id, set before the
-// goroutine starts. The tracker reads none of the tracking settings (trk):
-// it keeps its own copy, taken under its lock.
+// to nc (wmu), shared with the pusher; subs, which only its goroutine
+// touches, but under the server's subscriptions.mu, which publishers hold
+// while they walk the subscribers; and s, nc, id, set before the
+// goroutine starts (Shutdown reads nc under Server.mu to wake or close
+// it). The tracker reads none of the tracking settings (trk): it keeps its
+// own copy, taken under its lock.
 type client struct {
 	s   *Server
 	nc  net.Conn

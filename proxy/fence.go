@@ -69,7 +69,7 @@ type fenceOp struct {
 	vetoPending, vetoHolds, finished bool
 }
 
-func cmdFence(c *client, args [][]byte) {
+func handleFence(c *client, args [][]byte) {
 	if len(args[2]) > c.s.cfg.Limits.MaxToken {
 		c.replyErr(msgTokenTooLong(len(args[2]), c.s.cfg.Limits.MaxToken))
 		return

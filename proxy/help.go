@@ -188,8 +188,8 @@ var helpGroups = []struct{ group, title string }{
 	{"pubsub", "Pub/sub (accepted so that clients connect; nothing is published):"},
 }
 
-// cmdHelp lists what is served, or documents one command.
-func cmdHelp(c *client, args [][]byte) {
+// handleHelp lists what is served, or documents one command.
+func handleHelp(c *client, args [][]byte) {
 	var lines []string
 	line := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
 	switch len(args) {

@@ -137,5 +137,5 @@ func TestCommandRegisteredTwicePanics(t *testing.T) {
 			t.Fatal("a duplicate registration did not panic")
 		}
 	}()
-	table(&command{name: "ping"}, &command{name: "ping"})
+	table(&commandDef{name: "ping"}, &commandDef{name: "ping"})
 }

@@ -34,7 +34,7 @@ var infoSections = []struct {
 	{"keyspace", true, (*Server).keyspaceInfo},
 }
 
-func cmdInfo(c *client, args [][]byte) {
+func handleInfo(c *client, args [][]byte) {
 	want := map[string]bool{}
 	all := false
 	for _, a := range args[1:] {
@@ -125,39 +125,29 @@ func (s *Server) infoProxy() string {
 	n := s.be.N()
 	now := time.Now()
 	st := s.be.Health()
-	counting, quarantined, unconfirmed, down, undos := 0, 0, 0, 0, 0
+	var in [netio.StateCounting + 1]int
+	undos := 0
 	var longest time.Duration
 	for _, h := range st {
-		switch {
-		case h.Up && now.Before(h.QuarantinedUntil):
-			quarantined++
+		state, _ := h.State(now)
+		in[state]++
+		if state == netio.StateQuarantined {
 			longest = max(longest, h.QuarantinedUntil.Sub(now))
-		case h.Up && h.Sentinel != nil && !now.Before(h.Sentinel.Confirmed):
-			unconfirmed++
-		case h.Up:
-			counting++
-		default:
-			down++
 		}
 		undos += h.UndoRetained
 	}
 	fmt.Fprintf(&b, "backends:%d\r\nmajority:%d\r\nbackends_counting:%d\r\nbackends_quarantined:%d\r\nbackends_down:%d\r\nquarantine_left_ms:%d\r\nundo_waiting:%d\r\n",
-		n, quorum.Majority(n), counting, quarantined, down, longest.Milliseconds(), undos)
-	if unconfirmed > 0 {
-		fmt.Fprintf(&b, "backends_unconfirmed:%d\r\n", unconfirmed)
+		n, quorum.Majority(n), in[netio.StateCounting], in[netio.StateQuarantined], in[netio.StateDown], longest.Milliseconds(), undos)
+	// The rarer states, only while some backend is in them.
+	for _, s := range []netio.State{netio.StateUnconfirmed, netio.StateUnsure} {
+		if in[s] > 0 {
+			fmt.Fprintf(&b, "backends_%s:%d\r\n", s, in[s])
+		}
 	}
 	fmt.Fprintf(&b, "drift_factor:%g\r\ndrift_floor_ms:%d\r\nbackend_timeout_ms:%d\r\nmax_ttl_ms:%d\r\n",
 		s.cfg.Timing.DriftFactor, s.cfg.Timing.DriftFloor.Milliseconds(), s.cfg.BackendTimeout.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	for i, h := range st {
-		state := "down"
-		switch {
-		case h.Up && now.Before(h.QuarantinedUntil):
-			state = "quarantined"
-		case h.Up && h.Sentinel != nil && !now.Before(h.Sentinel.Confirmed):
-			state = "unconfirmed" // no majority of its Sentinels names it lately
-		case h.Up:
-			state = "up"
-		}
+		state, _ := h.State(now)
 		q := int64(0)
 		if now.Before(h.QuarantinedUntil) {
 			q = h.QuarantinedUntil.Sub(now).Milliseconds()
@@ -169,9 +159,9 @@ func (s *Server) infoProxy() string {
 		fmt.Fprintf(&b, "backend%d:addr=%s,state=%s,latency_us=%d,quarantine_left_ms=%d,run_id=%s,connects=%d,losses=%d,timeouts=%d,errors=%d,commands=%d,writes=%d,mean_batch=%.2f\r\n",
 			i, h.Addr, state, h.Latency.Microseconds(), q, h.RunID, h.Connects, h.Restarts, h.Timeouts, h.Errors, h.Sent, h.Writes, batch)
 		switch state {
-		case "quarantined":
+		case netio.StateQuarantined:
 			fmt.Fprintf(&b, "backend%d_quarantine_reason:%s\r\n", i, oneLine(h.QuarantineReason))
-		case "down":
+		case netio.StateDown:
 			fmt.Fprintf(&b, "backend%d_last_error:%s\r\n", i, oneLine(h.LastError))
 		}
 		if sh := h.Sentinel; sh != nil {
@@ -221,15 +211,7 @@ func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
 	}
 	fmt.Fprintf(b, "backend%d_shards:%d\r\nbackend%d_shards_counting:%d\r\n", i, len(h.Shards), i, counting)
 	for j, s := range h.Shards {
-		state := "down"
-		switch {
-		case s.Up && now.Before(s.QuarantinedUntil):
-			state = "quarantined"
-		case s.Up && s.Unsure:
-			state = "unsure"
-		case s.Up:
-			state = "up"
-		}
+		state, _ := s.State(now)
 		q := int64(0)
 		if now.Before(s.QuarantinedUntil) {
 			q = s.QuarantinedUntil.Sub(now).Milliseconds()
@@ -237,9 +219,9 @@ func infoShards(b *strings.Builder, i int, h netio.Health, now time.Time) {
 		fmt.Fprintf(b, "backend%d_shard%d:addr=%s,id=%s,slots=%s,slot_count=%d,state=%s,quarantine_left_ms=%d,marker_slot=%d,run_id=%s,connects=%d,losses=%d\r\n",
 			i, j, s.Addr, s.ID, s.Slots, s.SlotCount, state, q, s.MarkerSlot, s.RunID, s.Connects, s.Restarts)
 		switch state {
-		case "quarantined":
+		case netio.StateQuarantined:
 			fmt.Fprintf(b, "backend%d_shard%d_quarantine_reason:%s\r\n", i, j, oneLine(s.QuarantineReason))
-		case "down":
+		case netio.StateDown:
 			fmt.Fprintf(b, "backend%d_shard%d_last_error:%s\r\n", i, j, oneLine(s.LastError))
 		}
 	}

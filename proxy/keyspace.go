@@ -333,16 +333,16 @@ func (s *Server) fullScan(a scanArgs, each func(v viewed)) string {
 const fullScanCount = 1000
 
 // keyspaceCommands show the majority view of the key space.
-var keyspaceCommands = []*command{
-	{name: "scan", arity: -2, flags: []string{"readonly"}, fn: cmdScan},
-	{name: "keys", arity: 2, flags: []string{"readonly"}, fn: cmdKeys},
-	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, fn: cmdDBSize},
-	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, fn: cmdExists},
-	{name: "type", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdType},
-	{name: "lockinfo", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, fn: cmdLockInfo},
+var keyspaceCommands = []*commandDef{
+	{name: "scan", arity: -2, flags: []string{"readonly"}, fn: handleScan},
+	{name: "keys", arity: 2, flags: []string{"readonly"}, fn: handleKeys},
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, fn: handleDBSize},
+	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, fn: handleExists},
+	{name: "type", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: handleType},
+	{name: "lockinfo", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, fn: handleLockInfo},
 }
 
-func cmdScan(c *client, args [][]byte) {
+func handleScan(c *client, args [][]byte) {
 	cursor, ok := parseCursor(args[1])
 	if !ok {
 		c.replyErr(msgInvalidCursor)
@@ -367,7 +367,7 @@ func cmdScan(c *client, args [][]byte) {
 	}})
 }
 
-func cmdKeys(c *client, args [][]byte) {
+func handleKeys(c *client, args [][]byte) {
 	list := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{}}
 	a := scanArgs{count: fullScanCount, match: args[1], hasM: true}
 	if msg := c.s.fullScan(a, func(v viewed) { list.Elems = append(list.Elems, resp.BulkValue(v.key)) }); msg != "" {
@@ -377,7 +377,7 @@ func cmdKeys(c *client, args [][]byte) {
 	c.reply(list)
 }
 
-func cmdDBSize(c *client, _ [][]byte) {
+func handleDBSize(c *client, _ [][]byte) {
 	ks, msg := c.s.keyspace()
 	if msg != "" {
 		c.replyErr(msg)
@@ -467,9 +467,9 @@ func (s *Server) keyspaceInfo() string {
 		",avg_ttl=" + strconv.FormatInt(kc.ks.avgTTL, 10) + "\r\n"
 }
 
-// cmdExists counts the keys given that the majority view holds, each read
+// handleExists counts the keys given that the majority view holds, each read
 // as PTTL reads it (a key named twice counts twice, as in Redis).
-func cmdExists(c *client, args [][]byte) {
+func handleExists(c *client, args [][]byte) {
 	keys := args[1:]
 	c.reserve(len(keys))
 	ops := make([]*op, len(keys))
@@ -484,9 +484,9 @@ func cmdExists(c *client, args [][]byte) {
 	c.await(ops...)
 }
 
-// cmdType is the type of a key the majority view holds ("string" for a
+// handleType is the type of a key the majority view holds ("string" for a
 // lock kept as its token, "hash" for a hash lock...), else "none".
-func cmdType(c *client, args [][]byte) {
+func handleType(c *client, args [][]byte) {
 	c.reserveRead()
 	o := c.s.eng.newOp("type", ruleType, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], readScript, args[1], c.s.cfg.Limits.MaxToken)

@@ -5,7 +5,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// ruleAcquire is SET key token NX PX ms (cmdSet): each backend grants with
+// ruleAcquire is SET key token NX PX ms (handleSet): each backend grants with
 // OK or refuses with nil; the acquire succeeds when a majority granted
 // with validity left, and answers OK or nil as one Redis would. A failed
 // acquire is undone wherever it may have set the key (undo.go).

@@ -5,7 +5,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// ruleDel is DEL of one key, an operator's force-unlock (cmdDel): a
+// ruleDel is DEL of one key, an operator's force-unlock (handleDel): a
 // backend that deleted it grants, one that had nothing refuses; the key
 // counts as deleted (1) when a majority deleted it, else 0. It takes no
 // lock and needs no validity; it is never undone.

@@ -9,8 +9,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The reads: GET, EXISTS, TYPE, PTTL and TTL of a lock (cmdGet, cmdExists,
-// cmdType, cmdPTTL, cmdTTL), and HGET and HEXISTS of a hash lock. Every
+// The reads: GET, EXISTS, TYPE, PTTL and TTL of a lock (handleGet, handleExists,
+// handleType, handlePTTL, handleTTL), and HGET and HEXISTS of a hash lock. Every
 // backend's answer is an answer (Granted); the value and the TTL are the
 // majority's (quorum.MajorityValue, quorum.MajorityRemaining), and a TTL
 // is reported as of the moment the reply leaves, never more than remains.

@@ -152,7 +152,7 @@ func (o *op) decideQueryLocked() bool {
 }
 
 // scriptReplyLocked is the reply to the client at the decision; a reply
-// that shows a TTL is filled again when it leaves (ttlReply), so that it
+// that shows a TTL is filled again when it leaves (refill), so that it
 // never reports more than remains.
 func (o *op) scriptReplyLocked(success bool) resp.Value {
 	o.sc.success = success

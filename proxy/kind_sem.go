@@ -36,8 +36,8 @@ import (
 const semPrefix = "redlock-proxy:sem:"
 
 // semCommands serve a semaphore's release as redis-semaphore sends it.
-var semCommands = []*command{
-	{name: "zrem", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, fn: cmdZrem},
+var semCommands = []*commandDef{
+	{name: "zrem", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, lock: kindRelease, fn: handleZrem},
 }
 
 // semCall is what a semaphore op needs besides the op.
@@ -274,10 +274,10 @@ var semOpNames = map[script.SemRole]string{
 	script.SemRelease: script.RoleRelease.String(),
 }
 
-// cmdZrem is ZREM key member...: the release of a semaphore's permits, as
+// handleZrem is ZREM key member...: the release of a semaphore's permits, as
 // redis-semaphore sends it. Each member counts as removed where a majority
 // removed its permit.
-func cmdZrem(c *client, args [][]byte) {
+func handleZrem(c *client, args [][]byte) {
 	if reservedKey(args, 1, 1, 1) {
 		c.replyErr(msgReservedKey)
 		return

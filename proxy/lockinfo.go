@@ -45,7 +45,7 @@ func appendMap(b []byte, pairs []kv, resp3 bool) []byte {
 	return b
 }
 
-func cmdLockInfo(c *client, args [][]byte) {
+func handleLockInfo(c *client, args [][]byte) {
 	s := c.s
 	key := args[1]
 	n := s.be.N()

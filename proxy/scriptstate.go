@@ -184,7 +184,7 @@ func majorityPTTL(n int, ps []int64) int64 {
 	return r.Milliseconds()
 }
 
-// remaining turns a majority's PTTL into what a client may rely on.
+// validityLeft turns a majority's PTTL into what a client may rely on.
 func (o *op) validityLeft(p int64, elapsed time.Duration) int64 {
 	if p < 0 {
 		return p

@@ -92,6 +92,15 @@ func (c *Config) defaults() {
 
 // Server is the RESP front end: it accepts clients and runs their commands
 // against the backends.
+//
+// cfg, be, eng, runID, started and acls are set by New and only read
+// after. mu guards the listeners, the client tables (clients, byID) and
+// closing: the accept loop adds a client, its goroutine removes it,
+// Shutdown walks them, and CLIENT TRACKING's REDIRECT and the
+// invalidations it sends (from the backends' goroutines) look a client up
+// by id. Nothing else is locked while mu is held. The other fields each
+// have their own lock or are atomic (stats, track, sems, semHints,
+// ksCache, subs).
 type Server struct {
 	cfg     Config
 	be      Backends

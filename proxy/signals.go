@@ -22,8 +22,8 @@ import (
 // timeout waits at most max_ttl (every lock it may wait for has expired by
 // then) and is then answered nil.
 
-var signalCommands = []*command{
-	{name: "blpop", arity: -3, flags: []string{"write", "blocking"}, first: 1, last: -2, step: 1, fn: cmdBLPop},
+var signalCommands = []*commandDef{
+	{name: "blpop", arity: -3, flags: []string{"write", "blocking"}, first: 1, last: -2, step: 1, fn: handleBLPop},
 }
 
 // signals are the BLPOP waiters and the signals kept for waiters to come.
@@ -56,7 +56,7 @@ type signalWait struct {
 	key, value []byte
 }
 
-func cmdBLPop(c *client, args [][]byte) {
+func handleBLPop(c *client, args [][]byte) {
 	secs, err := strconv.ParseFloat(string(args[len(args)-1]), 64)
 	switch {
 	case err != nil || secs != secs || secs > 1e12:

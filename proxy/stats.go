@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Observer receives what the proxy decides, for metrics. Methods are called
@@ -93,19 +94,27 @@ const (
 	kindRelease
 )
 
-// kindOf is what the command or script role name does. SET counts as an
-// acquire, SET ... IFEQ (an extend) included: both are named set.
-func kindOf(name string) lockKind {
-	switch name {
-	case "set", "acquire", "extend-or-acquire":
+// lockKinds is what each op name counts as: a command's lock kind in the
+// command table, and a lock script role's (roleKind). Filled at start-up.
+var lockKinds = map[string]lockKind{}
+
+// roleKind is what a lock script of role r counts as.
+func roleKind(r script.Role) lockKind {
+	switch r {
+	case script.RoleAcquire, script.RoleExtendOrAcquire:
 		return kindAcquire
-	case "extend":
+	case script.RoleExtend:
 		return kindExtend
-	case "release", "del", "delifeq", "delex", "zrem":
+	case script.RoleRelease:
 		return kindRelease
 	}
-	return kindOther
+	return kindOther // reads, shared locks, forced deletes
 }
+
+// kindOf is what the op named name (a command, or a lock script's role)
+// counts as. SET counts as an acquire, SET ... IFEQ (an extend) included:
+// both are named set.
+func kindOf(name string) lockKind { return lockKinds[name] }
 
 // decided counts a decided op (INFO counts lock decisions by kind and
 // answers without a quorum; reads answered and errors are counted by the
@@ -202,23 +211,23 @@ const LossOther = "other"
 // LossCause names the cause of a loss of a backend's data (the
 // backend_losses_total metric's cause label) from what the backend's
 // quarantine is for (netio.Health.QuarantineCause).
-func LossCause(reason string) string {
+func LossCause(reason quorum.Reason) string {
 	switch reason {
-	case "started", "restarted":
+	case quorum.ReasonStarted, quorum.ReasonRestarted:
 		return "restart"
-	case "new":
+	case quorum.ReasonNew:
 		return "flush" // no marker: flushed, restarted without its data, or never used by a proxy
-	case "promoted", "takeover":
+	case quorum.ReasonPromoted, quorum.ReasonTakeover:
 		return "promotion" // takeover: a Redis Cluster replica confirmed as its shard's master
-	case "resynced", "switched":
+	case quorum.ReasonResynced, quorum.ReasonSwitched:
 		return "failback" // switched: a Sentinel group's master switched back to one never demoted
-	case "evicting", "evicted", "reset":
+	case quorum.ReasonEvicting, quorum.ReasonEvicted, quorum.ReasonReset:
 		return "eviction"
-	case "clock", "replaced":
-		return reason
-	case "rolledback":
+	case quorum.ReasonClock, quorum.ReasonReplaced:
+		return string(reason)
+	case quorum.ReasonRolledBack:
 		return "rollback" // an older copy of its data than a proxy saw
-	case "foreign", "moved":
+	case quorum.ReasonForeign, quorum.ReasonMoved:
 		return "moved" // Redis Cluster: the marker's slot moved
 	}
 	return LossOther

@@ -57,8 +57,12 @@ type delivery struct {
 	redirect int64
 }
 
-// tracker is the server's table of tracked keys. Everything in it belongs
-// to mu; invalidations are collected under mu and sent after it.
+// tracker is the server's table of tracked keys. Everything in it but
+// active belongs to mu, which any client's goroutine takes (its own
+// reads and writes, CLIENT TRACKING, its close); invalidations are
+// collected under mu and sent after it, so no client's write lock (wmu)
+// or push queue lock (pmu) is ever taken under mu. active is atomic so
+// that the hooks skip mu when no client tracks.
 type tracker struct {
 	active atomic.Int32 // clients with tracking on: zero makes every hook a no-op
 
@@ -294,9 +298,9 @@ func (c *client) trackCommand(keys [][]byte) bool {
 	return true
 }
 
-// cmdClientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
+// handleClientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
 // [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with Redis's checks and errors.
-func cmdClientTracking(c *client, args [][]byte) {
+func handleClientTracking(c *client, args [][]byte) {
 	switch {
 	case is(args[2], "off"):
 		if c.trk != nil {
@@ -364,9 +368,9 @@ func cmdClientTracking(c *client, args [][]byte) {
 	c.replyRaw(rawOK)
 }
 
-// cmdClientCaching is CLIENT CACHING YES|NO: whether the next command's
+// handleClientCaching is CLIENT CACHING YES|NO: whether the next command's
 // keys are tracked, in OPTIN (YES) or OPTOUT (NO) mode.
-func cmdClientCaching(c *client, args [][]byte) {
+func handleClientCaching(c *client, args [][]byte) {
 	o := c.trk
 	switch {
 	case o == nil || (!o.optin && !o.optout):
@@ -419,7 +423,7 @@ func (c *client) trackingInfo() resp.Value {
 }
 
 // commandKeys lists the keys a command names (for tracking).
-func commandKeys(cmd *command, args [][]byte) [][]byte {
+func commandKeys(cmd *commandDef, args [][]byte) [][]byte {
 	var out [][]byte
 	switch {
 	case cmd.name == "eval" || cmd.name == "evalsha":

@@ -18,12 +18,12 @@ type Identity struct {
 // decision, whether it has watched the master for a year or started a
 // second ago.
 type Marker struct {
-	// Change says why this check recorded a loss on the marker: "" when it
-	// found the marker as it was left (see Watch.Reason for the others).
-	Change string
+	// Change says why this check recorded a loss on the marker: ReasonNone
+	// when it found the marker as it was left.
+	Change Reason
 	// Why is the reason recorded with the latest loss, by whichever check
 	// recorded it: every proxy reports the same.
-	Why string
+	Why Reason
 	// LostAgo is how long ago, by the master's clock, it may last have lost
 	// writes: the latest instant any proxy's check recorded on the marker.
 	LostAgo time.Duration
@@ -86,7 +86,7 @@ type Watch struct {
 	boot  time.Time // estimated start of the backend's current run
 	until time.Time // votes do not count before this instant (the ceiling); it only moves later
 	from  time.Time // the loss (or start) the quarantine in force counts from
-	why   string    // what the quarantine in force is for
+	why   Reason    // what the quarantine in force is for
 	// marked reports that until comes from the marker's records (a loss or
 	// a start), which the other masters' records may end early.
 	marked bool
@@ -150,7 +150,7 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	// since keeps the quarantine of a loss or a start the rule counts:
 	// under RuleRunID only one recorded after this Watch first saw the
 	// backend.
-	since := func(at time.Time, rec, trusted int64, why string) {
+	since := func(at time.Time, rec, trusted int64, why Reason) {
 		if w.Rule.Mode == RuleRunID && w.trusted.set && rec == trusted {
 			return
 		}
@@ -160,13 +160,13 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	}
 	if m == nil {
 		if w.Rule.Mode == RuleRunID {
-			if restarted && w.quarantine(now, boot, boot.Add(hold), "restarted") {
+			if restarted && w.quarantine(now, boot, boot.Add(hold), ReasonRestarted) {
 				w.marked = false
 			}
 			return restarted
 		}
 		// Nothing says what happened to its data: assume it was lost now.
-		if w.quarantine(now, now, now.Add(hold), "unmarked") {
+		if w.quarantine(now, now, now.Add(hold), ReasonUnmarked) {
 			w.marked = false
 		}
 		return restarted
@@ -176,21 +176,21 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	// second of it (a fresh master), the loss's reason is the one reported,
 	// so that masters in the same state give the same reason.
 	why := m.Change
-	if why == "" {
+	if why == ReasonNone {
 		why = m.Why
 	}
-	if why == "" {
-		why = "marked"
+	if why == ReasonNone {
+		why = ReasonMarked
 	}
 	// A loss recorded in the master's future (its clock went back since)
 	// was no later than now, and may have been now.
 	since(now.Add(-max(m.LostAgo, 0)), m.LostAt, w.trusted.lost, why)
 	lossUntil, lossWhy := w.until, w.why
-	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, "started")
-	if w.why == "started" && lossWhy != "" && !w.until.After(lossUntil.Add(uptimeGrain)) {
+	since(now.Add(-m.StartedAgo), m.StartedAt, w.trusted.started, ReasonStarted)
+	if w.why == ReasonStarted && lossWhy != ReasonNone && !w.until.After(lossUntil.Add(uptimeGrain)) {
 		w.why = lossWhy
 	}
-	if m.Change != "" && m.Change != "new" {
+	if m.Change != ReasonNone && m.Change != ReasonNew {
 		restarted = true
 	}
 	return restarted
@@ -211,7 +211,7 @@ func (w *Watch) changedRun(id Identity, boot time.Time) bool {
 // quarantine keeps the backend out until then, for a loss at from,
 // unless that is already past or a longer quarantine is in force. It
 // reports whether it did.
-func (w *Watch) quarantine(now, from, until time.Time, why string) bool {
+func (w *Watch) quarantine(now, from, until time.Time, why Reason) bool {
 	if until.After(now) && until.After(w.until) {
 		w.until, w.from = until, from
 		w.why = why
@@ -284,24 +284,8 @@ func (w *Watch) Ceiling() time.Time { return w.until }
 // backend may last have lost writes (or started).
 func (w *Watch) LostAt() time.Time { return w.from }
 
-// Reason says what the quarantine in force is for: "started" (the backend
-// started less than the hold ago); "new" (no marker: a master no proxy has
-// used, or one whose data is gone, restarted empty or flushed); "restarted"
-// (a new run, with whatever data it reloaded); "promoted" (a replica of the
-// master the marker was written on, now a master); "resynced" (a
-// replication history the marker does not know: a full resync from another
-// master, then a promotion, as in a failback); "evicting" (a memory policy
-// that may evict keys was in force); "evicted" (keys were evicted, or the
-// eviction count was reset); "reset" (the statistics were reset, which
-// hides evictions); "replaced" (another server than the one this proxy
-// knew answers at the address); "clock" (its wall clock jumped ahead,
-// which expires keys early); "switched" (a Sentinel-managed group's
-// master switched to it: a failover, or a failback to a master never
-// demoted); "takeover" (a Redis Cluster master confirmed as the new
-// owner of another master's slots); "marked" (a loss another check
-// recorded);
-// "unmarked" (no marker check could run).
-func (w *Watch) Reason() string { return w.why }
+// Reason says what the quarantine in force is for (ReasonNone before any).
+func (w *Watch) Reason() Reason { return w.why }
 
 // RunID is the last run_id observed.
 func (w *Watch) RunID() string { return w.runID }

@@ -147,7 +147,7 @@ func driveSentinelFailback(key string) func(ctx context.Context, e *Env) error {
 			wait := time.Now().Add(30 * time.Second)
 			for !demoted() {
 				if time.Now().After(wait) {
-					return false, fmt.Errorf("Sentinel did not turn masters %v into replicas in 30s", ms)
+					return false, fmt.Errorf("masters %v not made replicas by Sentinel in 30s", ms)
 				}
 				sleepCtx(ctx, min(ttl/6, 500*time.Millisecond))
 				if la.Valid(time.Now(), e.Workload.Margin) {

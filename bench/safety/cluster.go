@@ -27,7 +27,7 @@ type ClusterConfig struct {
 	Proxies  int    // in-process proxies started with the cluster (default 2)
 	// Slots is how many proxies there can be, those that join later
 	// included (default and minimum Proxies). Slots past Proxies start
-	// empty; JoinProxy fills them.
+	// empty; StartProxy fills them.
 	Slots int
 	// Quarantine is every proxy's restart_quarantine; "" leaves the
 	// proxy's own default.
@@ -488,17 +488,17 @@ func (c *Cluster) StopProxy(p int) {
 }
 
 // StopProxyReporting stops the proxy in slot p and waits for it, as
-// StopProxy does, but hands back what its Run returned (not counted among
-// the cluster's errors) and the undos it logged as left pending at its
-// shutdown, as logged. An empty slot returns nothing.
-func (c *Cluster) StopProxyReporting(p int) (runErr error, left []string) {
+// StopProxy does, but hands back the undos it logged as left pending at its
+// shutdown, as logged, and what its Run returned (not counted among the
+// cluster's errors). An empty slot returns nothing.
+func (c *Cluster) StopProxyReporting(p int) (left []string, runErr error) {
 	d := c.detach(p)
 	if d == nil {
 		return nil, nil
 	}
 	d.stop()
 	runErr = <-d.done
-	return runErr, d.left.get()
+	return d.left.get(), runErr
 }
 
 // detached is a proxy taken out of its slot, still running.

@@ -180,7 +180,7 @@ func (e *Env) ownsTop(clusters []int, s int) bool {
 // logged, not failed: it reports them, and they stay until their TTL as
 // the contract says.
 func (e *Env) restartFresh(p int) error {
-	if runErr, left := e.C.StopProxyReporting(p); runErr != nil {
+	if left, runErr := e.C.StopProxyReporting(p); runErr != nil {
 		e.Logf("proxy %d stopped: %v (undos left: %v)", p, runErr, left)
 	}
 	return e.C.StartProxy(p)

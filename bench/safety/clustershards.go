@@ -233,13 +233,15 @@ func (c *Cluster) shardState(p, i, s int) string {
 }
 
 func shardWords(sh netio.ShardHealth, now time.Time) string {
-	switch {
-	case !sh.Up:
+	switch state, _ := sh.State(now); state {
+	case netio.StateDown:
 		return fmt.Sprintf("%s down (%s)", sh.Addr, sh.LastError)
-	case sh.Counts(now):
+	case netio.StateCounting:
 		return sh.Addr + " counting"
+	case netio.StateQuarantined:
+		return fmt.Sprintf("%s quarantined for %v (%s)", sh.Addr, sh.QuarantinedUntil.Sub(now).Round(time.Millisecond), sh.QuarantineReason)
 	default:
-		return fmt.Sprintf("%s not counting for %v (%s)", sh.Addr, sh.QuarantinedUntil.Sub(now).Round(time.Millisecond), sh.QuarantineReason)
+		return fmt.Sprintf("%s not counting: %s", sh.Addr, state)
 	}
 }
 

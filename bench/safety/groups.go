@@ -53,7 +53,7 @@ func (c *Cluster) startGroups() error {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("Sentinel groups: %w", err)
+		return fmt.Errorf("starting the Sentinel groups: %w", err)
 	}
 	for _, g := range c.Groups {
 		c.servers = append(c.servers, g.Servers[0])

@@ -32,8 +32,8 @@ const (
 	minutesHolderID = 50001
 )
 
-// mixedLongTTL bounds the long holder's TTLs; mixedMinutesTTL is the lock
-// of minutes.
+// mixedLongMin and mixedLongMax bound the long holder's TTLs;
+// mixedMinutesTTL is the lock of minutes.
 const (
 	mixedLongMin    = 3 * time.Second
 	mixedLongMax    = 12 * time.Second

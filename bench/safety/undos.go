@@ -254,7 +254,7 @@ func scheduleShutdownHang(silent bool) func(ctx context.Context, e *Env) {
 			}
 			from := time.Now()
 			e.probeAcquire(p, c)
-			runErr, left := e.C.StopProxyReporting(slot)
+			left, runErr := e.C.StopProxyReporting(slot)
 			e.Logf("proxy %d (the probe's) stopped while masters %v hang: its Run returned %v; the undos it reported left: %q", slot, ms, runErr, left)
 			if silent {
 				e.Logf("the report is dropped, as a proxy that exits 0 and names no key would leave it")

@@ -428,10 +428,10 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 	counting, quarantined := 0, 0
 	var longest time.Duration
 	for _, h := range hs {
-		switch {
-		case h.Counts(now):
+		switch state, _ := h.State(now); state {
+		case netio.StateCounting:
 			counting++
-		case h.Up && now.Before(h.QuarantinedUntil):
+		case netio.StateQuarantined:
 			quarantined++
 			longest = max(longest, h.QuarantinedUntil.Sub(now))
 		}
@@ -452,27 +452,33 @@ func readiness(hs []netio.Health, now time.Time) (bool, string) {
 		if s := h.Sentinel; s != nil {
 			name = s.Name + ", master " + h.Addr
 		}
-		switch {
-		case h.Shards != nil:
+		if h.Shards != nil {
 			shardLines(&b, h, now)
-		case h.Counts(now):
+			continue
+		}
+		switch state, _ := h.State(now); state {
+		case netio.StateCounting:
 			if s := h.Sentinel; s != nil {
 				fmt.Fprintf(&b, "backend %d (%s): counts; %d of %d Sentinels name it%s\n", h.Node, name, s.Agree, s.Sentinels, switchNote(s, now))
 			}
-		case h.Up && now.Before(h.QuarantinedUntil):
+		case netio.StateQuarantined:
 			fmt.Fprintf(&b, "backend %d (%s): quarantined for %v: %s%s\n", h.Node, name,
 				h.QuarantinedUntil.Sub(now).Round(time.Millisecond), h.QuarantineReason, switchNote(h.Sentinel, now))
-		case h.Up && h.Sentinel != nil:
+		case netio.StateUnconfirmed:
 			fmt.Fprintf(&b, "backend %d (%s): not counted: no majority of its %d Sentinels confirms its master: %s\n", h.Node, name,
 				h.Sentinel.Sentinels, sentinelAnswers(h.Sentinel))
-		case h.Up:
-			fmt.Fprintf(&b, "backend %d (%s): not counted: a continuity check failed; it is checked again\n", h.Node, name)
+		case netio.StateUnsure:
+			fmt.Fprintf(&b, "backend %d (%s): %s\n", h.Node, name, unsureLine)
 		default:
 			fmt.Fprintf(&b, "backend %d (%s): down: %s\n", h.Node, name, h.LastError)
 		}
 	}
 	return counting >= need, b.String()
 }
+
+// unsureLine is /readyz's word on a backend (or shard) whose continuity
+// check failed: not a quarantine, and not down.
+const unsureLine = "not counted: a continuity check failed; it is checked again"
 
 // switchNote says when a Sentinel-managed backend last switched master.
 func switchNote(s *netio.SentinelHealth, now time.Time) string {
@@ -502,13 +508,13 @@ func shardLines(b *strings.Builder, h netio.Health, now time.Time) {
 		fmt.Fprintf(b, "backend %d (%s): down: %s\n", h.Node, h.Addr, h.LastError)
 	}
 	for _, s := range h.Shards {
-		switch {
-		case s.Counts(now):
-		case s.Up && now.Before(s.QuarantinedUntil):
+		switch state, _ := s.State(now); state {
+		case netio.StateCounting:
+		case netio.StateQuarantined:
 			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): quarantined for %v: %s\n", h.Node, h.Addr, s.Addr, s.Slots,
 				s.QuarantinedUntil.Sub(now).Round(time.Millisecond), s.QuarantineReason)
-		case s.Up:
-			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): not counted: a continuity check failed; it is checked again\n", h.Node, h.Addr, s.Addr, s.Slots)
+		case netio.StateUnsure, netio.StateUnconfirmed:
+			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): %s\n", h.Node, h.Addr, s.Addr, s.Slots, unsureLine)
 		default:
 			fmt.Fprintf(b, "backend %d (%s) shard %s (slots %s): down: %s\n", h.Node, h.Addr, s.Addr, s.Slots, s.LastError)
 		}

@@ -49,9 +49,11 @@ type quorumWatch struct {
 	since   time.Time // when the quorum was lost
 }
 
-// quorumCount is what the backends' health says about the quorum at now.
+// quorumCount is what the backends' health says about the quorum at now:
+// how many are in each state (netio.State).
 type quorumCount struct {
-	backends, need, counting, down, quarantined int
+	backends, need                                   int
+	counting, down, quarantined, unconfirmed, unsure int
 	// in is how long until a majority counts if the backends that are up
 	// stay up: the quarantines that must end first; -1 if the backends that
 	// are up are too few.
@@ -64,12 +66,26 @@ func countQuorum(hs []netio.Health, now time.Time, lag time.Duration) quorumCoun
 	q := quorumCount{backends: len(hs), need: quorum.Majority(len(hs))}
 	var ends []time.Duration
 	for _, h := range hs {
-		switch {
-		case h.Counts(now.Add(-lag)) && h.Counts(now):
-			q.counting++
-		case h.Up && (h.Sentinel == nil || now.Before(h.Sentinel.Confirmed)):
+		switch state, _ := h.State(now); state {
+		case netio.StateCounting:
+			if h.Counts(now.Add(-lag)) {
+				q.counting++
+			} else {
+				q.quarantined++ // it counts since less than lag
+				ends = append(ends, 0)
+			}
+		case netio.StateQuarantined:
 			q.quarantined++
-			ends = append(ends, max(0, h.QuarantinedUntil.Sub(now)))
+			// Its end counts unless its Sentinels' confirmation lapses
+			// before it.
+			if then, _ := h.State(h.QuarantinedUntil); then != netio.StateUnconfirmed {
+				ends = append(ends, h.QuarantinedUntil.Sub(now))
+			}
+		case netio.StateUnsure:
+			q.unsure++
+			ends = append(ends, 0) // the marker check that decides runs at once
+		case netio.StateUnconfirmed:
+			q.unconfirmed++
 		default:
 			q.down++
 		}
@@ -126,6 +142,12 @@ func (w *quorumWatch) step(now time.Time) {
 // attrs say why backends do not count, and when a majority will.
 func (q quorumCount) attrs() []any {
 	a := []any{"down", q.down, "quarantined", q.quarantined}
+	if q.unconfirmed > 0 {
+		a = append(a, "unconfirmed", q.unconfirmed)
+	}
+	if q.unsure > 0 {
+		a = append(a, "unsure", q.unsure)
+	}
 	if q.in > 0 {
 		a = append(a, "quorum_in", q.in.Round(time.Second))
 	}

@@ -44,8 +44,9 @@ func (r *records) take() []string {
 	return out
 }
 
-// backends builds the health of three backends at now: "up", "down", or
-// a quarantine of the given length ("q30s").
+// backends builds the health of backends at now: "up", "down", "unsure"
+// (a continuity check failed), "unconfirmed" (its Sentinels do not name
+// it), or a quarantine of the given length ("q30s").
 func backends(now time.Time, states ...string) []netio.Health {
 	var hs []netio.Health
 	for i, s := range states {
@@ -53,6 +54,10 @@ func backends(now time.Time, states ...string) []netio.Health {
 		switch {
 		case s == "up":
 			h.Up = true
+		case s == "unsure":
+			h.Up, h.Unsure = true, true
+		case s == "unconfirmed":
+			h.Up, h.Sentinel = true, &netio.SentinelHealth{Name: "g", Sentinels: 3, Confirmed: now}
 		case strings.HasPrefix(s, "q"):
 			d, _ := time.ParseDuration(s[1:])
 			h.Up, h.QuarantinedUntil = true, now.Add(d)
@@ -145,5 +150,43 @@ func TestQuorumWatchFreshMasters(t *testing.T) {
 		if got := strings.Join(rec.take(), "\n"); got != s.want {
 			t.Errorf("at %v: logged %q; want %q", s.at, got, s.want)
 		}
+	}
+}
+
+// A backend whose continuity check failed is in a state of its own, as is
+// one its Sentinels do not confirm: neither counts, neither is quarantined
+// nor down, in /readyz and in the quorum log alike (INFO's agreement is
+// TestInfoStatesAgree in proxy).
+func TestUnsureAndUnconfirmedAreTheirOwnStates(t *testing.T) {
+	now := time.Now()
+	hs := backends(now, "up", "unsure", "unconfirmed", "q30s", "down")
+	ready, text := readiness(hs, now)
+	for _, want := range []string{
+		"not ready: 1 of 5 backends count, 3 needed; locks are refused; 1 quarantined, the last counts in 30s\n",
+		"backend 1 (10.0.0.2:6379): not counted: a continuity check failed; it is checked again\n",
+		"backend 2 (g, master 10.0.0.3:6379): not counted: no majority of its 3 Sentinels confirms its master",
+		"backend 3 (10.0.0.4:6379): quarantined for 30s",
+		"backend 4 (10.0.0.5:6379): down: ",
+	} {
+		if ready || !strings.Contains(text, want) {
+			t.Errorf("readiness %v, %q; want it to contain %q", ready, text, want)
+		}
+	}
+	q := countQuorum(hs, now, 0)
+	if q.counting != 1 || q.quarantined != 1 || q.unsure != 1 || q.unconfirmed != 1 || q.down != 1 {
+		t.Errorf("countQuorum = %+v; want one in each state", q)
+	}
+	// Once checked, the unsure backend and the quarantined one make the
+	// majority: the quarantine's end is when.
+	if q.in != 30*time.Second {
+		t.Errorf("quorum in %v; want 30s", q.in)
+	}
+	var rec records
+	w := &quorumWatch{log: slog.New(&rec), started: now, state: quorumHeld}
+	w.health = func() []netio.Health { return hs }
+	w.step(now)
+	want := "WARN quorum lost: 1 of 5 backends count, 3 needed; locks are refused down=1 quarantined=1 unconfirmed=1 unsure=1 quorum_in=30s"
+	if got := rec.take(); len(got) != 1 || got[0] != want {
+		t.Errorf("logged %q; want %q", got, want)
 	}
 }

@@ -320,12 +320,13 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 			}
 			return 0
 		}
-		quarantined := h.Up && now.Before(h.QuarantinedUntil)
+		state, _ := h.State(now)
+		quarantined := state == netio.StateQuarantined
 		left := 0.0
 		if now.Before(h.QuarantinedUntil) {
 			left = h.QuarantinedUntil.Sub(now).Seconds()
 		}
-		if h.Counts(now) {
+		if state == netio.StateCounting {
 			counting++
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, b2f(h.Up), a)

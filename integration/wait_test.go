@@ -1,0 +1,40 @@
+package integration
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// pollEvery is how often waitFor checks.
+const pollEvery = 20 * time.Millisecond
+
+// errNotYet is a check's answer when it has no more to say (see holds).
+var errNotYet = errors.New("not yet")
+
+// holds is the check of a condition with nothing more to report.
+func holds(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errNotYet
+}
+
+// waitFor calls check every pollEvery until it returns nil. When within
+// passes first, the test fails with what it waited for and check's last
+// error, which says what it saw instead. It must run on the test's own
+// goroutine (it calls t.Fatalf).
+func waitFor(t testing.TB, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s: %v", within, what, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
