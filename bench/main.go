@@ -4,7 +4,7 @@
 //	go run ./bench                    # the full comparison (several minutes)
 //	go run ./bench -quick             # a short smoke run
 //	go run ./bench -mode safety       # the fault-injection safety harness
-//	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s
+//	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s [-pid PID]
 //	go run ./bench -against main -rounds 5   # the working tree against main
 //
 // The throughput comparison starts real redis-server processes and the
@@ -67,6 +67,7 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, latency.svg, results.json and the logs")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
+	pid := flag.Int("pid", 0, "load mode: also give this process's CPU per cycle (e.g. the proxy's behind -target)")
 	procs := flag.Int("proxy-procs", 0, "GOMAXPROCS of the proxy process (0: not set, the proxy's default)")
 	render := flag.String("render", "", "write report.md and the charts under -out from an earlier results.json, without measuring")
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
@@ -107,8 +108,20 @@ func main() {
 		// Drive any address with lock cycles, e.g. while profiling a proxy.
 		cs, err := ints(*clientsFlag)
 		check(err)
-		res := cycles(*target, cs[0], *dur, func() (time.Duration, time.Duration) { return 0, 0 })
-		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d\n", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
+		res := cycles(*target, cs[0], *dur, func() (time.Duration, time.Duration) {
+			if *pid == 0 {
+				return 0, 0
+			}
+			return cpuOf([]int{*pid}), 0
+		})
+		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
+		if *pid != 0 {
+			fmt.Printf(", CPU of pid %d per cycle %v", *pid, res.ProxyCPUCycle.Round(100*time.Nanosecond))
+		}
+		fmt.Println()
+		if res.Error != "" {
+			fmt.Printf("first error: %s\n", res.Error)
+		}
 		return
 	case "throughput":
 	case "safety": // normally dispatched above, before flag.Parse
