@@ -6,6 +6,7 @@
 //	go run ./bench -mode safety       # the fault-injection safety harness
 //	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s [-pid PID]
 //	go run ./bench -against main -rounds 5   # the working tree against main
+//	go run ./bench -mode pgo                 # default.pgo from the bench's loads
 //
 // The throughput comparison starts real redis-server processes and the
 // proxy (as its own process, so its CPU is measured apart), then for each
@@ -58,7 +59,7 @@ func main() {
 		// The safety harness has flags of its own (see safety.go).
 		os.Exit(runSafety(os.Args[1:]))
 	}
-	mode := flag.String("mode", "throughput", "throughput or safety")
+	mode := flag.String("mode", "throughput", "throughput, load, pgo or safety")
 	quick := flag.Bool("quick", false, "short run: fewer points, 1s each; its targets are indicative only")
 	dur := flag.Duration("duration", 3*time.Second, "measured time per point")
 	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
@@ -76,6 +77,7 @@ func main() {
 	clusterShards := flag.String("cluster-shards", "1,2,3", "the cluster series: shards per cluster, over three Redis Clusters (\"\": no cluster series)")
 	clusterClients := flag.Int("cluster-clients", 50, "the cluster series: clients")
 	against := flag.String("against", "", "compare the working tree's proxy with this revision's (built from a temporary git worktree), interleaved: lock cycles at -clients (default 1,50) over -n (default 5) backends, and the one-backend redis-benchmark loads beside twemproxy (-peer); writes against.md and against.json under -out")
+	pgoOut := flag.String("pgo-out", "", "pgo mode: where to write the merged profile (default: default.pgo at the module's root, beside main.go)")
 	peer := flag.Bool("peer", true, "also run the peer series: redis-benchmark's SET NX PX and release EVALSHA at 1 and 50 clients against a lone Redis, twemproxy (nutcracker) over one Redis, and the proxy over one and five backends")
 	flag.Parse()
 
@@ -89,9 +91,9 @@ func main() {
 		return
 	}
 
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *against != "" {
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["clients"] {
 			*clientsFlag = "1,50"
 		}
@@ -122,6 +124,24 @@ func main() {
 		if res.Error != "" {
 			fmt.Printf("first error: %s\n", res.Error)
 		}
+		return
+	case "pgo":
+		if !set["duration"] {
+			*dur = 20 * time.Second
+		}
+		check(os.MkdirAll(*out, 0o755))
+		proxyLog, err := os.Create(filepath.Join(*out, proxyLogName))
+		check(err)
+		defer proxyLog.Close()
+		handleSignals()
+		dst := *pgoOut
+		if dst == "" {
+			root, err := repoRoot()
+			check(err)
+			dst = filepath.Join(root, "default.pgo")
+		}
+		check(makePGO(dst, *dur, proxyLog))
+		fmt.Printf("wrote %s (the proxy's CPU profile under the bench's loads, %v each); go build uses it\n", dst, *dur)
 		return
 	case "throughput":
 	case "safety": // normally dispatched above, before flag.Parse

@@ -126,8 +126,9 @@ type proxyRig struct {
 }
 
 // startRig starts n redis-server backends under tmp and the proxy bin over
-// them. stop ends both; it is also registered to run at exit.
-func startRig(tmp, bin string, n, procs int, logFile *os.File) (rig *proxyRig, stop func(), err error) {
+// them, with extra flags. stop ends both; it is also registered to run at
+// exit.
+func startRig(tmp, bin string, n, procs int, logFile *os.File, extra ...string) (rig *proxyRig, stop func(), err error) {
 	servers, err := redisproc.StartN(tmp, n)
 	if err != nil {
 		return nil, nil, err
@@ -142,7 +143,7 @@ func startRig(tmp, bin string, n, procs int, logFile *os.File) (rig *proxyRig, s
 		rig.addrs = append(rig.addrs, s.Addr)
 		rig.pids = append(rig.pids, redisPID(s.Addr))
 	}
-	if rig.px, err = startProxy(bin, rig.addrs, procs, logFile); err != nil {
+	if rig.px, err = startProxy(bin, rig.addrs, procs, logFile, extra...); err != nil {
 		stopServers()
 		return nil, nil, err
 	}
