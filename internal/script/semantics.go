@@ -9,7 +9,7 @@ import "strconv"
 
 // token returns key k's token for a call, or "" when the class has none.
 func (c *Class) token(argv []string, k int) string {
-	if c.Tokens == nil || len(c.Tokens) == 0 {
+	if len(c.Tokens) == 0 {
 		return ""
 	}
 	t := c.Tokens[min(k, len(c.Tokens)-1)]

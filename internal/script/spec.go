@@ -223,7 +223,7 @@ func ParseSpec(s string) (*Class, error) {
 			return nil, fmt.Errorf("script: spec %q: %s: %v", s, w, err)
 		}
 	}
-	if c.Tokens != nil && len(c.Tokens) == 1 && c.Keys > 1 {
+	if len(c.Tokens) == 1 && c.Keys > 1 {
 		c.Tokens = uniformInts(c.Keys, c.Tokens[0])
 	}
 	for _, p := range parts[1:] {
