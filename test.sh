@@ -124,7 +124,7 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race (unit and integration)"
-go test -race -count=1 -timeout 10m $(go list ./... | grep -v /bench/safety)
+go test -race -count=1 -timeout 25m $(go list ./... | grep -v /bench/safety)
 
 # The safety harness judges timing (late grants, liveness): it runs alone,
 # not beside the integration tests on the same cores.

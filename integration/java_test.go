@@ -154,27 +154,17 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 }
 
 // Cases that fail through the proxy until it supports what they meet now:
-// Redisson's unlock, which keeps its result under an unlock latch key
-// (KEYS[3]) for a retry; plain reads of a hash lock (EXISTS answers as GET
-// reads a key, HGET is not served); and Redisson's semaphores, refused by
+// Redisson's read-write lock, whose scripts write keys they build at run
+// time; and Redisson's semaphores, refused by
 // design: their permits are a count without expiry that no majority can
 // keep (docs/compatibility.md).
-const (
-	refusedLatch   = "fits no role: with every key missing it changed nothing"
-	refusedCounter = "a counting semaphore kept as a count of free permits"
-)
+const refusedCounter = "a counting semaphore kept as a count of free permits"
 
 var (
 	javaRedissonPending = map[string]string{
-		"RLock: lock, isLocked, remainTimeToLive, refusal, unlock": "isLocked()/isHeldByCurrentThread() false after lock()",
-		"RLock: reentrancy": "unknown command 'HGET'",
-		"RLock: tryLock(wait, lease) waiter woken by the release": refusedLatch,
-		"RLock: watchdog renews past lockWatchdogTimeout":         refusedLatch,
-		"RLock: forceUnlock": refusedLatch,
-		"RReadWriteLock: readers share, a writer excludes":                  "which is not in KEYS",
-		"RFencedLock: tokens strictly increase across grants and addresses": "without an expiry (it ran INCR on it)",
-		"RSemaphore: at most its permits":                                   refusedCounter,
-		"RPermitExpirableSemaphore: leases and expiry":                      refusedCounter,
+		"RReadWriteLock: readers share, a writer excludes": "it builds it at run time from its key",
+		"RSemaphore: at most its permits":                  refusedCounter,
+		"RPermitExpirableSemaphore: leases and expiry":     refusedCounter,
 	}
 )
 
@@ -198,7 +188,7 @@ const (
 	javaJedisCases    = 5
 	javaShedLockCases = 6
 	javaSpringCases   = 8
-	javaRedissonCases = 9
+	javaRedissonCases = 10
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted

@@ -3,6 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +163,24 @@ func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
 		if err := c.servers[i].Restart(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	waitFor(t, "the masters to be reached again", func() bool {
+		for _, h := range c.app.Pool().Health() {
+			if !h.Up || h.Restarts == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// /readyz and INFO say why, and how long is left.
+	r, err := http.Get("http://" + c.app.AdminAddr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "waits max_ttl + drift") || !strings.Contains(string(body), "left") {
+		t.Fatalf("/readyz %d while every master waits the ceiling: %s", r.StatusCode, body)
 	}
 	for time.Since(lost) < maxTTL-500*time.Millisecond {
 		for i := range c.servers {

@@ -3,20 +3,29 @@ package integration
 import (
 	"context"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// python-redis-lock (PyPI), unchanged: on one Redis it takes, is refused to
-// another, and releases; through the proxy it takes and is refused to
-// another, but its release, which pushes a signal element onto a list
-// that waiters take with BLPOP, is refused naming LPUSH and why, and the
-// lock stays on every master until its expiry.
+// python-redis-lock (PyPI), unchanged, on one Redis and through two proxies
+// over five masters: it takes, is refused to another, and releases; its
+// release pushes a signal onto a list that a waiter blocked in BLPOP
+// (through the other proxy) takes, so the waiter gets the lock at once,
+// not at its timeout; a waiter with a timeout of one second on a lock no
+// one releases gives up after it. Through the proxy the signal is the
+// release's notice, delivered once a majority of masters delivered it:
+// no master ever holds the lock's signal list.
 func TestPythonRedisLock(t *testing.T) {
 	argv, versions := requirePyPILibrary(t, pypiLibrary{name: "python-redis-lock", program: "python_redis_lock.py"})
 	t.Log(versions)
-	run := func(addr, name string) string {
-		cmd := exec.Command(argv[0], argv[1], "--addr", addr, "--name", name)
+	run := func(name string, addrs ...string) string {
+		args := []string{argv[1], "--addr", addrs[0], "--name", name}
+		if len(addrs) > 1 {
+			args = append(args, "--other", addrs[1])
+		}
+		cmd := exec.Command(argv[0], args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
@@ -25,21 +34,43 @@ func TestPythonRedisLock(t *testing.T) {
 		}
 		return string(out)
 	}
-	lone := startRedis(t, 1)[0].Addr
-	if out := run(lone, "lock:py"); out != "acquire True\nother False\nrelease ok\n" {
-		t.Fatalf("on one Redis:\n%s", out)
-	}
-	c := newCluster(t, 5)
-	name := uniqueKey("pylock")
-	out := run(c.app.Addr(), name)
-	if !strings.HasPrefix(out, "acquire True\nother False\nrelease error") || !strings.Contains(out, `calls \"LPUSH\"`) && !strings.Contains(out, `calls "LPUSH"`) ||
-		!strings.Contains(out, "a signal list that waiters take with BLPOP") {
-		t.Fatalf("through the proxy:\n%s", out)
-	}
-	for i, d := range c.direct {
-		if n, err := d.Exists(context.Background(), "lock:"+name).Result(); n != 1 || err != nil {
-			t.Fatalf("master %d does not hold the lock after its refused release (%v)", i, err)
+	check := func(where, out string) {
+		t.Helper()
+		t.Logf("%s:\n%s", where, out)
+		want := "acquire True\nother False\nrelease ok\nwaiter True\nhandoff N ms\ntimeout False\nwaited N ms\nwaiter release ok\n"
+		if got := regexp.MustCompile(`\d+ ms`).ReplaceAllString(out, "N ms"); got != want {
+			t.Fatalf("%s:\n%s\nwant\n%s", where, out, want)
+		}
+		if ms := millis(t, out, "handoff"); ms > 4000 {
+			t.Fatalf("%s: the waiter got the lock %d ms after the release: it was not woken", where, ms)
+		}
+		if ms := millis(t, out, "waited"); ms < 900 || ms > 4000 {
+			t.Fatalf("%s: a waiter with a timeout of 1 s waited %d ms", where, ms)
 		}
 	}
-	t.Logf("through the proxy:\n%s", out)
+	check("on one Redis", run("lock:py", startRedis(t, 1)[0].Addr))
+
+	c := newCluster(t, 5)
+	other, _ := startApp(t, c.addrs())
+	name := uniqueKey("pylock")
+	check("through two proxies", run(name, c.app.Addr(), other.Addr()))
+	ctx := context.Background()
+	for i, d := range c.direct {
+		for _, k := range []string{"lock:" + name, "lock-signal:" + name} {
+			if n, err := d.Exists(ctx, k).Result(); n != 0 || err != nil {
+				t.Fatalf("master %d holds %s after the last release (%v)", i, k, err)
+			}
+		}
+	}
+}
+
+// millis reads the milliseconds on a program's line "what N ms".
+func millis(t *testing.T, out, what string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + what + ` (\d+) ms$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %q line in:\n%s", what, out)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
 }

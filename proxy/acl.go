@@ -22,6 +22,8 @@ var aclCategories = map[string][]string{
 	"del":      {"keyspace", "write", "slow"},
 	"pttl":     {"keyspace", "read", "fast"},
 	"ttl":      {"keyspace", "read", "fast"},
+	"hget":     {"read", "hash", "fast"},
+	"hexists":  {"read", "hash", "fast"},
 	"fence":    {"write", "string", "slow"},
 	"delifeq":  {"write", "string", "fast"},
 	"delex":    {"keyspace", "write", "fast"},
@@ -58,6 +60,7 @@ var aclCategories = map[string][]string{
 	"ssubscribe":   {"pubsub", "slow"},
 	"sunsubscribe": {"pubsub", "slow"},
 	"publish":      {"pubsub", "fast"},
+	"blpop":        {"write", "list", "slow", "blocking"},
 }
 
 // aclSubcommands are the subcommands of the container commands, each with

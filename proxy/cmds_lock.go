@@ -19,6 +19,8 @@ var lockCommands = []*command{
 	{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, fn: cmdDel},
 	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdPTTL},
 	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdTTL},
+	{name: "hget", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdHGet},
+	{name: "hexists", arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, fn: cmdHExists},
 	{name: "fence", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdFence},
 	{name: "delifeq", arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelIfEq},
 	{name: "delex", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, fn: cmdDelEx},
@@ -83,6 +85,16 @@ func startPastAcquire(c *client, key []byte) {
 }
 
 func cmdGet(c *client, args [][]byte) {
+	if lock, ok := c.s.counters.lockOf(args[1]); ok {
+		// A counter of grants: the holder's number (fenced.go), a FENCE of
+		// the lock, which the user must be allowed.
+		if msg := c.aclRefusal(commands["fence"], [][]byte{[]byte("fence"), lock, nil}); msg != "" {
+			c.replyErr(msg)
+			return
+		}
+		startHolderNumber(c, lock)
+		return
+	}
 	c.reserveRead()
 	o := c.s.eng.newOp("get", ruleGet, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
@@ -107,6 +119,23 @@ func startTTL(c *client, key []byte, name string, r rules) {
 	o := c.s.eng.newOp(name, r, c.done)
 	c.cmd = appendBoundedRead(c.cmd[:0], readScript, key, c.s.cfg.Limits.MaxToken)
 	c.startOp(o, c.cmd, readScript)
+}
+
+// cmdHGet and cmdHExists read a hash lock's field (kind_read.go).
+func cmdHGet(c *client, args [][]byte)    { startHashField(c, args, "hget", ruleHGet) }
+func cmdHExists(c *client, args [][]byte) { startHashField(c, args, "hexists", ruleHExists) }
+
+func startHashField(c *client, args [][]byte, name string, r rules) {
+	c.reserveRead()
+	o := c.s.eng.newOp(name, r, c.done)
+	b := resp.AppendArrayHeader(c.cmd[:0], 6)
+	b = resp.AppendBulkString(b, "EVALSHA")
+	b = resp.AppendBulkString(b, hashFieldScript.Sha)
+	b = resp.AppendBulkString(b, "1")
+	b = resp.AppendBulk(b, args[1])
+	b = resp.AppendBulk(b, args[2])
+	c.cmd = resp.AppendBulkInt(b, int64(c.s.cfg.Limits.MaxToken))
+	c.startOp(o, c.cmd, hashFieldScript)
 }
 
 // cmdDel is an operator's force-unlock: each key is deleted on every

@@ -215,18 +215,24 @@ func subscribedAllowed(name string) bool {
 
 func cmdPublish(c *client, args [][]byte) { c.replyErr(msgPublish) }
 
+// noticeKind is how a notice reaches waiters: a message on a channel, on
+// a shard channel, or a signal for BLPOP waiters on a list's key
+// (signals.go), whose message is its TTL in ms, a space and the element.
+type noticeKind byte
+
+const (
+	noticeMessage noticeKind = '0'
+	noticeShard   noticeKind = '1'
+	noticeSignal  noticeKind = '2'
+)
+
 // appendNotice encodes the PUBLISH of a release notice on
-// netio.ReleaseChannel: its id, whether it is a shard message, its channel
-// and its message.
-func appendNotice(dst []byte, channel string, id string, shard bool, ch, msg []byte) []byte {
+// netio.ReleaseChannel: its id, its kind, its channel and its message.
+func appendNotice(dst []byte, channel string, id string, kind noticeKind, ch, msg []byte) []byte {
 	dst = resp.AppendArrayHeader(dst, 3)
 	dst = resp.AppendBulkString(dst, "PUBLISH")
 	dst = resp.AppendBulkString(dst, channel)
-	flag := "0"
-	if shard {
-		flag = "1"
-	}
-	head := id + " " + flag + " " + strconv.Itoa(len(ch)) + " "
+	head := id + " " + string(kind) + " " + strconv.Itoa(len(ch)) + " "
 	dst = resp.AppendBulkHeader(dst, len(head)+len(ch)+len(msg))
 	dst = append(dst, head...)
 	dst = append(dst, ch...)
@@ -235,23 +241,23 @@ func appendNotice(dst []byte, channel string, id string, shard bool, ch, msg []b
 }
 
 // parseNotice reads a notice's payload.
-func parseNotice(p []byte) (id string, shard bool, ch, msg []byte, ok bool) {
+func parseNotice(p []byte) (id string, kind noticeKind, ch, msg []byte, ok bool) {
 	s := string(p)
 	id, s, ok1 := strings.Cut(s, " ")
 	flag, s, ok2 := strings.Cut(s, " ")
 	n, s, ok3 := strings.Cut(s, " ")
 	l, err := strconv.Atoi(n)
-	if !ok1 || !ok2 || !ok3 || err != nil || l < 0 || l > len(s) || id == "" || (flag != "0" && flag != "1") {
-		return "", false, nil, nil, false
+	if !ok1 || !ok2 || !ok3 || err != nil || l < 0 || l > len(s) || id == "" || len(flag) != 1 || flag[0] < '0' || flag[0] > '2' {
+		return "", 0, nil, nil, false
 	}
-	return id, flag == "1", []byte(s[:l]), []byte(s[l:]), true
+	return id, noticeKind(flag[0]), []byte(s[:l]), []byte(s[l:]), true
 }
 
 // Released is called by the backends with a message of
 // netio.ReleaseChannel from master node: a release notice, delivered to
 // this proxy's subscribers once a majority of masters delivered it.
 func (s *Server) Released(node int, payload []byte) {
-	id, shard, ch, msg, ok := parseNotice(payload)
+	id, kind, ch, msg, ok := parseNotice(payload)
 	if !ok || node < 0 || node >= s.eng.n {
 		return
 	}
@@ -288,13 +294,21 @@ func (s *Server) Released(node int, payload []byte) {
 		return
 	}
 	e.delivered = true
+	if kind == noticeSignal {
+		ss.mu.Unlock()
+		ms, elem, ok := strings.Cut(string(msg), " ")
+		if n, err := strconv.ParseInt(ms, 10, 64); ok && err == nil {
+			s.signals.deliver(ch, []byte(elem), time.Duration(n)*time.Millisecond)
+		}
+		return
+	}
 	type target struct {
 		c    *client
 		pat  string
 		kind subKind
 	}
 	var to []target
-	if shard {
+	if kind == noticeShard {
 		for c := range ss.index[subShard][string(ch)] {
 			to = append(to, target{c, "", subShard})
 		}

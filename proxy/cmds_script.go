@@ -159,22 +159,32 @@ func ttlArgError(cl *script.Class, argv [][]byte) string {
 	return msgNotInteger
 }
 
-// startClassOp runs a call of a classified script as its role: the
-// reference script on every backend.
-func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
-	var a script.CallArgs
+// classCall is what a call of a classified script runs with, once its
+// arguments are checked (prepareClassCall).
+type classCall struct {
+	cl      *script.Class // the class (a lapsed deadline's: a read)
+	a       script.CallArgs
+	ttl     time.Duration
+	tokens  [][]byte // the tokens an acquiring role writes, one per key
+	low     int64
+	counted bool // a reentrant lock's take or release
+}
+
+// prepareClassCall checks a call's arguments as one Redis would read them
+// and the proxy's bounds, and returns what it runs with, or the error to
+// answer.
+func prepareClassCall(c *client, cl *script.Class, keys, argv [][]byte) (call classCall, msg string) {
+	call.cl = cl
 	var ttl time.Duration
 	if cl.Writes() {
 		var ok bool
 		// A deadline's TTL is what is left of it now (max_ttl bounds that).
 		ttl, ok = cl.TTL(argv)
 		if !ok {
-			c.replyErr(ttlArgError(cl, argv))
-			return
+			return call, ttlArgError(cl, argv)
 		}
 		if ttl > c.s.cfg.MaxTTL {
-			c.replyErr(msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
-			return
+			return call, msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds())
 		}
 		if ttl <= 0 && cl.Role == script.RoleAcquire {
 			// A deadline already passed: on one Redis the keys would be set
@@ -183,44 +193,98 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 			// acquire's success where they are free). An extend of that kind
 			// is sent as a read below and answered as the role's failure: it
 			// never shortens a lock.
-			cl, ttl = cl.Lapsed(), 0
+			call.cl, ttl = cl.Lapsed(), 0
+			cl = call.cl
 		}
-		a.TTLms = ttl.Milliseconds()
+		call.a.TTLms = ttl.Milliseconds()
 	}
-	var tokens [][]byte // the tokens an acquiring role writes, one per key
 	if cl.Role.Takes() {
-		tokens = cl.TokensOf(argv, len(keys))
-		for _, tok := range tokens {
+		call.tokens = cl.TokensOf(argv, len(keys))
+		for _, tok := range call.tokens {
 			if len(tok) > c.s.cfg.Limits.MaxToken {
-				c.replyErr(msgTokenTooLong(len(tok), c.s.cfg.Limits.MaxToken))
-				return
+				return call, msgTokenTooLong(len(tok), c.s.cfg.Limits.MaxToken)
 			}
 		}
 	}
 	low, ok := cl.Threshold(argv)
+	call.low = low
 	if !ok {
-		c.replyErr(msgNotInteger)
-		return
+		return call, msgNotInteger
 	}
-	a.LowMs = low
-	a.CapMs = c.s.cfg.MaxTTL.Milliseconds()
-	a.Detailed = cl.Detailed(len(keys))
-	a.MaxValue = c.s.cfg.Limits.MaxToken
-	a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
-	counted := cl.Counted && (cl.Role == script.RoleExtendOrAcquire || cl.Role == script.RoleRelease)
-	if counted && cl.Role == script.RoleRelease && cl.TTLArg >= 0 {
+	call.a.LowMs = low
+	call.a.CapMs = c.s.cfg.MaxTTL.Milliseconds()
+	call.a.Detailed = cl.Detailed(len(keys))
+	call.a.MaxValue = c.s.cfg.Limits.MaxToken
+	call.a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
+	call.counted = cl.Counted && (cl.Role == script.RoleExtendOrAcquire || cl.Role == script.RoleRelease)
+	if call.counted && cl.Role == script.RoleRelease && cl.TTLArg >= 0 {
 		// A release of one hold re-arms the lock while holds are left.
 		rttl, ok := cl.TTL(argv)
 		switch {
 		case !ok:
-			c.replyErr(msgNotInteger)
-			return
+			return call, msgNotInteger
 		case rttl > c.s.cfg.MaxTTL:
-			c.replyErr(msgTTLTooLong(rttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds()))
+			return call, msgTTLTooLong(rttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds())
+		}
+		call.a.TTLms = rttl.Milliseconds()
+	}
+	if cl.Latch != nil {
+		lt, ok := cl.LatchTTL(argv)
+		switch {
+		case !ok:
+			return call, msgNotInteger
+		case lt > c.s.cfg.MaxTTL:
+			return call, msgLatchTooLong(lt.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds())
+		}
+		call.a.Latch, call.a.LatchMs = argv[cl.Latch.Arg], lt.Milliseconds()
+	}
+	call.ttl = ttl
+	return call, ""
+}
+
+// startClassOp runs a call of a classified script as its role: the
+// reference script on every backend (a script whose keys are each on
+// their own: one op per key, answered as an array).
+func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+	if cl.Each {
+		startEachOp(c, name, cl, keys, argv)
+		return
+	}
+	call, msg := prepareClassCall(c, cl, keys, argv)
+	if msg != "" {
+		c.replyErr(msg)
+		return
+	}
+	startPreparedOp(c, name, call, keys, argv)
+}
+
+// startEachOp runs a call of a script whose keys are each on their own:
+// each key as its own op, answered together as an array; an argument
+// error of any key answers the call.
+func startEachOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+	calls := make([]classCall, len(keys))
+	for k := range keys {
+		var msg string
+		if calls[k], msg = prepareClassCall(c, cl.EachKey(k), keys[k:k+1], argv); msg != "" {
+			c.replyErr(msg)
 			return
 		}
-		a.TTLms = rttl.Milliseconds()
 	}
+	c.reserve(len(keys)) // room for every op: none flushes before the others start
+	mark := len(c.slots)
+	for k := range keys {
+		startPreparedOp(c, name, calls[k], keys[k:k+1], argv)
+	}
+	ops := make([]*op, 0, len(keys))
+	for _, sl := range c.slots[mark:] {
+		ops = append(ops, sl.op)
+	}
+	c.slots = append(c.slots[:mark], slot{ops: ops, each: true, resp3: c.resp3.Load()})
+}
+
+// startPreparedOp starts a checked call (prepareClassCall).
+func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte) {
+	cl, a, ttl, low, counted, tokens := call.cl, call.a, call.ttl, call.low, call.counted, call.tokens
 	var second []byte
 	if cl.Role.Extends() {
 		t := c.s.eng.timing
@@ -248,7 +312,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
 	}
-	if cl.NeedsArgs() || counted || cl.Notice != nil {
+	if cl.Notice != nil && cl.Notice.List {
+		o.sc.signalTTL = min(cl.Notice.SignalTTL(argv), c.s.cfg.MaxTTL)
+	}
+	fenced := c.noteFenced(cl, keys, argv)
+	if cl.NeedsArgs() || counted || cl.Notice != nil || fenced {
 		o.sc.keys, o.sc.argv = cloneArgs(keys), cloneArgs(argv)
 	}
 	if cl.Role.Takes() && !a.ReadOnly {
@@ -273,6 +341,11 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 	}
 	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
 	c.startOp(o, c.cmd, cl.ReferenceFor(a))
+	if fenced && !a.ReadOnly {
+		// Its reply shows the grant's number: FENCE follows (fenced.go).
+		c.slots[len(c.slots)-1].chain = chainGrant
+		c.chains++
+	}
 }
 
 func sameAll(b [][]byte) bool {

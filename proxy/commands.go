@@ -28,7 +28,7 @@ type command struct {
 var commands map[string]*command
 
 func init() {
-	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, aclCommands, vouchCommands)...)
+	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, signalCommands, aclCommands, vouchCommands)...)
 }
 
 // table indexes the commands by name. A name registered twice is a

@@ -29,6 +29,13 @@ type slot struct {
 	fence *fenceOp // ...or a FENCE's number
 	a, b  int
 	resp3 bool
+	wait  *signalWait // ...or a BLPOP's signal (signals.go)
+	each  bool        // ops: their results as an array (a script's keys each on its own)
+	// chain, with op: a FENCE that follows op before the reply leaves
+	// (fenced.go); first is op's reply, key the lock a holder read is of.
+	chain chainKind
+	first resp.Value
+	key   []byte
 }
 
 // client is one connection. Its goroutine reads a batch of pipelined
@@ -80,6 +87,7 @@ type client struct {
 
 	done     chan struct{} // one signal per decided op
 	inflight int
+	chains   int // slots with a chained FENCE to start (fenced.go)
 	reads    int // reads among the ops in flight
 	slots    []slot
 	scratch  []byte
@@ -201,14 +209,30 @@ func (c *client) flush() error {
 	for ; c.inflight > 0; c.inflight-- {
 		<-c.done
 	}
+	if c.chains > 0 {
+		c.startChains()
+		for ; c.inflight > 0; c.inflight-- {
+			<-c.done
+		}
+	}
 	c.reads = 0
 	now := time.Now() // the replies leave now: grants and TTLs are judged at this instant
 	for _, sl := range c.slots {
 		switch {
+		case sl.chain != chainNone:
+			c.out = appendReply(c.out, sl.chained(now), sl.resp3)
 		case sl.op != nil:
 			c.out = appendReply(c.out, sl.op.final(now), sl.resp3)
 		case sl.fence != nil:
 			c.out = appendReply(c.out, sl.fence.final(now), sl.resp3)
+		case sl.wait != nil:
+			c.out = appendWaitReply(c.out, sl.wait, sl.resp3)
+		case sl.each:
+			v := resp.Value{Kind: resp.KindArray, Elems: make([]resp.Value, len(sl.ops))}
+			for i, o := range sl.ops {
+				v.Elems[i] = o.final(now)
+			}
+			c.out = appendReply(c.out, v, sl.resp3)
 		case len(sl.ops) > 0:
 			var sum int64
 			for _, o := range sl.ops {

@@ -75,23 +75,30 @@ func cmdFence(c *client, args [][]byte) {
 		return
 	}
 	c.reserve(1)
+	f := startFence(c, args[1], args[2])
+	c.slots = append(c.slots, slot{fence: f, resp3: c.resp3.Load()})
+}
+
+// startFence starts a FENCE of key for token, which signals c's done when
+// it is answered (one more in flight).
+func startFence(c *client, key, token []byte) *fenceOp {
 	n := c.s.eng.n
 	f := &fenceOp{
-		e: &c.s.eng, done: c.done, key: args[1], token: args[2],
+		e: &c.s.eng, done: c.done, key: key, token: token,
 		promises: make([]quorum.Promise, n), accepted: make([]bool, n), counts: make([]bool, n),
 	}
-	// The arguments live in the client's read buffer: keep copies.
+	// The arguments may live in the client's read buffer: keep copies.
 	f.key = append([]byte(nil), f.key...)
 	f.token = append([]byte(nil), f.token...)
 	f.t1 = time.Now()
 	f.ballot = nextBallot(0)
-	c.slots = append(c.slots, slot{fence: f, resp3: c.resp3.Load()})
 	c.inflight++
 	if f.e.veto {
 		f.vetoPending = true
 		f.e.be.Send(n, appendBoundedRead(nil, getScript, f.key, c.s.cfg.Limits.MaxToken), getScript, f, n, time.Now().Add(f.e.timeout), 0)
 	}
 	f.send(f.prepareCmd(), fencePrepare)
+	return f
 }
 
 // nextBallot is a ballot above seen: the clock in ms above this proxy's id.

@@ -59,9 +59,15 @@ var docs = map[string]cmdDoc{
 		oneof("expiration", named("PX", integer("milliseconds")), named("EX", integer("seconds")),
 			named("PXAT", docArg{name: "unix-time-milliseconds", typ: "unix-time"}), named("EXAT", docArg{name: "unix-time-seconds", typ: "unix-time"})),
 	}},
-	"get":     {"lock", "The value a majority of the backends hold at key (a lock's token), else nil.", []docArg{key("key")}},
-	"pttl":    {"lock", "The lock's remaining validity in milliseconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
-	"ttl":     {"lock", "The lock's remaining validity in seconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
+	"get":  {"lock", "The value a majority of the backends hold at key (a lock's token), else nil.", []docArg{key("key")}},
+	"pttl": {"lock", "The lock's remaining validity in milliseconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
+	"ttl":  {"lock", "The lock's remaining validity in seconds (elapsed time and drift deducted); -2 when no majority holds it.", []docArg{key("key")}},
+	"hget": {"lock", "The value a majority of the backends hold in a hash lock's field (a reentrant lock's count of holds: when the " +
+		"backends' counts differ, the count a majority hold at least), else nil.", []docArg{key("key"), str("field")}},
+	"hexists": {"lock", "1 when a majority of the backends hold the field in the hash lock at key, else 0.", []docArg{key("key"), str("field")}},
+	"blpop": {"lock", "Wait for a release's signal (python-redis-lock's signal list): every waiter on the key is woken with " +
+		"[key, element] once per release a majority of the backends decided, through any proxy; a signal no one waited for is " +
+		"kept for the release's TTL of the list. nil at the timeout (at most max_ttl).", []docArg{many(key("key")), docArg{name: "timeout", typ: "double"}}},
 	"del":     {"lock", "Force unlock: delete the keys on every backend; counts the keys a majority deleted.", []docArg{many(key("key"))}},
 	"delifeq": {"lock", "Release: delete key on every backend where it holds token; 1 when a majority deleted it.", []docArg{key("key"), str("token")}},
 	"delex":   {"lock", "With IFEQ token, release as DELIFEQ; without, force unlock as DEL.", []docArg{key("key"), opt(named("IFEQ", str("token")))}},
@@ -87,8 +93,10 @@ var docs = map[string]cmdDoc{
 	}},
 	"keys":   {"keyspace", "Every key a majority of the backends hold with the same value that matches pattern: a walk of the whole key space, as in Redis.", []docArg{str("pattern")}},
 	"dbsize": {"keyspace", "How many keys a majority of the backends hold with the same value: a walk of the whole key space (Redis keeps a count; the proxy has none).", nil},
-	"exists": {"keyspace", "How many of the keys a majority of the backends hold with the same value (a key named twice counts twice).", []docArg{many(key("key"))}},
-	"type":   {"keyspace", "string when a majority of the backends hold the key with the same value, else none.", []docArg{key("key")}},
+	"exists": {"keyspace", "How many of the keys a majority of the backends hold, a string with the same value or a key of another type " +
+		"(a hash lock) whoever its holder (a key named twice counts twice).", []docArg{many(key("key"))}},
+	"type": {"keyspace", "string when a majority of the backends hold the key with the same value, the type (hash...) when a majority hold " +
+		"it as a key of another type, else none.", []docArg{key("key")}},
 	"lockinfo": {"keyspace", "Who holds a lock: the holder's token, its remaining validity, its fencing number (when FENCE numbered the grant), " +
 		"and what each backend holds (value, PTTL, fencing number, or why it did not answer). A read: it changes nothing.", []docArg{key("key")}},
 	"acl": {"connection", "ACL WHOAMI: the user this connection authenticated as; ACL CAT: the command categories, or the commands of one. " +

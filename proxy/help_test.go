@@ -54,7 +54,7 @@ func checkArgs(t *testing.T, cmd string, args resp.Value) {
 			continue
 		}
 		switch string(typ.Str) {
-		case "key", "string", "integer", "unix-time", "pure-token":
+		case "key", "string", "integer", "double", "unix-time", "pure-token":
 		case "oneof", "block":
 			sub, ok := field(a, "arguments")
 			if !ok {

@@ -80,8 +80,8 @@ func (s *Server) infoServer() string {
 }
 
 func (s *Server) infoClients() string {
-	// No command blocks a client here (BLPOP and the like are not served).
-	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\nblocked_clients:0\r\n", s.stats.clients.Load(), s.cfg.MaxClients)
+	// BLPOP (signals.go) is the one command that blocks a client here.
+	return fmt.Sprintf("connected_clients:%d\r\nmaxclients:%d\r\nblocked_clients:%d\r\n", s.stats.clients.Load(), s.cfg.MaxClients, s.signals.blockedClients())
 }
 
 // infoMemory is the proxy process's own memory (the locks live on the

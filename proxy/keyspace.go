@@ -468,27 +468,27 @@ func (s *Server) keyspaceInfo() string {
 }
 
 // cmdExists counts the keys given that the majority view holds, each read
-// as GET reads it (a key named twice counts twice, as in Redis).
+// as PTTL reads it (a key named twice counts twice, as in Redis).
 func cmdExists(c *client, args [][]byte) {
 	keys := args[1:]
 	c.reserve(len(keys))
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
 		ops[i] = c.s.eng.newOp("exists", ruleExists, c.done)
-		c.cmd = appendBoundedRead(c.cmd[:0], getScript, k, c.s.cfg.Limits.MaxToken)
+		c.cmd = appendBoundedRead(c.cmd[:0], readScript, k, c.s.cfg.Limits.MaxToken)
 		if c.cmdKeys != nil {
 			c.noteTracking(ops[i], keys[i:i+1]) // a tracking client's keys are tracked by the backends too
 		}
-		c.s.eng.start(ops[i], c.cmd, getScript)
+		c.s.eng.start(ops[i], c.cmd, readScript)
 	}
 	c.await(ops...)
 }
 
-// cmdType is "string" for a key the majority view holds (every lock is
-// one), else "none".
+// cmdType is the type of a key the majority view holds ("string" for a
+// lock kept as its token, "hash" for a hash lock...), else "none".
 func cmdType(c *client, args [][]byte) {
 	c.reserveRead()
 	o := c.s.eng.newOp("type", ruleType, c.done)
-	c.cmd = appendBoundedRead(c.cmd[:0], getScript, args[1], c.s.cfg.Limits.MaxToken)
-	c.startOp(o, c.cmd, getScript)
+	c.cmd = appendBoundedRead(c.cmd[:0], readScript, args[1], c.s.cfg.Limits.MaxToken)
+	c.startOp(o, c.cmd, readScript)
 }

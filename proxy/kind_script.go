@@ -76,6 +76,10 @@ type scriptCall struct {
 	// wrote, so that a repair of the count applies only where no later
 	// write came (countRepairLocked).
 	nonce string
+	// signalTTL, for a release that pushes a signal (script.Notice's
+	// List), is how long the signal is kept for waiters to come, at most
+	// max_ttl.
+	signalTTL time.Duration
 }
 
 // undoFate says whether a failed op may have taken effect on a backend and

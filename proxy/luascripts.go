@@ -38,8 +38,12 @@ end
 return n`))
 	// readScript reads a key's value and PTTL atomically, unless the value
 	// is longer than ARGV[1] (max_token): the backend links are shared, so
-	// a read never brings back more than a lock token.
-	readScript = resp.NewScript([]byte(`if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
+	// a read never brings back more than a lock token. A key of another
+	// type (a hash lock, a lock of several owners) answers {false, PTTL,
+	// its type}: such a lock is read by its type, whoever holds it.
+	readScript = resp.NewScript([]byte(`local t = redis.call('type', KEYS[1]).ok
+if t ~= 'string' and t ~= 'none' then return {false, redis.call('pttl', KEYS[1]), t} end
+if redis.call('strlen', KEYS[1]) > tonumber(ARGV[1]) then
   return redis.error_reply('TOOLONG the value is longer than max_token')
 end
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}`))
@@ -211,3 +215,26 @@ if n > tonumber(ARGV[1]) then v = false end
 local s = redis.call('hmget', KEYS[2], 'tok', 'ab', 'av')
 return {v, redis.call('pttl', KEYS[1]), s[1], s[2], s[3], n}`))
 )
+
+// hashFieldScript reads a hash lock's field for HGET and HEXISTS: {0} for
+// a missing key, {-1} for a key of another type, {1} for a hash without
+// the field, {2, value} with it, unless the value is longer than ARGV[2]
+// (max_token). KEYS[1] the key, ARGV[1] the field.
+var hashFieldScript = resp.NewScript([]byte(`local t = redis.call('type', KEYS[1]).ok
+if t == 'none' then return {0} end
+if t ~= 'hash' then return {-1} end
+local v = redis.call('hget', KEYS[1], ARGV[1])
+if not v then return {1} end
+if #v > tonumber(ARGV[2]) then
+  return redis.error_reply('TOOLONG the value is longer than max_token')
+end
+return {2, v}`))
+
+// holderScript reads who holds a hash lock (its one field), bounded like
+// getScript: the field's name, or false for a missing key or any other.
+var holderScript = resp.NewScript([]byte(`if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hlen', KEYS[1]) ~= 1 then return false end
+local f = redis.call('hkeys', KEYS[1])[1]
+if #f > tonumber(ARGV[1]) then
+  return redis.error_reply('TOOLONG the value is longer than max_token')
+end
+return f`))

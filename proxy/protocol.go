@@ -17,6 +17,8 @@ import (
 const (
 	msgSyntax            = "ERR syntax error"
 	msgNotInteger        = "ERR value is not an integer or out of range"
+	msgWrongType         = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	msgTimeoutNotFloat   = "ERR timeout is not a float or out of range"
 	msgInvalidExpireSet  = "ERR invalid expire time in 'set' command"
 	msgNumkeysTooBig     = "ERR Number of keys can't be greater than number of args"
 	msgNumkeysNegative   = "ERR Number of keys can't be negative"
@@ -124,6 +126,13 @@ func msgVouchRefused(why string) string {
 
 func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
+}
+
+// msgLatchTooLong refuses a call whose latch (script.Latch) would outlive
+// max_ttl: the proxy writes no key that lives longer, and a latch kept
+// shorter than asked would let a late retry act twice.
+func msgLatchTooLong(ms, maxMs int64) string {
+	return fmt.Sprintf("ERR redlock-proxy: the script records its result for a retry for %d ms, above max_ttl (%d ms): the proxy keeps no key longer, and a shorter record would let a late retry act again", ms, maxMs)
 }
 
 // msgUnknownCommand is Redis's reply to a command it does not have (clients

@@ -39,16 +39,16 @@ func TestChannelPatterns(t *testing.T) {
 // A notice's payload reads back as written, binary-safe; others are not
 // notices.
 func TestNoticePayload(t *testing.T) {
-	cmd := appendNotice(nil, "rc", "id-1", true, []byte("ch a\x00"), []byte(" msg\r\n"))
+	cmd := appendNotice(nil, "rc", "id-1", noticeShard, []byte("ch a\x00"), []byte(" msg\r\n"))
 	want := "*3\r\n$7\r\nPUBLISH\r\n$2\r\nrc\r\n$20\r\nid-1 1 5 ch a\x00 msg\r\n\r\n"
 	if string(cmd) != want {
 		t.Fatalf("%q", cmd)
 	}
-	id, shard, ch, msg, ok := parseNotice([]byte("id-1 1 5 ch a\x00 msg\r\n"))
-	if !ok || id != "id-1" || !shard || string(ch) != "ch a\x00" || string(msg) != " msg\r\n" {
-		t.Fatalf("parse: %q %v %q %q %v", id, shard, ch, msg, ok)
+	id, kind, ch, msg, ok := parseNotice([]byte("id-1 1 5 ch a\x00 msg\r\n"))
+	if !ok || id != "id-1" || kind != noticeShard || string(ch) != "ch a\x00" || string(msg) != " msg\r\n" {
+		t.Fatalf("parse: %q %v %q %q %v", id, kind, ch, msg, ok)
 	}
-	for _, bad := range []string{"", "id", "id 2 1 x", "id 0 9 short", "id 0 -1 x", " 0 1 x"} {
+	for _, bad := range []string{"", "id", "id 3 1 x", "id 0 9 short", "id 0 -1 x", " 0 1 x"} {
 		if _, _, _, _, ok := parseNotice([]byte(bad)); ok {
 			t.Errorf("%q read as a notice", bad)
 		}

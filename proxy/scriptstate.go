@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -366,5 +367,13 @@ func (o *op) noticeLocked() []byte {
 		return nil // holds are left: nothing was released
 	}
 	n := cl.Notice
-	return appendNotice(nil, netio.ReleaseChannel, newNonce(), n.Shard, n.ChannelOf(o.sc.keys, o.sc.argv), n.PayloadOf(o.sc.keys, o.sc.argv))
+	kind, msg := noticeMessage, n.PayloadOf(o.sc.keys, o.sc.argv)
+	switch {
+	case n.Shard:
+		kind = noticeShard
+	case n.List:
+		// A signal for BLPOP waiters, kept for the list's TTL (signals.go).
+		kind, msg = noticeSignal, append(strconv.AppendInt(nil, o.sc.signalTTL.Milliseconds(), 10), append([]byte(" "), msg...)...)
+	}
+	return appendNotice(nil, netio.ReleaseChannel, newNonce(), kind, n.ChannelOf(o.sc.keys, o.sc.argv), msg)
 }

@@ -117,6 +117,9 @@ type Server struct {
 	plainTextSeen atomic.Bool
 
 	subs subscriptions // pub/sub and release notices (cmds_pubsub.go)
+	// counters are the names of counters of grants seen (fenced.go).
+	counters counterNames
+	signals  signals // BLPOP waiters on release signals (signals.go)
 }
 
 // User is a client user: its password, and its ACL rules (nil: it may run
@@ -246,6 +249,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing {
 		s.closing = true
 		close(s.shutdown)
+		s.signals.close() // a BLPOP waiting is answered nil, and its client finishes
 	}
 	for _, ln := range s.lns {
 		ln.Close()

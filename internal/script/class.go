@@ -50,6 +50,17 @@ type Layout struct {
 	// Notice, for a release, is what it publishes when it frees its lock
 	// (nil: nothing).
 	Notice *Notice
+	// Latch, when set, is a key where the script records its result for
+	// a retry of the same call (Redisson's unlock latch): see Latch.
+	Latch *Latch
+	// Counter, when set, is a key the script counts its grants in, whose
+	// count its reply shows (Redisson's RFencedLock token): see Counter.
+	Counter *Counter
+	// Each: the script acts on each of its keys on its own, each with its
+	// token (Tokens), and replies an array of one element per key, each as
+	// Replies say for that key's case (each.go). The proxy runs each key
+	// as its own operation (EachKey).
+	Each bool
 
 	// Counted: a ShapeHash lock's field counts its owner's holds (a
 	// reentrant lock): taking it again adds one, a release takes one off
@@ -64,6 +75,34 @@ type Layout struct {
 	// change what the script does (a database number, a replace flag, a
 	// token length): the classification holds for these values only.
 	Controls []Control
+}
+
+// Latch is a key, named by an argument, where a script records the
+// result of a call that acted, for the TTL another argument gives, so that
+// a retry of the same call (the same latch key) answers that result and
+// does nothing again: Redisson 3.2x's unlock writes 0 ("still held") or 1
+// ("released") under its unlock latch and answers a retry from it. The
+// masters never run the script's text: the reference keeps the latch
+// itself, recording its own answer there, and a retry that finds it is
+// answered, on that master, as the first call was (see reference.go). So
+// each master acts at most once per latch key, whatever the retries.
+type Latch struct {
+	Arg     int           // 0-based argument naming the latch key (KEYS after the lock keys)
+	TTLArg  int           // 0-based argument holding its TTL
+	TTLUnit time.Duration // ms or s
+}
+
+// Counter is a key, named by an argument, that a script increments each
+// time it acts and whose new count its reply shows: a number for the
+// grant (Redisson's RFencedLock takes its token so). A count moved on the
+// masters that saw each call has no majority meaning, and a maximum over
+// a majority is not monotonic (a later grant may read a majority that
+// missed the earlier one's increments); the proxy never runs the increment
+// and answers the grant's fencing number (FENCE) in its place, which
+// strictly increases across grants through any proxy. Template holes of
+// the source SrcFence show it.
+type Counter struct {
+	Arg int // 0-based argument naming the counter key (KEYS after the lock keys)
 }
 
 // Control is an argument value a classification depends on.
@@ -94,6 +133,7 @@ type Class struct {
 	rel *relations
 
 	// Set by Finish.
+	eachKeys  []*Class // Each: the class of each key
 	lapsed    *Class
 	finished  bool
 	detail    bool
@@ -140,7 +180,7 @@ func (c *Class) possible(cs Case) bool {
 	case CaseOtherLowTTL:
 		return c.MinArg >= 0
 	case CasePartial:
-		return role == RoleRelease && c.Keys != 1
+		return role == RoleRelease && c.Keys != 1 && !c.Each
 	}
 	return true
 }
@@ -300,7 +340,7 @@ func (c *Class) Writes() bool { return c.writes() }
 // Equal reports whether two classifications say the same (their Origin
 // aside).
 func (c *Class) Equal(d *Class) bool {
-	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted ||
+	if c.Shape != d.Shape || c.Marker != d.Marker || c.Promotes != d.Promotes || c.Demotes != d.Demotes || c.Counted != d.Counted || c.Each != d.Each ||
 		c.Shape == ShapeHash && (c.FieldArg != d.FieldArg || c.FieldArg < 0 && c.FieldValue != d.FieldValue) {
 		return false
 	}
@@ -317,6 +357,10 @@ func (c *Class) Equal(d *Class) bool {
 		return false
 	}
 	if (c.Notice == nil) != (d.Notice == nil) || c.Notice != nil && *c.Notice != *d.Notice {
+		return false
+	}
+	if (c.Latch == nil) != (d.Latch == nil) || c.Latch != nil && *c.Latch != *d.Latch ||
+		(c.Counter == nil) != (d.Counter == nil) || c.Counter != nil && *c.Counter != *d.Counter {
 		return false
 	}
 	for i := range c.Tokens {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
 // Classification runs a script in the sandbox against probe states of its
@@ -43,7 +45,26 @@ type classifier struct {
 	// cur is the candidate being checked: its shape decides how a probe
 	// state's held keys are kept.
 	cur *Class
+	// latchAt and counterAt are 1 + the argument (an index into argv: KEYS
+	// after the lock keys) naming a side key, a latch (Layout.Latch) or a
+	// counter (Layout.Counter), 0 for none; seq varies the counter's
+	// count from one probe state to the next, so that a reply showing it
+	// is told from a constant.
+	latchAt, counterAt int
+	seq                int64
+	// signalAt is 1 + the argument naming a signal list the script pushes
+	// onto (Notice.List), 0 for none.
+	signalAt int
+	// each, when set, classifies one key of a call of several keys each
+	// on its own (each.go).
+	each *eachFocus
 }
+
+// latchArg, counterArg and signalArg are the arguments naming the side
+// keys, -1 for none.
+func (c *classifier) latchArg() int   { return c.latchAt - 1 }
+func (c *classifier) counterArg() int { return c.counterAt - 1 }
+func (c *classifier) signalArg() int  { return c.signalAt - 1 }
 
 // Classify says what a script does for a call with these keys and
 // arguments, or why it is refused.
@@ -62,6 +83,13 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	cl, ref := c.lockKeys()
 	if ref == nil {
 		cl, ref = c.classify()
+	}
+	if ref != nil && ref.kind == refuseOther && len(c.keys) > 1 && c.extra == 0 && c.left > 0 {
+		// Several keys, maybe each on its own (Redisson's renewal of every
+		// lock a client holds).
+		if each, eref := c.classifyEach(); eref == nil {
+			cl, ref = each, nil
+		}
 	}
 	if ref != nil {
 		return nil, &Refusal{Sha: p.Sha, Reason: ref.reason, NoTTL: ref.kind == refuseNoTTL}
@@ -121,6 +149,7 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 		return nil, nil
 	}
 	used := map[string]bool{}
+	pushed := -1 // a key the script pushes a signal onto
 	values := append(append([]string{}, c.keys...), c.argv...)
 	for i := -1; i < len(values); i++ {
 		st := &State{Now: c.now, Keys: map[string]Item{}}
@@ -129,24 +158,37 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 				st.Keys[k] = Item{Value: values[i], At: c.now + ttlLong1}
 			}
 		}
-		if c.r == nil || c.r.broken {
-			if c.r != nil {
-				c.r.close()
-			}
-			c.r = newRunner()
-		}
-		res := c.p.runOn(c.r, c.keys, c.argv, st, min(maxSteps, c.left))
+		res := c.p.runKeyed(c.runner(), c.keys, len(c.keys), c.argv, st, min(maxSteps, c.left), sideKeys{detect: true})
 		c.left -= res.steps
 		if res.ref != nil && i >= 0 && res.ref.kind == refuseOther && !c.r.broken {
 			// A script of hashes given strings fails there: the other
 			// states still tell which keys it uses.
 			continue
 		}
-		if res.ref != nil || c.r.broken {
+		// A key left without an expiry may be a counter (sides): the keys
+		// the run used still count.
+		if res.ref != nil && res.ref.kind != refuseNoTTL || c.r.broken {
 			return nil, nil // the classification proper will say why
 		}
 		for k := range res.touched {
 			used[k] = true
+		}
+		for _, m := range res.state.Published {
+			if m.List && pushed < 0 {
+				pushed = slices.Index(c.keys, m.Channel)
+			}
+		}
+	}
+	// A latch or a counter beside the lock keys is no lock key: it is
+	// passed as an argument, as a key the runs may use.
+	latch, counter := c.sides(used)
+	signal := -1
+	if pushed > 0 {
+		signal = pushed
+	}
+	for _, j := range [...]int{latch, counter, signal} {
+		if j >= 0 {
+			used[c.keys[j]] = false
 		}
 	}
 	m := 0
@@ -158,11 +200,117 @@ func (c *classifier) lockKeys() (*Class, *refusal) {
 	if m == 0 || m == len(c.keys) {
 		return nil, nil
 	}
+	if latch >= m {
+		c.latchAt = latch - m + 1
+	}
+	if counter >= m {
+		c.counterAt = counter - m + 1
+	}
+	if signal >= m {
+		c.signalAt = signal - m + 1
+	}
 	c.extra = len(c.keys) - m
 	c.argv = append(append([]string{}, c.keys[m:]...), c.argv...)
 	c.keys = c.keys[:m]
 	c.names = namer{lock: m, extra: c.extra}
 	return nil, nil
+}
+
+// runner returns the classification's interpreter, a new one after a
+// run broke the last.
+func (c *classifier) runner() *runner {
+	if c.r == nil || c.r.broken {
+		if c.r != nil {
+			c.r.close()
+		}
+		c.r = newRunner()
+	}
+	return c.r
+}
+
+// sides finds, among the keys after the first that the runs used, a latch
+// and a counter (Layout.Latch, Layout.Counter) by what the script does
+// with each while every other key is missing: -1 where there is none.
+// The battery then checks what it does with them in every probe.
+func (c *classifier) sides(used map[string]bool) (latch, counter int) {
+	latch, counter = -1, -1
+	for j := 1; j < len(c.keys); j++ {
+		switch {
+		case !used[c.keys[j]]:
+		case latch < 0 && c.isLatch(j):
+			latch = j
+		case counter < 0 && c.isCounter(j):
+			counter = j
+		}
+	}
+	return latch, counter
+}
+
+// sideRun runs the script with key j alone holding v.
+func (c *classifier) sideRun(j int, v string) (result, *State, bool) {
+	st := &State{Now: c.now, Keys: map[string]Item{c.keys[j]: {Value: v, At: c.now + ttlLong1}}}
+	res := c.p.runOn(c.runner(), c.keys, c.argv, st, min(maxSteps, c.left))
+	c.left -= res.steps
+	return res, st, res.ref == nil && len(res.state.Published) == 0
+}
+
+// isLatch: with key j holding a number (and every other key missing) the
+// script changes nothing and answers that number: a result recorded for
+// a retry.
+func (c *classifier) isLatch(j int) bool {
+	for _, n := range []int64{7, 1} {
+		res, st, ok := c.sideRun(j, strconv.FormatInt(n, 10))
+		if !ok || !sameKeys(c.keys, st, res.state) || !res.reply.Equal(resp.IntValue(n)) {
+			return false
+		}
+	}
+	return true
+}
+
+// isCounter: with key j holding a count (and every other key missing) the
+// script adds one to it, and what it does otherwise and answers do not
+// depend on the count, but for the new count in its reply.
+func (c *classifier) isCounter(j int) bool {
+	const a, b = 41, 1041
+	ra, _, oka := c.sideRun(j, strconv.Itoa(a))
+	rb, _, okb := c.sideRun(j, strconv.Itoa(b))
+	if !oka || !okb {
+		return false
+	}
+	for k, key := range c.keys {
+		x, xok := ra.state.lookup(key)
+		y, yok := rb.state.lookup(key)
+		if k == j {
+			if !xok || !yok || x.Value != strconv.Itoa(a+1) || y.Value != strconv.Itoa(b+1) {
+				return false
+			}
+			continue
+		}
+		if xok != yok || !x.equal(y) {
+			return false
+		}
+	}
+	return sameBut(ra.reply, rb.reply, a+1, b+1)
+}
+
+// sameBut reports whether two replies are equal, but for integers that are
+// x in the first where they are y in the second.
+func sameBut(p, q resp.Value, x, y int64) bool {
+	if p.Kind == resp.KindInt && q.Kind == resp.KindInt && p.Int == x && q.Int == y {
+		return true
+	}
+	if p.Kind != q.Kind || len(p.Elems) != len(q.Elems) {
+		return false
+	}
+	if p.Kind != resp.KindArray {
+		return p.Equal(q)
+	}
+	for i := range p.Elems {
+		if !sameBut(p.Elems[i], q.Elems[i], x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *classifier) classify() (*Class, *refusal) {
@@ -285,6 +433,10 @@ func (c *classifier) state(keys []string, specs []keySpec) *State {
 		}
 		st.Keys[keys[k]] = it
 	}
+	if c.counterArg() >= 0 {
+		c.seq++
+		st.Keys[c.argv[c.counterArg()]] = Item{Value: strconv.FormatInt(1000+7*c.seq, 10)}
+	}
 	return st
 }
 
@@ -328,13 +480,20 @@ func (c *classifier) run(keys, argv []string, st *State) (result, *refusal) {
 	if c.left <= 0 {
 		return result{}, refuse(refuseBudget, "takes more than %d Lua instructions to classify", classifyBudget)
 	}
-	if c.r == nil || c.r.broken {
-		if c.r != nil {
-			c.r.close()
-		}
-		c.r = newRunner()
+	if c.each != nil {
+		return c.focusRun(keys, argv, st)
 	}
-	res := c.p.runKeyed(c.r, append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left))
+	var side sideKeys
+	if c.latchArg() >= 0 {
+		side.latch = argv[c.latchArg()]
+	}
+	if c.counterArg() >= 0 {
+		side.counter = argv[c.counterArg()]
+	}
+	if c.signalArg() >= 0 {
+		side.signal = argv[c.signalArg()]
+	}
+	res := c.p.runKeyed(c.runner(), append(keys[:len(keys):len(keys)], argv[:c.extra]...), len(keys), argv[c.extra:], st, min(maxSteps, c.left), side)
 	c.left -= res.steps
 	c.zsetSeen = c.zsetSeen || res.zset
 	c.hashSeen = c.hashSeen || res.hash

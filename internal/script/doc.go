@@ -13,7 +13,11 @@
 // verify.go). What it
 // does to the keys in every probe must be what one role does
 // (semantics.go, and shapes.go for a lock kept as a sorted set of owners;
-// semaphore.go reads a counting semaphore's operations the same way);
+// semaphore.go reads a counting semaphore's operations the same way; keys
+// beside the lock keys, a latch for retries and a counter of grants, are
+// checked in side.go, a signal list as a release's notice in notice.go,
+// and a call of several keys each on its own is read key by key in
+// each.go);
 // its replies in each case must follow one template. Otherwise it is
 // refused, with the probe that showed it. The classification holds for
 // the number of keys and arguments and the values of the control
@@ -51,7 +55,10 @@
 // the owner's holds there, deleting the lock at none, while the proxy's
 // repair sets that count only where the field is still the caller's);
 // delete whatever holds the keys, as the DEL
-// command already does (delete); or read. None can take a key from another
+// command already does (delete); or read. Under a call's latch
+// (Layout.Latch) a reference also records its own answer in the free
+// latch key, with a TTL within max_ttl, and answers a call that finds it
+// there with it, doing nothing. None can take a key from another
 // holder or leave a key without expiry, and the proxy votes on them and
 // checks validity as for SET NX.
 // So a classification that is wrong can only give a client the role's

@@ -93,6 +93,19 @@ func (c *Class) layoutText() string {
 	if c.Prefix > 0 {
 		parts = append(parts, fmt.Sprintf("owner when the first %d bytes match", c.Prefix))
 	}
+	if c.Each {
+		parts = append(parts, c.eachText())
+	}
+	if c.Latch != nil {
+		parts = append(parts, fmt.Sprintf("its result recorded for a retry under %s for %s %s (each master acts once per latch)",
+			c.names().arg(c.Latch.Arg), c.names().arg(c.Latch.TTLArg), unitName(c.Latch.TTLUnit)))
+	}
+	if c.Counter != nil {
+		parts = append(parts, fmt.Sprintf("grants counted in %s, answered with their FENCE numbers (never counted on the masters)", c.names().arg(c.Counter.Arg)))
+	}
+	if c.Notice != nil {
+		parts = append(parts, "tells waiters when it frees the lock: "+c.Notice.String(c.names()))
+	}
 	if c.Shape == ShapeHash {
 		v := strconv.Quote(c.FieldValue)
 		if c.FieldArg >= 0 {

@@ -104,12 +104,90 @@ type State struct {
 	// backend as such (a publish of the proxy's own follows a release a
 	// majority decided).
 	Published []Message
+	// signals: where the run may push a signal (execSignal).
+	signals signals
 }
 
-// Message is one PUBLISH or SPUBLISH of a script.
+// Message is one PUBLISH or SPUBLISH of a script, or one element it
+// pushed onto a signal list (LPUSH or RPUSH: List; Channel is the list's
+// key), which waiters take with BLPOP (python-redis-lock's release).
 type Message struct {
 	Shard            bool // SPUBLISH
+	List             bool // a push onto a signal list
 	Channel, Payload string
+	// TTL, for a signal list, is the expiry the run then gave it, in ms
+	// (-1: none).
+	TTL int64
+}
+
+// signals says onto which keys a run may push a signal: the script's
+// signal key, or (when the classifier looks for one) any key it is given.
+type signals struct {
+	key string
+	any bool
+}
+
+// signal returns the index in Published of the signal pushed onto key in
+// this run, or -1.
+func (s *State) signal(key string) int {
+	for i := len(s.Published) - 1; i >= 0; i-- {
+		if m := s.Published[i]; m.List && m.Channel == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// execSignal runs a command on a signal list (a key the run pushed onto,
+// or a push): a push of one element records it, an expiry sets its TTL, a
+// deletion removes it; any other command on it is refused. The model
+// keeps no list: a signal is a release's notice (notice.go), which the
+// proxy delivers to BLPOP waiters itself. ok is false for a command that
+// is not about a signal.
+func (s *State) execSignal(name string, args []string, keys, touched map[string]bool) (resp.Value, *refusal, bool) {
+	switch {
+	case (name == "lpush" || name == "rpush") && len(args) >= 2 && (s.signals.any || s.signals.key != "" && args[1] == s.signals.key):
+		if len(args) != 3 {
+			return resp.Value{}, refuse(refuseOther, "pushes %d elements onto %s: a signal list gets one per release", len(args)-2, strconv.Quote(short(args[1]))), true
+		}
+		if !keys[args[1]] {
+			return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS", strings.ToUpper(name), strconv.Quote(short(args[1]))), true
+		}
+		if _, held := s.lookup(args[1]); held {
+			return resp.Value{}, refuse(refuseOther, "pushes onto %s, which holds a value: a signal list is kept by the proxy, not in a key of the script's", strconv.Quote(short(args[1]))), true
+		}
+		touched[args[1]] = true
+		s.Published = append(s.Published, Message{List: true, Channel: args[1], Payload: args[2], TTL: -1})
+		return resp.IntValue(1), nil, true
+	}
+	if len(args) < 2 {
+		return resp.Value{}, nil, false
+	}
+	i := s.signal(args[1])
+	if i < 0 {
+		return resp.Value{}, nil, false
+	}
+	switch name {
+	case "pexpire", "expire":
+		if len(args) != 3 {
+			break
+		}
+		n, ok := parseInt(args[2])
+		if !ok {
+			break
+		}
+		if name == "expire" {
+			n *= 1000
+		}
+		s.Published[i].TTL = n
+		return resp.IntValue(1), nil, true
+	case "del", "unlink":
+		if len(args) == 2 {
+			s.Published = append(s.Published[:i], s.Published[i+1:]...)
+			return resp.IntValue(1), nil, true
+		}
+	}
+	return resp.Value{}, refuse(refuseOther, "calls %s on the signal list %s: a signal list is pushed onto, expired or deleted, nothing else", quoteCmd(name), strconv.Quote(short(args[1]))), true
 }
 
 func (s *State) clone() *State {
@@ -162,6 +240,9 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 		s.Published = append(s.Published, Message{Shard: name == "spublish", Channel: args[1], Payload: args[2]})
 		return resp.IntValue(0), nil
 	}
+	if v, ref, ok := s.execSignal(name, args, keys, touched); ok {
+		return v, ref
+	}
 	cmd, ok := lockCommands[name]
 	if !ok {
 		return resp.Value{}, refuse(refuseCommand, "calls %s, %s", quoteCmd(args[0]), OutsideReason(name))
@@ -173,6 +254,14 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 	for _, i := range cmd.keyPositions(len(args)) {
 		k := args[i]
 		if !keys[k] {
+			for kk := range keys {
+				if kk != "" && len(k) > len(kk) && strings.HasPrefix(k, kk) {
+					return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS: it builds it at run time from its key %s. "+
+						"The proxy runs a lock only in the keys a call names (it routes, checks and classifies a call by them), so a lock that "+
+						"keeps a key of its own per hold, built so (Redisson's RReadWriteLock keeps each read hold's lease under one), is not supported",
+						strings.ToUpper(name), strconv.Quote(short(k)), strconv.Quote(short(kk)))
+				}
+			}
 			return resp.Value{}, refuse(refuseOther, "%s accesses key %s, which is not in KEYS", strings.ToUpper(name), strconv.Quote(short(k)))
 		}
 		touched[k] = true

@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Notice is what a release publishes when it frees its lock, for the
@@ -13,9 +14,32 @@ import (
 // by a message no majority saw.
 type Notice struct {
 	Shard bool // SPUBLISH
+	// List: the release pushes the message onto a signal list (Channel
+	// names the list's key), which waiters take with BLPOP
+	// (python-redis-lock); the proxy wakes the BLPOP waiters on that key
+	// instead, and keeps the signal for waiters to come for its TTL.
+	List bool
 	// Channel and Payload are where the channel and the message come
 	// from: an argument, a lock key's name, or a constant.
 	Channel, Payload NoticePart
+	// TTLArg is the argument that gives a signal list's TTL (-1: the
+	// constant TTLConst), in TTLUnit.
+	TTLArg   int
+	TTLUnit  time.Duration
+	TTLConst time.Duration
+}
+
+// SignalTTL returns how long a signal list's element stays for waiters to
+// come, from a call's arguments.
+func (n *Notice) SignalTTL(args [][]byte) time.Duration {
+	if n.TTLArg < 0 || n.TTLArg >= len(args) {
+		return n.TTLConst
+	}
+	v, ok := parseInt(string(args[n.TTLArg]))
+	if !ok || v < 0 || v > int64(1<<62)/int64(n.TTLUnit) {
+		return 0
+	}
+	return time.Duration(v) * n.TTLUnit
 }
 
 // NoticePart is where a notice's channel or message comes from.
@@ -67,8 +91,15 @@ func partOf(keys, args []string, v string) NoticePart {
 // String writes the notice as the classification's spec does.
 func (n *Notice) String(nm namer) string {
 	cmd := "PUBLISH"
-	if n.Shard {
+	switch {
+	case n.Shard:
 		cmd = "SPUBLISH"
+	case n.List:
+		ttl := fmt.Sprintf("%d ms", n.TTLConst.Milliseconds())
+		if n.TTLArg >= 0 {
+			ttl = nm.arg(n.TTLArg) + " " + unitName(n.TTLUnit)
+		}
+		return fmt.Sprintf("LPUSH %s %s for %s", n.Channel.text(nm), n.Payload.text(nm), ttl)
 	}
 	return fmt.Sprintf("%s %s %s", cmd, n.Channel.text(nm), n.Payload.text(nm))
 }
@@ -102,15 +133,23 @@ func (c *classifier) notice(cl *Class, all []sample) *refusal {
 		if n == nil {
 			// An argument, or a key's name, rather than a constant wherever
 			// one holds it.
-			n = &Notice{Shard: m.Shard, Channel: partOf(s.keys, s.argv, m.Channel), Payload: partOf(s.keys, s.argv, m.Payload)}
+			n = &Notice{Shard: m.Shard, List: m.List, Channel: partOf(s.keys, s.argv, m.Channel), Payload: partOf(s.keys, s.argv, m.Payload), TTLArg: -1}
 		}
 		keys, args := strArgs(s.keys), strArgs(s.argv)
-		if m.Shard != n.Shard || m.Channel != string(n.ChannelOf(keys, args)) || m.Payload != string(n.PayloadOf(keys, args)) {
+		if m.Shard != n.Shard || m.List != n.List || m.Channel != string(n.ChannelOf(keys, args)) || m.Payload != string(n.PayloadOf(keys, args)) {
 			return refuse(refuseOther, "%s it published %s on %s, which follows no argument, key name or constant", s.probe, strconv.Quote(short(m.Payload)), strconv.Quote(short(m.Channel)))
+		}
+		if m.List {
+			if ref := c.signalTTL(n, s, m); ref != nil {
+				return ref
+			}
 		}
 	}
 	if n == nil {
 		return nil
+	}
+	if n.List && n.TTLArg < 0 && n.TTLConst <= 0 {
+		return refuse(refuseOther, "leaves its signal list without a TTL the proxy can keep it for")
 	}
 	for _, s := range all {
 		if s.freed && len(s.pub) == 0 {
@@ -118,5 +157,35 @@ func (c *classifier) notice(cl *Class, all []sample) *refusal {
 		}
 	}
 	cl.Notice = n
+	return nil
+}
+
+// signalTTL reads a signal list's TTL from one run: the argument that
+// gave it in every run so far (ms or s), or the same constant. The list
+// must be the script's signal key (Layout: a key beside the lock keys),
+// and must expire.
+func (c *classifier) signalTTL(n *Notice, s sample, m Message) *refusal {
+	if n.Channel.Arg < 0 || n.Channel.Arg != c.signalArg() {
+		return refuse(refuseOther, "%s it pushed onto %s, which is not a signal list beside its lock", s.probe, strconv.Quote(short(m.Channel)))
+	}
+	if m.TTL <= 0 {
+		return refuse(refuseOther, "%s it left its signal list %s without an expiry: the proxy keeps no key that never expires", s.probe, strconv.Quote(short(m.Channel)))
+	}
+	var cands []ttlArg
+	for _, t := range ttlArgs(s.argv, m.TTL, c.now) {
+		if !t.deadline {
+			cands = append(cands, t)
+		}
+	}
+	switch {
+	case n.TTLArg >= 0 && containsTTL(cands, ttlArg{n.TTLArg, n.TTLUnit, false}):
+	case n.TTLArg < 0 && n.TTLConst == 0 && len(cands) > 0:
+		n.TTLArg, n.TTLUnit = cands[0].idx, cands[0].unit
+	case n.TTLArg < 0 && n.TTLConst == 0:
+		n.TTLConst = time.Duration(m.TTL) * time.Millisecond
+	case n.TTLArg < 0 && n.TTLConst == time.Duration(m.TTL)*time.Millisecond:
+	default:
+		return refuse(refuseOther, "%s it kept its signal list for %d ms, which follows no argument", s.probe, m.TTL)
+	}
 	return nil
 }

@@ -27,11 +27,15 @@ import (
 // ARGV: [1] detailed (0/1), [2] ownership prefix length (0: the whole
 // token), [3] least PTTL in ms that is not "too little" (0: no minimum),
 // [4] TTL in ms, [5] flags (1: add the TTL to what is left, 2: act on a
-// key without TTL), [6] longest TTL in ms an added TTL may reach, [7] n,
+// key without TTL, 16: a latch), [6] longest TTL in ms an added TTL may reach, [7] n,
 // [8] longest value a detailed answer brings back (a longer one comes back
 // as nil), then one token per key (none for a query without token), then,
 // for an extend that sets a TTL, the extend's nonce (see refSecondStep),
 // then the shape's own value (the marker, the hash's field value).
+//
+// A call with a latch (Layout.Latch; flag 16) passes the latch key after
+// the companions, last of KEYS, and its TTL in ms last of ARGV: see
+// latchBody.
 
 // The way a lock is read and taken, by shape: read(i, t) is the value of
 // lock key i (false when missing), take(i, t, ms) sets it to token t for
@@ -42,7 +46,7 @@ const (
 	stringAccess = `local function read(i, t) return redis.call('get', KEYS[i]) end
 local function take(i, t, ms) redis.call('set', KEYS[i], t, 'PX', ms) end
 `
-	hashAccess = `local fv = ARGV[#ARGV]
+	hashAccess = `local fv = ARGV[nargv]
 local function read(i, t)
   local ty = redis.call('type', KEYS[i]).ok
   if ty == 'none' then return false end
@@ -71,6 +75,11 @@ const refHead = `local detail = ARGV[1] == '1'
 local p, low, ttl, flags, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
 local additive, nottl = flags % 2 == 1, flags % 4 >= 2
+-- A latch (flag 16): the last key, its TTL the last argument; nkeys and
+-- nargv leave them out.
+local latched = flags % 32 >= 16
+local nkeys, nargv = #KEYS, #ARGV
+if latched then nkeys, nargv = nkeys - 1, nargv - 1 end
 `
 
 const refPrelude = `-- asked: set by an extend that sets (not adds) a TTL, which keeps the
@@ -106,11 +115,11 @@ end
 -- rearm sets lock key i's TTL, and its companion's.
 local function rearm(i, ms)
   redis.call('pexpire', KEYS[i], ms)
-  if #KEYS > n then redis.call('pexpire', KEYS[n + i], ms) end
+  if nkeys > n then redis.call('pexpire', KEYS[n + i], ms) end
 end
 -- forget deletes lock key i's companion.
 local function forget(i)
-  if #KEYS > n then redis.call('del', KEYS[n + i]) end
+  if nkeys > n then redis.call('del', KEYS[n + i]) end
 end
 -- mark leaves the extend's nonce in lock key i's companion where it kept
 -- the key longer than asked, for its second step, and clears any earlier
@@ -118,7 +127,7 @@ end
 -- touched the key.
 local nonce = ARGV[9 + n]
 local function mark(i, kept)
-  if #KEYS <= n then return end
+  if nkeys <= n then return end
   if kept then
     redis.call('hset', KEYS[n + i], 'xv', nonce)
     redis.call('pexpire', KEYS[n + i], redis.call('pttl', KEYS[i]))
@@ -175,7 +184,7 @@ if c == 1 or (c == 2 and nottl) then
   asked = ttl
   local ms = math.max(ttl, pts[1])
   take(1, ARGV[9], ms)
-  if #KEYS > n then redis.call('pexpire', KEYS[n + 1], ms) end
+  if nkeys > n then redis.call('pexpire', KEYS[n + 1], ms) end
   mark(1, ms > ttl)
   return reply(1)
 end
@@ -194,7 +203,7 @@ return reply(0)`
   end
 end
 local function tally(i)
-  if #KEYS <= n or not nonce then return end
+  if nkeys <= n or not nonce then return end
   redis.call('hset', KEYS[n + i], 'cn', nonce)
   redis.call('pexpire', KEYS[n + i], redis.call('pttl', KEYS[i]))
 end
@@ -230,10 +239,30 @@ end
 return reply(any)`
 )
 
+// latchBody runs a role's body (act) under a latch (Layout.Latch): when
+// the latch holds this master's answer to an earlier call with the same
+// latch key, that answer again, and nothing done; otherwise the body, and,
+// when it acted, its answer recorded in the latch for the latch's TTL. A
+// latch holding anything else is answered as a call that did nothing.
+const latchBody = `
+if not latched then return act() end
+local L = KEYS[nkeys + 1]
+local got = redis.call('get', L)
+if got then
+  if string.sub(got, 1, 4) == 'rp1:' then return cmsgpack.unpack(string.sub(got, 5)) end
+  return reply(0)
+end
+local out = act()
+local acted = out
+if type(out) == 'table' then acted = out[1] else acted = out % 2 end
+if acted == 1 then redis.call('set', L, 'rp1:' .. cmsgpack.pack(out), 'PX', ARGV[#ARGV]) end
+return out`
+
 // refScript makes a reference: its first line names it, then the head,
-// the shape's access, the prelude and the role's body.
+// the shape's access, the prelude, and the role's body run under the
+// latch, if the call has one.
 func refScript(title, access, body string) *resp.Script {
-	return resp.NewScript([]byte("-- redlock-proxy " + title + "\n" + refHead + access + refPrelude + body))
+	return resp.NewScript([]byte("-- redlock-proxy " + title + "\n" + refHead + access + refPrelude + "local function act()\n" + body + "\nend" + latchBody))
 }
 
 // Reference scripts by role.
@@ -497,6 +526,10 @@ type CallArgs struct {
 	// backends only report the keys' states, for a call the proxy already
 	// knows must fail (an extend whose TTL cannot leave any validity).
 	ReadOnly bool
+	// Latch, when set, is the call's latch key (Layout.Latch), kept for
+	// LatchMs: the last key and argument of the reference call.
+	Latch   []byte
+	LatchMs int64
 }
 
 // ReferenceFor returns the script a call with these arguments runs: the
@@ -523,6 +556,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	}
 	companions := a.Companion != "" && !c.Role.Query() && !a.ReadOnly && c.Shape != ShapeOwners
 	nonce := companions && a.Nonce != "" && (c.SetsTTL() || c.Counted && (c.Role == RoleExtendOrAcquire || c.Role == RoleRelease))
+	latch := a.Latch != nil && !a.ReadOnly && !c.Role.Query() && c.Shape != ShapeOwners
 	nk := len(keys)
 	if companions {
 		nk *= 2
@@ -534,6 +568,10 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if nonce {
 		extra++
 	}
+	if latch {
+		nk++
+		extra++ // the latch's TTL, last
+	}
 	dst = resp.AppendArrayHeader(dst, 3+nk+8+ntok+extra)
 	dst = append(dst, evalsha[c.ReferenceFor(a)]...)
 	dst = resp.AppendBulkInt(dst, int64(nk))
@@ -542,6 +580,9 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	}
 	if companions {
 		dst = appendCompanions(dst, a.Companion, keys)
+	}
+	if latch {
+		dst = resp.AppendBulk(dst, a.Latch)
 	}
 	maxv := int64(a.MaxValue)
 	if maxv <= 0 {
@@ -572,6 +613,9 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 	if c.Demotes {
 		flags |= 8
 	}
+	if latch {
+		flags |= 16
+	}
 	for _, n := range [...]int64{detail, int64(c.Prefix), a.LowMs, a.TTLms, flags, capMs, int64(len(keys)), maxv} {
 		dst = resp.AppendBulkInt(dst, n)
 	}
@@ -587,6 +631,9 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 		dst = resp.AppendBulkString(dst, c.Marker)
 	case ShapeHash:
 		dst = resp.AppendBulk(dst, c.fieldValue(argv))
+	}
+	if latch {
+		dst = resp.AppendBulkInt(dst, a.LatchMs)
 	}
 	return dst
 }

@@ -314,13 +314,25 @@ func (p *Program) run(keys, argv []string, st *State, steps int) result {
 // runOn executes the program once with r; every entry of KEYS may be used
 // as a key.
 func (p *Program) runOn(r *runner, keys, argv []string, st *State, steps int) result {
-	return p.runKeyed(r, keys, len(keys), argv, st, steps)
+	return p.runKeyed(r, keys, len(keys), argv, st, steps, sideKeys{})
+}
+
+// sideKeys are keys beside the lock keys that a run may use (a latch, a
+// counter, a signal list: see Layout.Latch, Layout.Counter and
+// Notice.List), named by arguments
+// passed in KEYS. A counter is left without an expiry as it found it.
+type sideKeys struct {
+	latch, counter, signal string
+	// detect: a run that looks for a signal list may push onto any key.
+	detect bool
 }
 
 // runKeyed executes the program once with r: KEYS is keys, of which the
-// first lock may be used as keys (the rest are arguments passed in KEYS).
-func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st *State, steps int) (res result) {
+// first lock may be used as keys (the rest are arguments passed in KEYS),
+// and so may the side keys.
+func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st *State, steps int, side sideKeys) (res result) {
 	res.state = st.clone()
+	res.state.signals = signals{key: side.signal, any: side.detect}
 	res.touched = map[string]bool{}
 	L := r.L
 	L.SetTop(0)
@@ -328,6 +340,11 @@ func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st
 	keySet := make(map[string]bool, lock)
 	for _, k := range keys[:lock] {
 		keySet[k] = true
+	}
+	for _, k := range [...]string{side.latch, side.counter, side.signal} {
+		if k != "" {
+			keySet[k] = true
+		}
 	}
 	r.m = m
 	wrote := map[string]string{}
@@ -367,6 +384,9 @@ func (p *Program) runKeyed(r *runner, keys []string, lock int, argv []string, st
 		}
 		res.ref = refuse(refuseOther, "raises an error: %s", oneLine(msg))
 		return res
+	}
+	if side.counter != "" {
+		delete(wrote, side.counter) // a count, which the proxy never keeps (Counter)
 	}
 	if ref := noTTL(st, res.state, wrote); ref != nil {
 		res.ref = ref

@@ -361,6 +361,12 @@ func (c *Class) Finish() *Class {
 		c.needsArgs = c.needsArgs || t.NeedsArgs()
 		c.timed[cs] = t != nil && t.Timed()
 	}
+	if c.Each {
+		c.eachKeys = make([]*Class, c.Keys)
+		for i := range c.eachKeys {
+			c.eachKeys[i] = c.keyClass(i).Finish()
+		}
+	}
 	c.finished = true
 	return c
 }

@@ -77,6 +77,15 @@ func (c *Class) Spec() string {
 	if c.Notice != nil {
 		b.WriteString(" notice=" + strconv.Quote(c.Notice.String(c.names())))
 	}
+	if c.Latch != nil {
+		fmt.Fprintf(&b, " latch=%d:%d%s", c.Latch.Arg+1, c.Latch.TTLArg+1, unitWord(c.Latch.TTLUnit))
+	}
+	if c.Counter != nil {
+		fmt.Fprintf(&b, " counter=%d", c.Counter.Arg+1)
+	}
+	if c.Each {
+		b.WriteString(" each")
+	}
 	if c.Shape == ShapeOwners {
 		b.WriteString(" owners")
 		if c.Marker != "" {
@@ -189,6 +198,8 @@ func ParseSpec(s string) (*Class, error) {
 			c.Shape = ShapeOwners
 		case "counted":
 			c.Counted = true
+		case "each":
+			c.Each = true
 		case "hash":
 			c.Shape = ShapeHash
 			if strings.HasPrefix(v, `"`) {

@@ -26,10 +26,11 @@ const (
 	SrcIndex                   // the focus key's 1-based index in KEYS
 	SrcCount                   // how many keys held the caller's token
 	SrcNKeys                   // the number of keys
+	SrcFence                   // the grant's number: a counter's new count on one Redis, FENCE's through the proxy (Counter)
 	numSources
 )
 
-var sourceNames = [numSources]string{"", "pttl", "ttl", "pttl_after", "ttl_after", "value", "ARGV", "KEYS", "KEYS[index]", "index", "count", "nkeys"}
+var sourceNames = [numSources]string{"", "pttl", "ttl", "pttl_after", "ttl_after", "value", "ARGV", "KEYS", "KEYS[index]", "index", "count", "nkeys", "fence"}
 
 // Template is a reply with holes: what a script answers in one case,
 // with the parts that depend on the state or the arguments marked.
@@ -55,6 +56,9 @@ type Situation struct {
 	NKeys     int
 	Keys      [][]byte // needed only by SrcKey and SrcFocusKey
 	Argv      [][]byte // needed only by SrcArg
+	// Fence is the grant's number (SrcFence): on one Redis the counter's
+	// count after the script, through the proxy the FENCE number.
+	Fence int64
 	// RoundDown makes TTLs in seconds round down, as the proxy reports
 	// what remains of a majority's validity (never more than remains),
 	// where one Redis rounds to the nearest second.
@@ -148,6 +152,8 @@ func (t *Template) intOf(s *Situation) (int64, bool) {
 		return int64(s.Count), true
 	case SrcNKeys:
 		return int64(s.NKeys), true
+	case SrcFence:
+		return s.Fence, true
 	case SrcArg:
 		if t.Arg < len(s.Argv) {
 			return parseInt(string(s.Argv[t.Arg]))
@@ -395,6 +401,13 @@ type sample struct {
 	freed bool
 	keys  []string
 	argv  []string
+	// latch: whether the run wrote its latch (Layout.Latch), with what
+	// value and PTTL; moved: how much it added to its counter
+	// (Layout.Counter), or -1 for anything but a count moved by 0 or 1.
+	latch      bool
+	latchValue string
+	latchPTTL  int64
+	moved      int64
 }
 
 // learn finds one template that explains every sample (all of the same
@@ -468,6 +481,9 @@ func candidates(s sample) []*Template {
 			out = append(out, &Template{Kind: resp.KindInt, Src: SrcNKeys})
 		}
 		out = append(out, &Template{Kind: resp.KindInt, Int: v.Int})
+		if s.sit.Fence != 0 && v.Int == s.sit.Fence {
+			out = append(out, &Template{Kind: resp.KindInt, Src: SrcFence})
+		}
 		for _, src := range []Source{SrcCount, SrcIndex, SrcPTTL, SrcTTL, SrcPTTLAfter, SrcTTLAfter, SrcNKeys} {
 			out = append(out, &Template{Kind: resp.KindInt, Src: src})
 		}
@@ -488,4 +504,26 @@ func candidates(s sample) []*Template {
 		return []*Template{{Kind: v.Kind, Str: string(v.Str)}}
 	}
 	return []*Template{{Kind: resp.KindNil}}
+}
+
+// Fenced reports whether the template shows the grant's number.
+func (t *Template) Fenced() bool { return t.uses(SrcFence) }
+
+// Refence returns v, a reply filled from t, with every leaf that shows the
+// grant's number (SrcFence) set to n.
+func (t *Template) Refence(v resp.Value, n int64) resp.Value {
+	switch {
+	case t == nil:
+		return v
+	case t.Kind == resp.KindArray && v.Kind == resp.KindArray && len(v.Elems) == len(t.Elems):
+		out := v
+		out.Elems = make([]resp.Value, len(v.Elems))
+		for i, e := range t.Elems {
+			out.Elems[i] = e.Refence(v.Elems[i], n)
+		}
+		return out
+	case t.Kind == resp.KindInt && t.Src == SrcFence:
+		return resp.IntValue(n)
+	}
+	return v
 }

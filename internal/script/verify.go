@@ -352,12 +352,21 @@ func (c *classifier) verify(cl *Class) *refusal {
 	if ref := c.notice(cl, all); ref != nil {
 		return ref
 	}
+	if ref := c.latched(cl, all); ref != nil {
+		return ref
+	}
+	if ref := c.counted(cl, all); ref != nil {
+		return ref
+	}
 	for _, cs := range cl.Cases() {
 		ss := samples[cs]
 		if len(ss) == 0 {
 			return refuse(refuseOther, "could not be probed %s", caseText[cs])
 		}
 		t, a, b := learn(ss)
+		if t != nil && t.Fenced() && !(cl.Acts(cs) && cl.Role.Writes()) {
+			return refuse(refuseOther, "%s its reply shows its counter's count, which the proxy answers with the grant's fencing number only where the lock is taken or kept", ss[0].probe)
+		}
 		if t == nil {
 			if a == b {
 				return refuse(refuseOther, "%s its reply %s has no template", a.probe, a.reply)
@@ -393,6 +402,29 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
 	}
 	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: pub, keys: keys, argv: argv}
+	if c.latchArg() >= 0 {
+		name := argv[c.latchArg()]
+		it, ok := res.state.lookup(name)
+		s.latch, s.latchValue, s.latchPTTL = ok, it.Value, res.state.pttl(name)
+	}
+	if c.signalArg() >= 0 {
+		if _, ok := res.state.lookup(argv[c.signalArg()]); ok {
+			return sample{}, refuse(refuseOther, "%s it wrote its signal list %s as a key of its own: a signal list is pushed onto, nothing else", desc, c.names.arg(c.signalArg()))
+		}
+	}
+	if c.counterArg() >= 0 {
+		b, _ := st.lookup(argv[c.counterArg()])
+		a, _ := res.state.lookup(argv[c.counterArg()])
+		x, xok := parseInt(b.Value)
+		y, yok := parseInt(a.Value)
+		s.moved = -1
+		if xok && yok && (y == x || y == x+1) && a.At == b.At {
+			s.moved = y - x
+		}
+		if s.moved == 1 {
+			s.sit.Fence = y
+		}
+	}
 	if len(keys) == 1 {
 		_, before := st.lookup(keys[0])
 		_, after := res.state.lookup(keys[0])
@@ -453,7 +485,13 @@ func queryRole(cl *Class) Role {
 // change changes the behaviour is a control, whose value the
 // classification then holds for; one that changes nothing is ignored.
 func (c *classifier) controls(cl *Class) *refusal {
-	used := map[int]bool{cl.TTLArg: true, cl.MinArg: true}
+	used := map[int]bool{cl.TTLArg: true, cl.MinArg: true, c.latchArg(): true, c.counterArg(): true}
+	if cl.Latch != nil {
+		used[cl.Latch.TTLArg] = true
+	}
+	if cl.Notice != nil && cl.Notice.List {
+		used[c.signalArg()], used[cl.Notice.TTLArg] = true, true
+	}
 	for _, t := range cl.Tokens {
 		used[t] = true
 	}

@@ -6,13 +6,18 @@ package libscripts
 // taking it answers nil or the holder's PTTL, releasing nil, 0 while holds
 // are left, or 1), and in another style; and releases that tell waiters
 // (a forced unlock, a string lock's release that publishes its key's name
-// as Spring's pub/sub lock does).
+// as Spring's pub/sub lock does); a release that records its result for a
+// retry under a latch key, and a take that numbers each grant with a
+// counter, as Redisson 3.2x's unlock and RFencedLock do; and a release
+// that pushes a signal onto a list for BLPOP waiters, as
+// python-redis-lock's does.
 type Counted struct {
 	Name string
 	Text string
 	Argv []string // ARGV of a typical call
 	Spec string   // its classification (script.Class.Spec)
-	// Keys: the call's KEYS after the lock (a channel to publish on).
+	// Keys: the call's KEYS after the first (a channel to publish on, a
+	// latch, a counter, a signal list, or more locks).
 	Keys []string
 }
 
@@ -45,6 +50,38 @@ redis.call(ARGV[4], KEYS[2], ARGV[1])
 return 1`, []string{"0", "30000", "6f1c2e7a-52b8-4a42:41", "publish"},
 			`release keys=1 args=5 keyargs=1 token=4 ttl=3ms hash="1" counted notice="PUBLISH KEYS[2] ARGV[1]" control=5:"publish"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`,
 			[]string{"redlock-channel:{k}"}},
+		{"leave once, answering a retry from its latch", `local done = redis.call('get', KEYS[3])
+if done then return tonumber(done) end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return false end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('set', KEYS[3], '0', 'PX', ARGV[5])
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], '1', 'PX', ARGV[5])
+return 1`, []string{"0", "30000", "6f1c2e7a-52b8-4a42:41", "publish", "20000"},
+			`release keys=1 args=7 keyargs=2 token=5 ttl=4ms hash="1" counted notice="PUBLISH KEYS[2] ARGV[1]" latch=2:7ms control=6:"publish"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`,
+			[]string{"redlock-channel:{k}", "redlock-latch:{k}:req-1"}},
+		{"take or enter again, numbering the grant", `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local n = redis.call('incr', KEYS[2])
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {-1, n}
+end
+return {redis.call('pttl', KEYS[1]), -1}`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`extend-or-acquire keys=1 args=3 keyargs=1 token=3 ttl=2ms nottl-acts hash="1" counted counter=1; missing: [-1, fence]; own: [-1, fence]; own-no-ttl: [-1, fence]; other: [pttl, -1]; other-no-ttl: [-1, -1]; own-again: [-1, fence]`,
+			[]string{"redlock-number:{k}"}},
+		{"take or enter again, counting the grant", `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('incr', KEYS[2])
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return false
+end
+return redis.call('pttl', KEYS[1])`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
+			`extend-or-acquire keys=1 args=3 keyargs=1 token=3 ttl=2ms nottl-acts hash="1" counted counter=1; missing: nil; own: nil; own-no-ttl: nil; other: pttl; other-no-ttl: -1; own-again: nil`,
+			[]string{"redlock-number:{k}"}},
 		{"force the lock free, telling waiters", `if redis.call('del', KEYS[1]) == 1 then
   redis.call('publish', KEYS[2], ARGV[1])
   return 1
@@ -59,6 +96,26 @@ if holder == ARGV[1] and redis.call('UNLINK', KEYS[1]) == 1 then
 end
 return false`, []string{"client-9", "registry-channel"},
 			`release keys=1 args=2 token=1 notice="PUBLISH ARGV[2] KEYS[1]"; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil`, nil},
+		{"release, signalling a waiter on a list", `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 1 end
+redis.call('del', KEYS[2])
+redis.call('lpush', KEYS[2], 'released')
+redis.call('pexpire', KEYS[2], ARGV[2])
+redis.call('del', KEYS[1])
+return 0`, []string{"client-9", "1500"},
+			`release keys=1 args=3 keyargs=1 token=2 notice="LPUSH KEYS[2] \"released\" for ARGV[2] ms"; missing: 1; own: 0; own-no-ttl: 0; other: 1; other-no-ttl: 1`,
+			[]string{"signal:{k}"}},
+		{"renew every lock held, each on its own", `local out = {}
+for i = 1, #KEYS do
+  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+    redis.call('pexpire', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out`, []string{"30000", "6f1c2e7a-52b8-4a42:41", "6f1c2e7a-52b8-4a42:42"},
+			`extend keys=2 args=3 tokens=2,3 ttl=1ms nottl-acts hash="1" each; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`,
+			[]string{"{k}:2"}},
 		{"renew while held", `if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1

@@ -31,6 +31,7 @@ final class RedissonCases {
                 "RLock: reentrancy", (Main.Case) RedissonCases::reentrancy,
                 "RLock: tryLock(wait, lease) waiter woken by the release", (Main.Case) RedissonCases::waiter,
                 "RLock: watchdog renews past lockWatchdogTimeout", (Main.Case) RedissonCases::watchdog,
+                "RLock: watchdog renews every lock of a client at once", (Main.Case) RedissonCases::watchdogMany,
                 "RLock: forceUnlock", (Main.Case) RedissonCases::forceUnlock,
                 "RReadWriteLock: readers share, a writer excludes", (Main.Case) RedissonCases::readWrite,
                 "RFencedLock: tokens strictly increase across grants and addresses", (Main.Case) RedissonCases::fenced,
@@ -189,6 +190,36 @@ final class RedissonCases {
         }
     }
 
+    /**
+     * Three locks of one client without a lease, lockWatchdogTimeout 2 s:
+     * the watchdog renews them together, in one call of several keys, each
+     * with its owner; held 5 s, another client refused each throughout.
+     */
+    static void watchdogMany(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr(), 2000);
+            RedissonClient b = cs.open(env.addr(1));
+            String base = Main.key("redisson");
+            List<String> names = List.of("{" + base + "}:1", "{" + base + "}:2", "{" + base + "}:3");
+            for (String n : names) {
+                a.getLock(n).lock();
+            }
+            long end = System.nanoTime() + 5_000_000_000L;
+            while (System.nanoTime() < end) {
+                for (String n : names) {
+                    m.hashHeld("renewed " + n, n, Map.of(owner(a), "1"), 0, 2000);
+                    Main.check(!b.getLock(n).tryLock(), "another client got " + n + ", which the watchdog renews");
+                }
+                Main.sleep(400);
+            }
+            for (String n : names) {
+                a.getLock(n).unlock();
+                m.gone("unlock", n);
+            }
+        }
+    }
+
     static void forceUnlock(Main.Env env) throws Exception {
         Masters m = env.masters();
         try (Clients cs = new Clients()) {
@@ -240,7 +271,8 @@ final class RedissonCases {
     /**
      * Six grants, alternating between two clients on two lock addresses
      * (two proxies over the same masters): each token is larger than every
-     * earlier one, and a refused attempt gets none.
+     * earlier one, and a refused attempt gets none; then a grant by lock(),
+     * whose token getToken() reads.
      */
     static void fenced(Main.Env env) throws Exception {
         Masters m = env.masters();
@@ -258,10 +290,21 @@ final class RedissonCases {
                 Long refused = clients[(i + 1) % 2].getFencedLock(name).tryLockAndGetToken(0, 10, TimeUnit.SECONDS);
                 Main.check(refused == null, "grant " + i + ": another client got a held fenced lock, token " + refused);
                 Main.check(token.equals(f.getToken()), "grant " + i + ": getToken() = " + f.getToken() + ", the grant's " + token);
+                if (env.proxied()) {
+                    // The proxy numbers grants with FENCE: no count is kept on the masters.
+                    m.gone("grant " + i + ": no counter", "redisson_lock_token:{" + name + "}");
+                }
                 prev = token;
                 f.unlock();
                 m.gone("unlock " + i, name);
             }
+            // lock() takes no token with the grant: getToken() reads the holder's.
+            RFencedLock f = clients[1].getFencedLock(name);
+            f.lock(10, TimeUnit.SECONDS);
+            Long token = f.getToken();
+            Main.check(token != null && token > prev, "lock(): getToken() = " + token + " after " + prev);
+            f.unlock();
+            m.gone("unlock after lock()", name);
         }
     }
 
