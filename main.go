@@ -23,6 +23,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/gcfloor"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -72,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		runtime.GOMAXPROCS(config.Procs(cfg.GoMaxProcs, runtime.GOMAXPROCS(0)))
 	}
 	log.Debug("gomaxprocs", "procs", runtime.GOMAXPROCS(0))
+	// A small live heap is collected less often (unless GOGC is set).
+	defer gcfloor.Start()()
 	a, err := app.New(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "redlock-proxy: cannot start:", err)

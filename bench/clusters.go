@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
@@ -70,9 +68,7 @@ func (b *bencher) measureClusterPoint(shards, clients int) error {
 	defer atExit(px.stop)()
 	var samples []result
 	for r := 0; r < b.o.rounds; r++ {
-		cl := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: clients, MaxRetries: -1})
-		samples = append(samples, run(clients, b.o.d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) }))
-		cl.Close()
+		samples = append(samples, cycles(px.Addr, clients, b.o.d, func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) }))
 	}
 	res := median(samples)
 	progress("clusters=%d shards=%d clients=%d %9.0f cycles/s  p50 %v p99 %v errors %d", clusterVotes, shards, clients, res.PerSec,

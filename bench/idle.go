@@ -101,8 +101,7 @@ func openIdle(addr string, n int) (func(), error) {
 		}
 		conns = append(conns, c)
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		_, err = c.Write([]byte("*1\r\n$4\r\nPING\r\n"))
-		if err == nil {
+		if _, err = c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err == nil {
 			var k int
 			k, err = io.ReadAtLeast(c, buf, len("+PONG\r\n"))
 			if err == nil && string(buf[:k]) != "+PONG\r\n" {

@@ -88,43 +88,53 @@ func TestVmRSS(t *testing.T) {
 	}
 }
 
-// openIdle opens connections that each answered a PING, and closes them.
+// openIdle opens connections that each answered a PING, and closes them;
+// a reply other than PONG fails it.
 func TestOpenIdle(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	served := make(chan struct{})
-	go func() { // owned by the test: ends when the listener closes
-		defer close(served)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { // ends when openIdle's close reaches it
-				defer c.Close()
-				rd := bufio.NewReader(c)
-				for {
-					line, err := rd.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if strings.HasPrefix(line, "PING") {
-						c.Write([]byte("+PONG\r\n"))
-					}
-				}
-			}()
+	for _, tt := range []struct {
+		reply string
+		ok    bool
+	}{{"+PONG\r\n", true}, {"-ERR unknown command\r\n", false}} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	closeAll, err := openIdle(l.Addr().String(), 20)
-	if err != nil {
-		t.Fatal(err)
+		served := make(chan struct{})
+		go func() { // owned by the test: ends when the listener closes
+			defer close(served)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { // ends when openIdle's close reaches it
+					defer c.Close()
+					rd := bufio.NewReader(c)
+					for {
+						line, err := rd.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if strings.HasPrefix(line, "PING") {
+							c.Write([]byte(tt.reply))
+						}
+					}
+				}()
+			}
+		}()
+		closeAll, err := openIdle(l.Addr().String(), 20)
+		switch {
+		case tt.ok && err != nil:
+			t.Error(err)
+		case !tt.ok && (err == nil || !strings.Contains(err.Error(), "PING answered")):
+			t.Errorf("reply %q: err = %v; want PING answered", tt.reply, err)
+		}
+		if err == nil {
+			closeAll()
+		}
+		l.Close()
+		<-served
 	}
-	closeAll()
-	l.Close()
-	<-served
 }
 
 // The report gives both processes' RSS per connection and where the

@@ -4,7 +4,9 @@
 //	go run ./bench                    # the full comparison (several minutes)
 //	go run ./bench -quick             # a short smoke run
 //	go run ./bench -mode safety       # the fault-injection safety harness
-//	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s
+//	go run ./bench -mode load -target 127.0.0.1:7379 -clients 50 -duration 30s [-pid PID]
+//	go run ./bench -against main -rounds 5   # the working tree against main
+//	go run ./bench -mode pgo                 # default.pgo from the bench's loads
 //
 // The throughput comparison starts real redis-server processes and the
 // proxy (as its own process, so its CPU is measured apart), then for each
@@ -49,8 +51,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
@@ -59,7 +59,7 @@ func main() {
 		// The safety harness has flags of its own (see safety.go).
 		os.Exit(runSafety(os.Args[1:]))
 	}
-	mode := flag.String("mode", "throughput", "throughput or safety")
+	mode := flag.String("mode", "throughput", "throughput, load, pgo or safety")
 	quick := flag.Bool("quick", false, "short run: fewer points, 1s each; its targets are indicative only")
 	dur := flag.Duration("duration", 3*time.Second, "measured time per point")
 	clientsFlag := flag.String("clients", "1,10,50,200", "client counts")
@@ -68,6 +68,7 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for report.md, chart.svg, latency.svg, results.json and the logs")
 	pipeline := flag.Bool("pipeline", true, "also run redis-benchmark -P 16 -c 50")
 	target := flag.String("target", "", "load mode: address to drive with lock cycles (a proxy or a Redis)")
+	pid := flag.Int("pid", 0, "load mode: also give this process's CPU per cycle (e.g. the proxy's behind -target)")
 	procs := flag.Int("proxy-procs", 0, "GOMAXPROCS of the proxy process (0: not set, the proxy's default)")
 	render := flag.String("render", "", "write report.md and the charts under -out from an earlier results.json, without measuring")
 	etcd := flag.Bool("etcd", true, "also measure etcd's lock (concurrency.Mutex) on a three-member cluster of /usr/bin/etcd")
@@ -75,6 +76,8 @@ func main() {
 	etcdTmpfs := flag.Bool("etcd-tmpfs", false, "keep etcd's data directories on a tmpfs (/dev/shm) instead of the temporary directory")
 	clusterShards := flag.String("cluster-shards", "1,2,3", "the cluster series: shards per cluster, over three Redis Clusters (\"\": no cluster series)")
 	clusterClients := flag.Int("cluster-clients", 50, "the cluster series: clients")
+	against := flag.String("against", "", "compare the working tree's proxy with this revision's (built from a temporary git worktree), interleaved: lock cycles at -clients (default 1,50) over -n (default 5) backends, and the one-backend redis-benchmark loads beside twemproxy (-peer); writes against.md and against.json under -out")
+	pgoOut := flag.String("pgo-out", "", "pgo mode: where to write the merged profile (default: default.pgo at the module's root, beside main.go)")
 	peer := flag.Bool("peer", true, "also run the peer series: redis-benchmark's SET NX PX and release EVALSHA at 1 and 50 clients against a lone Redis, twemproxy (nutcracker) over one Redis, and the proxy over one and five backends")
 	flag.Parse()
 
@@ -88,14 +91,57 @@ func main() {
 		return
 	}
 
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *against != "" {
+		if !set["clients"] {
+			*clientsFlag = "1,50"
+		}
+		if !set["n"] {
+			*nsFlag = "5"
+		}
+		if *quick && !set["duration"] {
+			*dur = time.Second
+		}
+		os.Exit(mainAgainst(*against, *clientsFlag, *nsFlag, *dur, *rounds, *quick, *procs, *peer, *out))
+	}
 	switch *mode {
 	case "load":
 		// Drive any address with lock cycles, e.g. while profiling a proxy.
 		cs, err := ints(*clientsFlag)
 		check(err)
-		cl := redis.NewClient(&redis.Options{Addr: *target, PoolSize: cs[0], MaxRetries: -1})
-		res := run(cs[0], *dur, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, 0 })
-		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d\n", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
+		res := cycles(*target, cs[0], *dur, func() (time.Duration, time.Duration) {
+			if *pid == 0 {
+				return 0, 0
+			}
+			return cpuOf([]int{*pid}), 0
+		})
+		fmt.Printf("%s: %d clients, %.0f cycles/s, p50 %v, p99 %v, errors %d", *target, cs[0], res.PerSec, res.P50, res.P99, res.Errors)
+		if *pid != 0 {
+			fmt.Printf(", CPU of pid %d per cycle %v", *pid, res.ProxyCPUCycle.Round(100*time.Nanosecond))
+		}
+		fmt.Println()
+		if res.Error != "" {
+			fmt.Printf("first error: %s\n", res.Error)
+		}
+		return
+	case "pgo":
+		if !set["duration"] {
+			*dur = 20 * time.Second
+		}
+		check(os.MkdirAll(*out, 0o755))
+		proxyLog, err := os.Create(filepath.Join(*out, proxyLogName))
+		check(err)
+		defer proxyLog.Close()
+		handleSignals()
+		dst := *pgoOut
+		if dst == "" {
+			root, err := repoRoot()
+			check(err)
+			dst = filepath.Join(root, "default.pgo")
+		}
+		check(makePGO(dst, *dur, proxyLog))
+		fmt.Printf("wrote %s (the proxy's CPU profile under the bench's loads, %v each); go build uses it\n", dst, *dur)
 		return
 	case "throughput":
 	case "safety": // normally dispatched above, before flag.Parse
@@ -142,6 +188,31 @@ func main() {
 	check(rep.write(*out))
 	rep.printTable(os.Stdout)
 	fmt.Printf("\n%s\n", wrote(*out, *etcd))
+}
+
+// mainAgainst is the against mode's command line (against.go).
+func mainAgainst(rev, clientsFlag, nsFlag string, d time.Duration, rounds int, quick bool, procs int, peer bool, out string) int {
+	clients, err := ints(clientsFlag)
+	check(err)
+	ns, err := ints(nsFlag)
+	check(err)
+	etcd, pipeline := false, false
+	skipped, twemproxy := available(&etcd, &pipeline, &peer)
+	check(os.MkdirAll(out, 0o755))
+	proxyLog, err := os.Create(filepath.Join(out, proxyLogName))
+	check(err)
+	defer proxyLog.Close()
+	handleSignals()
+	rep, err := runAgainst(againstOptions{rev: rev, ns: ns, clients: clients, d: d, rounds: rounds, quick: quick, procs: procs,
+		proxyLog: proxyLog, peer: peer, twemproxy: twemproxy})
+	check(err)
+	check(rep.write(out))
+	rep.printAgainst(os.Stdout)
+	for _, s := range skipped {
+		fmt.Printf("skipped %s: %s; to run it: %s\n", s.Series, s.Why, s.Get)
+	}
+	fmt.Printf("\nwrote %s, %s, %s\n", filepath.Join(out, "against.md"), filepath.Join(out, "against.json"), filepath.Join(out, proxyLogName))
+	return 0
 }
 
 // available turns off the series whose tools this machine lacks, and says
@@ -313,26 +384,12 @@ type bencher struct {
 // proxy are stopped when it returns.
 func (b *bencher) measureN(n int, largest bool) error {
 	o := b.o
-	servers, err := redisproc.StartN(b.tmp, n)
+	rig, stop, err := startRig(b.tmp, b.bin, n, o.procs, o.proxyLog)
 	if err != nil {
 		return err
 	}
-	defer atExit(func() {
-		for _, s := range servers {
-			s.Stop()
-		}
-	})()
-	var addrs []string
-	var pids []int
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-		pids = append(pids, redisPID(s.Addr))
-	}
-	px, err := startProxy(b.bin, addrs, o.procs, o.proxyLog)
-	if err != nil {
-		return err
-	}
-	defer atExit(px.stop)()
+	defer stop()
+	px, addrs, pids := rig.px, rig.addrs, rig.pids
 	progress("N=%d: proxy %s over %s", n, px.Addr, strings.Join(addrs, ","))
 	series := []string{"lone", "proxy", "redsync"}
 	if b.cluster != nil && largest {
@@ -348,13 +405,9 @@ func (b *bencher) measureN(n int, largest bool) error {
 				var res result
 				switch s {
 				case "lone":
-					cl := redis.NewClient(&redis.Options{Addr: b.lone.Addr, PoolSize: c, MaxRetries: -1})
-					res = run(c, o.d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return 0, cpuOf([]int{b.lonePID}) })
-					cl.Close()
+					res = b.loneCycles(c, o.d)
 				case "proxy":
-					cl := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: c, MaxRetries: -1})
-					res = run(c, o.d, singleInstanceCycle(cl), func() (time.Duration, time.Duration) { return cpuOf([]int{px.pid()}), cpuOf(pids) })
-					cl.Close()
+					res = cycles(px.Addr, c, o.d, rig.cpu)
 				case "redsync":
 					rs, closeRS := newRedsync(addrs, c)
 					res = run(c, o.d, redsyncCycle(rs), func() (time.Duration, time.Duration) { return 0, cpuOf(pids) })
@@ -406,6 +459,11 @@ func (b *bencher) measureN(n int, largest bool) error {
 		b.rep.Idle = idle
 	}
 	return nil
+}
+
+// loneCycles measures lock cycles on the lone Redis.
+func (b *bencher) loneCycles(c int, d time.Duration) result {
+	return cycles(b.lone.Addr, c, d, func() (time.Duration, time.Duration) { return 0, cpuOf([]int{b.lonePID}) })
 }
 
 // measureIdle measures the memory of idle client connections to a fresh

@@ -172,61 +172,27 @@ func (b *bencher) measurePeers(twemproxy string) error {
 			defer atExit(stop)()
 			eps = append(eps, peerEndpoint{target: "twemproxy", addr: addr, n: 1, own: pid, behind: []int{b.lonePID}})
 		default:
-			servers, err := redisproc.StartN(b.tmp, t.N)
+			ep, stop, err := b.proxyEndpoint(b.bin, t.N)
 			if err != nil {
 				return err
 			}
-			defer atExit(func() {
-				for _, s := range servers {
-					s.Stop()
-				}
-			})()
-			var addrs []string
-			var pids []int
-			for _, s := range servers {
-				addrs = append(addrs, s.Addr)
-				pids = append(pids, redisPID(s.Addr))
-			}
-			px, err := startProxy(b.bin, addrs, b.o.procs, b.o.proxyLog)
-			if err != nil {
-				return err
-			}
-			defer atExit(px.stop)()
-			eps = append(eps, peerEndpoint{target: "proxy", addr: px.Addr, n: t.N, own: px.pid(), behind: pids})
+			defer stop()
+			eps = append(eps, ep)
 		}
 	}
-	// The release script, known to every target: loaded on the lone Redis
-	// (which twemproxy forwards to, and which cannot load it through
-	// twemproxy) and through each proxy.
-	lone := redis.NewClient(&redis.Options{Addr: b.lone.Addr})
-	sha, err := releaseScript.Load(context.Background(), lone).Result()
-	lone.Close()
+	sha, err := b.loadRelease(eps)
 	if err != nil {
-		return fmt.Errorf("SCRIPT LOAD on the lone Redis: %w", err)
-	}
-	for _, ep := range eps {
-		if ep.target == "proxy" {
-			cl := redis.NewClient(&redis.Options{Addr: ep.addr})
-			_, err := releaseScript.Load(context.Background(), cl).Result()
-			cl.Close()
-			if err != nil {
-				return fmt.Errorf("SCRIPT LOAD through the proxy: %w", err)
-			}
-		}
+		return err
 	}
 	for _, c := range peerClients {
 		for _, cmd := range peerCommands {
-			args := strings.Fields(strings.ReplaceAll(cmd.Args, "{sha}", sha))
 			samples := make([][]peerResult, len(eps))
 			for r := 0; r < b.o.rounds; r++ {
 				for i, ep := range eps { // interleaved, as the other series
-					res, err := peerPoint(ep, c, peerRequests(b.o.quick, c), args)
+					res, err := peerLoad(ep, c, peerRequests(b.o.quick, c), cmd.Name, sha, ep.label())
 					if err != nil {
 						return err
 					}
-					res.Command = cmd.Name
-					progress("peer %-28s %-15s clients=%-2d %9.0f requests/s  own CPU %v per request, Redis behind it %v",
-						res.label(), cmd.Name, c, res.PerSec, res.OwnCPU.Round(100*time.Nanosecond), res.BehindIt.Round(100*time.Nanosecond))
 					samples[i] = append(samples[i], res)
 				}
 			}
@@ -236,6 +202,61 @@ func (b *bencher) measurePeers(twemproxy string) error {
 		}
 	}
 	return nil
+}
+
+// proxyEndpoint starts the proxy bin over n backends of its own, as a
+// target of the peer series; stop ends them.
+func (b *bencher) proxyEndpoint(bin string, n int) (ep peerEndpoint, stop func(), err error) {
+	rig, stop, err := startRig(b.tmp, bin, n, b.o.procs, b.o.proxyLog)
+	if err != nil {
+		return peerEndpoint{}, nil, err
+	}
+	return peerEndpoint{target: "proxy", addr: rig.px.Addr, n: n, own: rig.px.pid(), behind: rig.pids}, stop, nil
+}
+
+// label names an endpoint as the report does.
+func (ep peerEndpoint) label() string { return peerLabel(ep.target, ep.n) }
+
+// loadRelease makes the release script known to every target and returns
+// its SHA1: it is loaded on the lone Redis (which twemproxy forwards to,
+// and which cannot load it through twemproxy) and through each proxy.
+func (b *bencher) loadRelease(eps []peerEndpoint) (string, error) {
+	lone := redis.NewClient(&redis.Options{Addr: b.lone.Addr})
+	sha, err := releaseScript.Load(context.Background(), lone).Result()
+	lone.Close()
+	if err != nil {
+		return "", fmt.Errorf("SCRIPT LOAD on the lone Redis: %w", err)
+	}
+	for _, ep := range eps {
+		if ep.target == "proxy" {
+			cl := redis.NewClient(&redis.Options{Addr: ep.addr})
+			_, err := releaseScript.Load(context.Background(), cl).Result()
+			cl.Close()
+			if err != nil {
+				return "", fmt.Errorf("SCRIPT LOAD through the proxy: %w", err)
+			}
+		}
+	}
+	return sha, nil
+}
+
+// peerLoad runs the load named command (one of peerCommands; sha is the
+// release script's) against ep, and says so under name.
+func peerLoad(ep peerEndpoint, clients, requests int, command, sha, name string) (peerResult, error) {
+	var args []string
+	for _, c := range peerCommands {
+		if c.Name == command {
+			args = strings.Fields(strings.ReplaceAll(c.Args, "{sha}", sha))
+		}
+	}
+	res, err := peerPoint(ep, clients, requests, args)
+	if err != nil {
+		return res, err
+	}
+	res.Command = command
+	progress("peer %-28s %-15s clients=%-2d %9.0f requests/s  own CPU %v per request, Redis behind it %v",
+		name, command, clients, res.PerSec, res.OwnCPU.Round(100*time.Nanosecond), res.BehindIt.Round(100*time.Nanosecond))
+	return res, nil
 }
 
 // peerPoint runs one redis-benchmark load against ep and measures the CPU

@@ -34,22 +34,28 @@ func repoRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildProxy compiles the proxy binary into dir.
+// buildProxy compiles the working tree's proxy binary into dir.
 func buildProxy(dir string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "redlock-proxy")
+	return buildProxyFrom(root, filepath.Join(dir, "redlock-proxy"))
+}
+
+// buildProxyFrom compiles the proxy whose source is src (a checkout of the
+// module) into bin.
+func buildProxyFrom(src, bin string) (string, error) {
 	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = root
+	cmd.Dir = src
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("building the proxy: %w", err)
 	}
 	built := make(chan struct{})
-	go func() { // owned by buildProxy: ends when the build does, which it waits for
+	var err error
+	go func() { // owned by buildProxyFrom: ends when the build does, which it waits for
 		err = cmd.Wait()
 		close(built)
 	}()
@@ -110,6 +116,52 @@ func startProxy(bin string, backends []string, procs int, logFile *os.File, extr
 	}
 	p.stop()
 	return nil, fmt.Errorf("proxy on %s did not become ready; its log is in %s", addr, logFile.Name())
+}
+
+// proxyRig is a proxy process over redis-server backends of its own.
+type proxyRig struct {
+	px    *proxyProc
+	addrs []string // the backends'
+	pids  []int    // the backends'
+}
+
+// startRig starts n redis-server backends under tmp and the proxy bin over
+// them, with extra flags. stop ends both; it is also registered to run at
+// exit.
+func startRig(tmp, bin string, n, procs int, logFile *os.File, extra ...string) (rig *proxyRig, stop func(), err error) {
+	servers, err := redisproc.StartN(tmp, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	stopServers := atExit(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})
+	rig = &proxyRig{}
+	for _, s := range servers {
+		rig.addrs = append(rig.addrs, s.Addr)
+		rig.pids = append(rig.pids, redisPID(s.Addr))
+	}
+	if rig.px, err = startProxy(bin, rig.addrs, procs, logFile, extra...); err != nil {
+		stopServers()
+		return nil, nil, err
+	}
+	stopProxy := atExit(rig.px.stop)
+	return rig, func() { stopProxy(); stopServers() }, nil
+}
+
+// cpu reads the proxy's CPU time and its backends'.
+func (r *proxyRig) cpu() (proxy, backends time.Duration) {
+	return cpuOf([]int{r.px.pid()}), cpuOf(r.pids)
+}
+
+// cycles drives addr (a proxy or a Redis) with c go-redis clients doing
+// lock cycles for d; cpu reads the CPU times to spread over them.
+func cycles(addr string, c int, d time.Duration, cpu func() (proxy, backends time.Duration)) result {
+	cl := redis.NewClient(&redis.Options{Addr: addr, PoolSize: c, MaxRetries: -1})
+	defer cl.Close()
+	return run(c, d, singleInstanceCycle(cl), cpu)
 }
 
 // proxyEnv is the proxy's environment: the bench's own without GOMAXPROCS

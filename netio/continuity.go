@@ -3,7 +3,6 @@ package netio
 import (
 	"bytes"
 	_ "embed"
-	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -83,8 +82,16 @@ func (c *contState) expect(f contState) {
 // encode writes the check for key, by proxy, with the TTL whose deadline
 // it records.
 func (c *contState) encode(key, proxy string, ttl time.Duration) []byte {
-	c.cmd = resp.AppendCommand(c.cmd[:0], "EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted,
-		strconv.FormatInt(c.cmds, 10), proxy, strconv.FormatInt(c.seq, 10), strconv.FormatInt(ttl.Milliseconds(), 10))
+	// Written argument by argument: one check goes with every write of
+	// grants, and formatting its numbers as strings would allocate.
+	b := resp.AppendArrayHeader(c.cmd[:0], 11)
+	for _, a := range [...]string{"EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted} {
+		b = resp.AppendBulkString(b, a)
+	}
+	b = resp.AppendBulkInt(b, c.cmds)
+	b = resp.AppendBulkString(b, proxy)
+	b = resp.AppendBulkInt(b, c.seq)
+	c.cmd = resp.AppendBulkInt(b, ttl.Milliseconds())
 	return c.cmd
 }
 

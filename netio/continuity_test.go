@@ -244,3 +244,19 @@ func TestRepliesKeepTheirOrderBehindAHeldGrant(t *testing.T) {
 		}
 	}
 }
+
+// The check's command carries the marker's findings and this proxy's
+// count as the script reads them (continuity.lua's ARGV), and is encoded
+// with no allocation once its buffer has grown: one goes with every write
+// of grants.
+func TestCheckEncoding(t *testing.T) {
+	c := contState{replid: "8e3c4038da8c51ab96b3a3d4f45f94999d82968c", epoch: "e7", evicted: "*", cmds: 1234567, seq: 42}
+	got := string(c.encode("redlock-proxy:marker", "px1", 300*time.Second))
+	want := string(cmd("EVALSHA", contScript.Sha, "1", "redlock-proxy:marker", c.replid, "e7", "*", "1234567", "px1", "42", "300000"))
+	if got != want {
+		t.Fatalf("check encoded as\n%q\nwant\n%q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.encode("redlock-proxy:marker", "px1", 300*time.Second) }); n != 0 {
+		t.Errorf("%.0f allocations per check", n)
+	}
+}

@@ -575,6 +575,9 @@ type linkConn struct {
 // readLoop matches replies to queued commands, in order.
 func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 	var now time.Time
+	// spare is the buffer of the held replies last delivered, emptied:
+	// the next ones are held in it, not in a newly grown one per check.
+	var spare []held
 	for {
 		// One clock reading per read from the socket: replies that arrived
 		// together share it.
@@ -615,6 +618,9 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		switch {
 		case e.cont:
 			release, counts, recheck, ahead = l.checkedReplyLocked(e, v, counts, now)
+			if l.cont.held == nil {
+				l.cont.held, spare = spare, nil
+			}
 			if wc == nil {
 				wc, wbuf = l.takeWriteLocked() // a check sent again (NOSCRIPT)
 			}
@@ -665,6 +671,10 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 		}
 		if e.cont {
 			l.deliverHeld(release, counts)
+			if cap(release) <= 1024 { // keep no burst-sized buffer
+				clear(release)
+				spare = release[:0]
+			}
 			switch {
 			case ahead > 0:
 				l.clockJumped(ahead)

@@ -165,12 +165,8 @@ func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
 	b = resp.AppendBulkString(b, delScript.Sha)
 	b = resp.AppendBulkString(b, "3")
 	b = resp.AppendBulk(b, key)
-	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(fenceStatePrefix, key))
-	b = keyslot.Companion(b, fenceStatePrefix, key)
-	b = append(b, '\r', '\n')
-	b = resp.AppendBulkHeader(b, keyslot.CompanionLen(semPrefix, key))
-	b = keyslot.Companion(b, semPrefix, key)
-	b = append(b, '\r', '\n')
+	b = keyslot.BulkCompanion(b, fenceStatePrefix, key)
+	b = keyslot.BulkCompanion(b, semPrefix, key)
 	return resp.AppendBulkInt(b, int64(maxToken))
 }
 

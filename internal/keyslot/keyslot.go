@@ -6,7 +6,10 @@
 // with Of("{"+Tag(s)+"}") == s for every slot s, the same in every process.
 package keyslot
 
-import "sync"
+import (
+	"strconv"
+	"sync"
+)
 
 // Slots is the number of hash slots of a Redis Cluster.
 const Slots = 16384
@@ -135,16 +138,27 @@ var crcTable = func() (t [256]uint16) {
 // prefix, then the hash tag of key's slot in braces, then key. It shares
 // key's slot whatever braces key itself contains.
 func Companion(dst []byte, prefix string, key []byte) []byte {
+	return appendCompanion(dst, prefix, Tag(Of(key)), key)
+}
+
+func appendCompanion(dst []byte, prefix, tag string, key []byte) []byte {
 	dst = append(dst, prefix...)
 	dst = append(dst, '{')
-	dst = append(dst, Tag(Of(key))...)
+	dst = append(dst, tag...)
 	dst = append(dst, '}')
 	return append(dst, key...)
 }
 
-// CompanionLen is the length of Companion(nil, prefix, key).
-func CompanionLen(prefix string, key []byte) int {
-	return len(prefix) + 2 + len(Tag(Of(key))) + len(key)
+// BulkCompanion appends Companion(nil, prefix, key) as a RESP bulk string
+// (its length, the name, CRLF), hashing key once: commands carry one for
+// every lock key.
+func BulkCompanion(dst []byte, prefix string, key []byte) []byte {
+	tag := Tag(Of(key))
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(prefix)+2+len(tag)+len(key)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = appendCompanion(dst, prefix, tag, key)
+	return append(dst, '\r', '\n')
 }
 
 // InSlot is a key name of prefix in slot s: prefix then the slot's tag in

@@ -1,6 +1,7 @@
 package keyslot
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -37,8 +38,8 @@ func TestCompanionSharesTheKeysSlot(t *testing.T) {
 		if Of(c) != OfString(key) {
 			t.Errorf("companion %q of %q: slot %d, the key's %d", c, key, Of(c), OfString(key))
 		}
-		if len(c) != CompanionLen("redlock-proxy:fence:", []byte(key)) {
-			t.Errorf("CompanionLen(%q) = %d, len %d", key, CompanionLen("redlock-proxy:fence:", []byte(key)), len(c))
+		if b, want := string(BulkCompanion([]byte("x"), "redlock-proxy:fence:", []byte(key))), fmt.Sprintf("x$%d\r\n%s\r\n", len(c), c); b != want {
+			t.Errorf("BulkCompanion(%q) = %q, want %q", key, b, want)
 		}
 	}
 }

@@ -643,9 +643,7 @@ func (c *Class) AppendReference(dst []byte, keys, argv [][]byte, a CallArgs) []b
 // so that a companion shares its key's slot on a Redis Cluster.
 func appendCompanions(dst []byte, prefix string, keys [][]byte) []byte {
 	for _, k := range keys {
-		dst = resp.AppendBulkHeader(dst, keyslot.CompanionLen(prefix, k))
-		dst = keyslot.Companion(dst, prefix, k)
-		dst = append(dst, '\r', '\n')
+		dst = keyslot.BulkCompanion(dst, prefix, k)
 	}
 	return dst
 }
