@@ -12,17 +12,6 @@ import (
 // each then confirmed against every probe state (classify.go) and refined
 // (refine.go).
 
-// argsEqual lists the ARGV indexes holding v.
-func argsEqual(argv []string, v string) []int {
-	var out []int
-	for i, a := range argv {
-		if a == v {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 // ttlArg is an argument that gives a TTL: its index, its unit, and
 // whether it is a deadline (a Unix time, as PXAT and PEXPIREAT take)
 // rather than a duration.
@@ -71,10 +60,10 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 	st := c.state(c.keys, uniform(n, keySpec{}))
 	res, ref := c.run(c.keys, c.argv, st)
 	if ref != nil {
-		return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
+		return nil, withProbe(ref, describeIn(c.names, c.keys, c.argv, c.argv, uniform(n, keySpec{}), nil))
 	}
 	st0 := res.state // what it made of missing keys
-	seenEffects = append(seenEffects, "with every key missing it "+c.names.effect(c.keys, c.argv, st, res.state))
+	seenEffects = append(seenEffects, "with every key missing it "+effectIn(c.names, c.keys, c.argv, st, res.state))
 	created := 0
 	for _, k := range c.keys {
 		if _, ok := res.state.lookup(k); ok {
@@ -122,8 +111,8 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 			if it, ok := res.state.lookup(key); ok && it.Type == TypeString && len(argsEqual(c.argv, it.Value)) > 0 {
 				return nil, refuse(refuseOther, "%s it %s: it takes a lock another client holds (a forced takeover). "+
 					"No majority makes that safe: the holder is not told and goes on as if it held the lock until it next "+
-					"checks, and the proxy's own lock scripts never take a key from its holder", c.names.describe(c.keys, c.argv, c.argv, otherSpecs, nil),
-					c.names.effect(c.keys[k:k+1], c.argv, st, res.state))
+					"checks, and the proxy's own lock scripts never take a key from its holder", describeIn(c.names, c.keys, c.argv, c.argv, otherSpecs, nil),
+					effectIn(c.names, c.keys[k:k+1], c.argv, st, res.state))
 			}
 		}
 	}
@@ -157,9 +146,9 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 			continue // a script of hashes or sorted sets, given a string
 		}
 		if ref != nil {
-			return nil, withProbe(ref, c.names.describe(c.keys, c.argv, c.argv, specs, nil))
+			return nil, withProbe(ref, describeIn(c.names, c.keys, c.argv, c.argv, specs, nil))
 		}
-		seenEffects = append(seenEffects, c.names.describe(c.keys, c.argv, c.argv, specs, nil)+" it "+c.names.effect(c.keys, c.argv, st, res.state))
+		seenEffects = append(seenEffects, describeIn(c.names, c.keys, c.argv, c.argv, specs, nil)+" it "+effectIn(c.names, c.keys, c.argv, st, res.state))
 		deleted, rearmed := 0, map[int64]int{}
 		for _, key := range c.keys {
 			b, _ := st.lookup(key)
@@ -241,14 +230,6 @@ func (c *classifier) candidates() ([]*Class, *refusal) {
 		return nil, refuse(refuseOther, "fits no role: %s", strings.Join(seenEffects, "; "))
 	}
 	return out, nil
-}
-
-func uniformInts(n, v int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = v
-	}
-	return out
 }
 
 // tokenChoices picks the lowest candidate index per key, and the uniform

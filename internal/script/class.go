@@ -399,3 +399,40 @@ func (c *Class) Diff(d *Class) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// LatchTTL returns the TTL a call gives its latch: ok is false when the
+// argument is not a positive integer.
+func (c *Class) LatchTTL(argv [][]byte) (time.Duration, bool) {
+	if c.Latch == nil || c.Latch.TTLArg >= len(argv) {
+		return 0, false
+	}
+	n, ok := parseInt(string(argv[c.Latch.TTLArg]))
+	if !ok || n <= 0 || n > int64(1<<62)/int64(c.Latch.TTLUnit) {
+		return 0, false
+	}
+	return time.Duration(n) * c.Latch.TTLUnit, true
+}
+
+// Fenced reports whether a reply of the class shows the grant's number
+// (SrcFence).
+func (c *Class) Fenced() bool {
+	for _, t := range c.Replies {
+		if t.Fenced() {
+			return true
+		}
+	}
+	return false
+}
+
+// NoExpiry reports whether a call's TTL argument (its arguments as Split
+// gives them) is 0 or less for a role that writes a TTL that is not a
+// deadline, and the argument's name.
+func (c *Class) NoExpiry(args [][]byte) (string, bool) {
+	if !c.Writes() || c.TTLArg < 0 || c.Deadline || c.TTLArg >= len(args) {
+		return "", false
+	}
+	if n, ok := parseInt(string(args[c.TTLArg])); !ok || n > 0 {
+		return "", false
+	}
+	return c.names().arg(c.TTLArg), true
+}

@@ -97,7 +97,7 @@ func classifyAt(p *Program, keys, argv []string, now int64) (*Class, *Refusal) {
 	cl.KeyArgs = c.extra
 	cl.Origin = "classified"
 	// Trusted only for calls in the relations of this one (relations.go).
-	cl.rel = p.lits.newRelations(keys, argv, len(c.keys), c.names)
+	cl.rel = newRelations(p.lits, keys, argv, len(c.keys), c.names)
 	return cl.Finish(), nil
 }
 

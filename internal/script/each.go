@@ -1,7 +1,6 @@
 package script
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
@@ -161,7 +160,7 @@ func (c *classifier) eachTogether(cl *Class) *refusal {
 		st := c.state(c.keys, specs)
 		res := c.p.runKeyed(c.runner(), c.keys, n, c.argv, st, min(maxSteps, c.left), sideKeys{})
 		c.left -= res.steps
-		desc := c.names.describe(c.keys, c.argv, c.argv, specs, nil)
+		desc := describeIn(c.names, c.keys, c.argv, c.argv, specs, nil)
 		if res.ref != nil {
 			return withProbe(res.ref, desc)
 		}
@@ -185,30 +184,4 @@ func (c *classifier) eachTogether(cl *Class) *refusal {
 		}
 	}
 	return nil
-}
-
-// keyClass is the class of key k of a class whose keys are each on their
-// own, not finished.
-func (c *Class) keyClass(k int) *Class {
-	d := *c
-	d.Each, d.Keys, d.Tokens, d.rel, d.eachKeys = false, 1, []int{c.Tokens[k]}, nil, nil
-	d.lapsed, d.finished = nil, false
-	return &d
-}
-
-// EachKey is, for a class whose keys are each on their own (Each), the
-// class of its k-th key: the proxy runs each as a lock operation of its
-// own.
-func (c *Class) EachKey(k int) *Class {
-	if !c.Each || k >= len(c.eachKeys) {
-		return c
-	}
-	return c.eachKeys[k]
-}
-
-func (c *Class) eachText() string {
-	if !c.Each {
-		return ""
-	}
-	return fmt.Sprintf("each of its %d keys on its own, replying one element per key", c.Keys)
 }

@@ -4,7 +4,6 @@ import (
 	"math/rand"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ func FuzzClassify(f *testing.F) {
 	}
 	rng := rand.New(rand.NewSource(5))
 	for i := 0; i < 20; i++ {
-		f.Add(randomScript(rng), uint8(1), "tok-a", "30000", "", int64(i))
+		f.Add(libscripts.Random(rng), uint8(1), "tok-a", "30000", "", int64(i))
 	}
 	f.Add(libscripts.BatchAcquire, uint8(3), "a", "b", "9000", int64(2))
 	// Locks of several owners and deadlines: Symfony's RedisStore and
@@ -104,48 +103,6 @@ func FuzzClassify(f *testing.F) {
 			if tm == nil || !tm.Fill(s.sit).Equal(s.reply) {
 				t.Fatalf("%s\nclassified as %s, but %s it replied %v (case %s)", text, cl.Spec(), s.probe, s.reply, s.sit.Case)
 			}
-		}
-	})
-}
-
-// FuzzGuard: for any text, the vote policy's guard never panics; a script
-// it accepts is written back in a form that parses, and that writing it
-// back again leaves as it is (the backends run the program that was
-// checked, in one canonical form).
-func FuzzGuard(f *testing.F) {
-	rng := rand.New(rand.NewSource(6))
-	for i := 0; i < 20; i++ {
-		f.Add(randomScript(rng))
-	}
-	for _, s := range libscripts.Styles() {
-		f.Add(s.Text)
-	}
-	for _, s := range []string{"return _G", "local t = {f = function(self, ...) return ... end} return t:f(1, 2)",
-		"return (-1) ^ 2 .. 'x' .. \"\\0\\255\"", "repeat local x = 1 until x", "for i = 1, 3, 2 do end return #KEYS",
-		"local function f(n) return n < 1 and 0 or f(n - 1) end return f(3)"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, text string) {
-		sc, ref := Guard([]byte(text), "redlock-proxy:", 60_000)
-		if ref != nil {
-			if ref.Reason == "" {
-				t.Fatalf("a refusal without a reason")
-			}
-			return
-		}
-		if _, err := parseChunk(sc.Body); err != nil {
-			t.Fatalf("%q written back does not parse: %v\n%s", text, err, sc.Body)
-		}
-		body := string(sc.Body)
-		start := strings.Index(body, "local __rlp_user = function(...)\n") + len("local __rlp_user = function(...)\n")
-		end := strings.LastIndex(body, "\nend\nlocal __rlp_ok")
-		user := body[start:end]
-		again, ref := Guard([]byte(user), "redlock-proxy:", 60_000)
-		if ref != nil {
-			t.Fatalf("%q: written back as\n%s\nwhich the guard refuses: %s", text, user, ref.Reason)
-		}
-		if string(again.Body) != body {
-			t.Fatalf("%q: writing back twice differs:\n%s\n--\n%s", text, body, again.Body)
 		}
 	})
 }

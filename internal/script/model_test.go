@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/respconn"
 )
 
 // The model answers every command of the allow-list as a real
@@ -219,20 +220,20 @@ func (p *modelPools) pickOpt() []string {
 }
 
 // redisKey is what Redis holds under a key, read back in a fixed order.
-func (r *redisConn) item(k string) (string, int64) {
-	typ := string(r.do("TYPE", k).Str)
+func redisItem(r *respconn.Conn, k string) (string, int64) {
+	typ := string(r.Do("TYPE", k).Str)
 	var v resp.Value
 	switch typ {
 	case "string":
-		v = r.do("GET", k)
+		v = r.Do("GET", k)
 	case "hash":
-		v = r.do("HGETALL", k)
+		v = r.Do("HGETALL", k)
 	case "set":
-		v = r.do("SMEMBERS", k)
+		v = r.Do("SMEMBERS", k)
 	case "zset":
-		v = r.do("ZRANGE", k, "0", "-1", "WITHSCORES")
+		v = r.Do("ZRANGE", k, "0", "-1", "WITHSCORES")
 	}
-	return typ + " " + canonical(typ, v), r.do("PEXPIRETIME", k).Int
+	return typ + " " + canonical(typ, v), r.Do("PEXPIRETIME", k).Int
 }
 
 // canonical renders a value with fields and members sorted.
@@ -304,7 +305,7 @@ func timed(cmd []string) bool {
 func near(a, b, tol int64) bool { return a-b <= tol && b-a <= tol }
 
 func TestModelMatchesRedis(t *testing.T) {
-	r := startRedis(t)
+	r := respconn.Start(t)
 	rng := rand.New(rand.NewSource(7))
 	runs, cmds := 60, 40
 	if testing.Short() {
@@ -312,8 +313,8 @@ func TestModelMatchesRedis(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for run := 0; run < runs; run++ {
-		r.do("FLUSHALL")
-		tv := r.do("TIME")
+		r.Do("FLUSHALL")
+		tv := r.Do("TIME")
 		sec, _ := strconv.ParseInt(string(tv.Elems[0].Str), 10, 64)
 		usec, _ := strconv.ParseInt(string(tv.Elems[1].Str), 10, 64)
 		st := &State{Now: sec*1000 + usec/1000, Keys: map[string]Item{}}
@@ -328,7 +329,7 @@ func TestModelMatchesRedis(t *testing.T) {
 			cmd := p.command()
 			seen[strings.ToLower(cmd[0])] = true
 			log = append(log, strings.Join(cmd, " "))
-			want := r.do(cmd...)
+			want := r.Do(cmd...)
 			got, ref := st.exec(cmd, keys, map[string]bool{}, map[string]string{})
 			tol := time.Since(start).Milliseconds() + 5
 			switch {
@@ -350,7 +351,7 @@ func TestModelMatchesRedis(t *testing.T) {
 				t.Fatalf("%s: Redis answered %v, the model %v\n%s", cmd, want, got, strings.Join(log, "\n"))
 			}
 			for k := range keys {
-				rv, rat := r.item(k)
+				rv, rat := redisItem(r, k)
 				mv, mat := modelItem(st, k)
 				if rv != mv || (rat < 0 || mat < 0) && rat != mat || !near(rat, mat, tol) {
 					t.Fatalf("after %s, %s: Redis holds %s (expiry %d), the model %s (expiry %d)\n%s", cmd, k, rv, rat, mv, mat, strings.Join(log, "\n"))

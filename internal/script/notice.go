@@ -104,88 +104,13 @@ func (n *Notice) String(nm namer) string {
 	return fmt.Sprintf("%s %s %s", cmd, n.Channel.text(nm), n.Payload.text(nm))
 }
 
-// notice reads, from the battery's runs, what a release publishes: one
-// message on every run that freed the lock, from the same argument or
-// constant each time, and none on any other run. A script that publishes
-// otherwise (when it does not free its lock, twice, or a message that
-// follows no argument and no constant) is refused: its messages would
-// mean something other than a release.
-func (c *classifier) notice(cl *Class, all []sample) *refusal {
-	var n *Notice
-	for _, s := range all {
-		if len(s.pub) == 0 {
-			continue
-		}
-		switch {
-		case cl.Role != RoleRelease && cl.Role != RoleDelete || cl.Keys != 1:
-			return refuse(refuseOther, "%s it published on %s: only a release of one key may publish, when it frees its lock", s.probe, strconv.Quote(short(s.pub[0].Channel)))
-		case !s.freed:
-			return refuse(refuseOther, "%s it published on %s without freeing its lock: a message that is not a release has no majority meaning", s.probe, strconv.Quote(short(s.pub[0].Channel)))
-		case len(s.pub) > 1:
-			return refuse(refuseOther, "%s it published %d messages: a release publishes one", s.probe, len(s.pub))
+// argsEqual lists the ARGV indexes holding v.
+func argsEqual(argv []string, v string) []int {
+	var out []int
+	for i, a := range argv {
+		if a == v {
+			out = append(out, i)
 		}
 	}
-	for _, s := range all {
-		if len(s.pub) == 0 {
-			continue
-		}
-		m := s.pub[0]
-		if n == nil {
-			// An argument, or a key's name, rather than a constant wherever
-			// one holds it.
-			n = &Notice{Shard: m.Shard, List: m.List, Channel: partOf(s.keys, s.argv, m.Channel), Payload: partOf(s.keys, s.argv, m.Payload), TTLArg: -1}
-		}
-		keys, args := strArgs(s.keys), strArgs(s.argv)
-		if m.Shard != n.Shard || m.List != n.List || m.Channel != string(n.ChannelOf(keys, args)) || m.Payload != string(n.PayloadOf(keys, args)) {
-			return refuse(refuseOther, "%s it published %s on %s, which follows no argument, key name or constant", s.probe, strconv.Quote(short(m.Payload)), strconv.Quote(short(m.Channel)))
-		}
-		if m.List {
-			if ref := c.signalTTL(n, s, m); ref != nil {
-				return ref
-			}
-		}
-	}
-	if n == nil {
-		return nil
-	}
-	if n.List && n.TTLArg < 0 && n.TTLConst <= 0 {
-		return refuse(refuseOther, "leaves its signal list without a TTL the proxy can keep it for")
-	}
-	for _, s := range all {
-		if s.freed && len(s.pub) == 0 {
-			return refuse(refuseOther, "%s it freed its lock without publishing, though other releases publish", s.probe)
-		}
-	}
-	cl.Notice = n
-	return nil
-}
-
-// signalTTL reads a signal list's TTL from one run: the argument that
-// gave it in every run so far (ms or s), or the same constant. The list
-// must be the script's signal key (Layout: a key beside the lock keys),
-// and must expire.
-func (c *classifier) signalTTL(n *Notice, s sample, m Message) *refusal {
-	if n.Channel.Arg < 0 || n.Channel.Arg != c.signalArg() {
-		return refuse(refuseOther, "%s it pushed onto %s, which is not a signal list beside its lock", s.probe, strconv.Quote(short(m.Channel)))
-	}
-	if m.TTL <= 0 {
-		return refuse(refuseOther, "%s it left its signal list %s without an expiry: the proxy keeps no key that never expires", s.probe, strconv.Quote(short(m.Channel)))
-	}
-	var cands []ttlArg
-	for _, t := range ttlArgs(s.argv, m.TTL, c.now) {
-		if !t.deadline {
-			cands = append(cands, t)
-		}
-	}
-	switch {
-	case n.TTLArg >= 0 && containsTTL(cands, ttlArg{n.TTLArg, n.TTLUnit, false}):
-	case n.TTLArg < 0 && n.TTLConst == 0 && len(cands) > 0:
-		n.TTLArg, n.TTLUnit = cands[0].idx, cands[0].unit
-	case n.TTLArg < 0 && n.TTLConst == 0:
-		n.TTLConst = time.Duration(m.TTL) * time.Millisecond
-	case n.TTLArg < 0 && n.TTLConst == time.Duration(m.TTL)*time.Millisecond:
-	default:
-		return refuse(refuseOther, "%s it kept its signal list for %d ms, which follows no argument", s.probe, m.TTL)
-	}
-	return nil
+	return out
 }

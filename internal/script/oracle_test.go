@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,61 +13,29 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
-	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/respconn"
 )
 
 // The oracle: a real redis-server. A classified script and its role's
 // reference script are run on the same states of a real Redis, and must
 // leave the same keys and give the reply the classification promises.
 
-type redisConn struct {
-	t  *testing.T
-	c  net.Conn
-	rd *resp.Reader
-}
+// redisConn is a connection to the test's own redis-server, with the
+// probe states' helpers.
+type redisConn struct{ *respconn.Conn }
 
-func startRedis(t *testing.T) *redisConn {
-	t.Helper()
-	s, err := redisproc.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	c, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &redisConn{t: t, c: c, rd: resp.NewReader(bufio.NewReader(c), resp.ReaderLimits{})}
-}
-
-func (r *redisConn) do(args ...string) resp.Value {
-	r.t.Helper()
-	b := resp.AppendArrayHeader(nil, len(args))
-	for _, a := range args {
-		b = resp.AppendBulkString(b, a)
-	}
-	r.c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := r.c.Write(b); err != nil {
-		r.t.Fatal(err)
-	}
-	v, err := r.rd.Read()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return v
-}
+func startRedis(t *testing.T) *redisConn { return &redisConn{respconn.Start(t)} }
 
 // setState puts a probe state on Redis (an expired key is left out).
 func (r *redisConn) setState(keys []string, specs []keySpec) {
-	r.do("FLUSHALL")
+	r.Do("FLUSHALL")
 	for k, s := range specs {
 		switch {
 		case !s.held || s.ttl < 0:
 		case s.ttl == 0:
-			r.do("SET", keys[k], s.value)
+			r.Do("SET", keys[k], s.value)
 		default:
-			r.do("SET", keys[k], s.value, "PX", strconv.FormatInt(s.ttl, 10))
+			r.Do("SET", keys[k], s.value, "PX", strconv.FormatInt(s.ttl, 10))
 		}
 	}
 }
@@ -83,8 +50,8 @@ type keyState struct {
 func (r *redisConn) state(keys []string) []keyState {
 	out := make([]keyState, len(keys))
 	for i, k := range keys {
-		v := r.do("GET", k)
-		out[i] = keyState{exists: v.Kind == resp.KindBulk, value: string(v.Str), pttl: r.do("PTTL", k).Int}
+		v := r.Do("GET", k)
+		out[i] = keyState{exists: v.Kind == resp.KindBulk, value: string(v.Str), pttl: r.Do("PTTL", k).Int}
 	}
 	return out
 }
@@ -141,7 +108,7 @@ func approxReply(t *Template, want, got resp.Value, tolerance int64) bool {
 func (r *redisConn) reference(cl *Class, keys, argv []string, ca CallArgs) resp.Value {
 	eval := func(b []byte) resp.Value {
 		k, a := decodeCall(b)
-		return r.do(append(append([]string{"EVAL", string(cl.ReferenceFor(ca).Body), strconv.Itoa(len(k))}, k...), a...)...)
+		return r.Do(append(append([]string{"EVAL", string(cl.ReferenceFor(ca).Body), strconv.Itoa(len(k))}, k...), a...)...)
 	}
 	ca.Companion = "redlock-proxy:fence:"
 	if cl.SetsTTL() && !ca.ReadOnly {
@@ -151,7 +118,7 @@ func (r *redisConn) reference(cl *Class, keys, argv []string, ca CallArgs) resp.
 	acted := (v.Kind == resp.KindInt && v.Int&1 == 1) || (v.Kind == resp.KindArray && len(v.Elems) > 0 && v.Elems[0].Int == 1)
 	if ca.Nonce != "" && acted {
 		k, a := decodeCall(cl.AppendSecondStep(nil, strArgs(keys), strArgs(argv), ca))
-		r.do(append(append([]string{"EVAL", string(refSecondStep.Body), strconv.Itoa(len(k))}, k...), a...)...)
+		r.Do(append(append([]string{"EVAL", string(refSecondStep.Body), strconv.Itoa(len(k))}, k...), a...)...)
 	}
 	return v
 }
@@ -181,7 +148,7 @@ func situationOnOne(cl *Class, keys, argv []string, v resp.Value) (*Situation, b
 func (r *redisConn) oracle(text string, cl *Class, keys, argv []string, specs []keySpec) string {
 	eval := func(body string, keys, args []string) resp.Value {
 		a := append([]string{"EVAL", body, strconv.Itoa(len(keys))}, keys...)
-		return r.do(append(a, args...)...)
+		return r.Do(append(a, args...)...)
 	}
 	t0 := time.Now()
 	r.setState(keys, specs)
@@ -422,11 +389,11 @@ func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 	companion := string(keyslot.Companion(nil, "c:", []byte("k")))
 	run := func(spec string, argv []string) []keyState {
 		cl := MustSpec(spec)
-		r.do("FLUSHALL")
-		r.do("SET", "k", "tok", "PX", "10000")
-		r.do("SET", companion, "state", "PX", "10000")
+		r.Do("FLUSHALL")
+		r.Do("SET", "k", "tok", "PX", "10000")
+		r.Do("SET", companion, "state", "PX", "10000")
 		if fresh {
-			r.do("DEL", "k")
+			r.Do("DEL", "k")
 		}
 		ttl, _ := cl.TTLAt(strArgs(argv), time.Now().UnixMilli())
 		b := cl.AppendReference(nil, strArgs([]string{"k"}), strArgs(argv), CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Companion: "c:"})
@@ -436,7 +403,7 @@ func TestReferenceScriptsKeepCompanionsWithTheirGrant(t *testing.T) {
 		for _, e := range cmd.Elems[2:] {
 			args = append(args, string(e.Str))
 		}
-		r.do(args...)
+		r.Do(args...)
 		return r.state([]string{"k", companion})
 	}
 	extend := "extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0"

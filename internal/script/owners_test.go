@@ -65,7 +65,7 @@ type ownersState struct {
 }
 
 func (r *redisConn) redisNow() int64 {
-	v := r.do("TIME")
+	v := r.Do("TIME")
 	sec, _ := strconv.ParseInt(string(v.Elems[0].Str), 10, 64)
 	usec, _ := strconv.ParseInt(string(v.Elems[1].Str), 10, 64)
 	return sec*1000 + usec/1000
@@ -75,32 +75,32 @@ func (r *redisConn) redisNow() int64 {
 func (r *redisConn) putItem(key string, it Item) {
 	switch it.Type {
 	case TypeString:
-		r.do("SET", key, it.Value)
+		r.Do("SET", key, it.Value)
 	case TypeZset:
 		for m, s := range it.Zset {
-			r.do("ZADD", key, FormatScore(s), m)
+			r.Do("ZADD", key, FormatScore(s), m)
 		}
 	case TypeHash:
 		for f, v := range it.Hash {
-			r.do("HSET", key, f, v)
+			r.Do("HSET", key, f, v)
 		}
 	}
 	if it.At != 0 {
-		r.do("PEXPIREAT", key, strconv.FormatInt(it.At, 10))
+		r.Do("PEXPIREAT", key, strconv.FormatInt(it.At, 10))
 	}
 }
 
 func (r *redisConn) owners(key string) ownersState {
 	now := r.redisNow()
-	st := ownersState{typ: string(r.do("TYPE", key).Str), members: map[string]int64{}}
+	st := ownersState{typ: string(r.Do("TYPE", key).Str), members: map[string]int64{}}
 	if st.typ == "zset" {
-		v := r.do("ZRANGE", key, "0", "-1", "WITHSCORES")
+		v := r.Do("ZRANGE", key, "0", "-1", "WITHSCORES")
 		for i := 0; i+1 < len(v.Elems); i += 2 {
 			f, _ := strconv.ParseFloat(string(v.Elems[i+1].Str), 64)
 			st.members[string(v.Elems[i].Str)] = int64(f) - now
 		}
 	}
-	if at := r.do("PEXPIRETIME", key).Int; at > 0 {
+	if at := r.Do("PEXPIRETIME", key).Int; at > 0 {
 		st.left = at - now
 	} else {
 		st.left = at
@@ -175,7 +175,7 @@ func TestSymfonyScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				key := s.Keys[0]
 				tok := cl.token(v.argv, 0)
 				set := func() {
-					r.do("FLUSHALL")
+					r.Do("FLUSHALL")
 					c.now = r.redisNow()
 					if it, ok := c.state(v.keys, specs).lookup(key); ok {
 						r.putItem(key, it)
@@ -184,16 +184,16 @@ func TestSymfonyScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				t0 := time.Now()
 				set()
 				before := r.owners(key)
-				got := r.evalOn(s.Text, v.keys, v.argv)
+				got := r.Eval(s.Text, v.keys, v.argv)
 				after1 := r.owners(key)
 
 				set()
 				ttl, _ := cl.TTLAt(strArgs(v.argv), r.redisNow())
 				ca := CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Detailed: true}
-				ref := r.evalOn(string(cl.Reference().Body), v.keys, cl.referenceArgs(v.keys, v.argv, ca))
+				ref := r.Eval(string(cl.Reference().Body), v.keys, cl.referenceArgs(v.keys, v.argv, ca))
 				after2 := r.owners(key)
 				tol := slack + time.Since(t0).Milliseconds()
-				desc := fmt.Sprintf("RedisStore::%s %s", name, c.names.describe(v.keys, v.argv, s.Argv, specs, nil))
+				desc := fmt.Sprintf("RedisStore::%s %s", name, describeIn(c.names, v.keys, v.argv, s.Argv, specs, nil))
 				sit, _, err := situationOnOne(cl, v.keys, v.argv, ref)
 				if err != nil {
 					t.Fatalf("%s: %v", desc, err)
@@ -230,16 +230,16 @@ func TestOwnersReferenceCasesOnRedis(t *testing.T) {
 			if nearlyGone(specs) {
 				continue
 			}
-			r.do("FLUSHALL")
+			r.Do("FLUSHALL")
 			c.now = r.redisNow()
 			st := c.state([]string{"k"}, specs)
 			if it, ok := st.lookup("k"); ok {
 				r.putItem("k", it)
 			}
-			v := r.evalOn(string(refOwnersQuery.Body), []string{"k"}, cl.referenceArgs([]string{"k"}, argv, CallArgs{Detailed: true}))
+			v := r.Eval(string(refOwnersQuery.Body), []string{"k"}, cl.referenceArgs([]string{"k"}, argv, CallArgs{Detailed: true}))
 			want := cl.keyCase(st, "k", cl.token(argv, 0), 0)
 			if v.Kind != resp.KindArray || Case(v.Elems[1].Int) != want {
-				t.Fatalf("%s\n%s: the reference says %v; the role's meaning %s", spec, c.names.describe([]string{"k"}, argv, argv, specs, nil), v, want)
+				t.Fatalf("%s\n%s: the reference says %v; the role's meaning %s", spec, describeIn(c.names, []string{"k"}, argv, argv, specs, nil), v, want)
 			}
 		}
 	}
@@ -317,7 +317,7 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 					continue
 				}
 				set := func() {
-					r.do("FLUSHALL")
+					r.Do("FLUSHALL")
 					c.now = r.redisNow()
 					st := c.state(v.keys, specs)
 					for _, k := range v.keys {
@@ -328,18 +328,18 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 				}
 				t0 := time.Now()
 				set()
-				got := r.evalOn(h.text, append(slices.Clone(v.keys), v.argv[:x]...), v.argv[x:])
+				got := r.Eval(h.text, append(slices.Clone(v.keys), v.argv[:x]...), v.argv[x:])
 				after1 := r.hashState(v.keys)
 				var count int64 // a counter's count after the script: its grant's number
 				if cl.Counter != nil {
-					count, _ = parseInt(string(r.do("GET", v.argv[cl.Counter.Arg]).Str))
+					count, _ = parseInt(string(r.Do("GET", v.argv[cl.Counter.Arg]).Str))
 				}
 				set()
 				ttl, _ := cl.TTLAt(strArgs(v.argv), r.redisNow())
 				ref := r.reference(cl, v.keys, v.argv, CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Detailed: true})
 				after2 := r.hashState(v.keys)
 				tol := slack + time.Since(t0).Milliseconds()
-				desc := h.name + " " + c.names.describe(v.keys, v.argv, argv, specs, keys)
+				desc := h.name + " " + describeIn(c.names, v.keys, v.argv, argv, specs, keys)
 				sit, _, err := situationOnOne(cl, v.keys, v.argv, ref)
 				if err != nil {
 					t.Fatalf("%s: %v", desc, err)
@@ -365,8 +365,8 @@ func TestHashScriptsMatchTheirReferenceOnRedis(t *testing.T) {
 func (r *redisConn) hashState(keys []string) []keyState {
 	out := make([]keyState, len(keys))
 	for i, k := range keys {
-		v := r.do("HGETALL", k)
-		out[i] = keyState{exists: r.do("EXISTS", k).Int == 1, value: canonical("hash", v), pttl: r.do("PTTL", k).Int}
+		v := r.Do("HGETALL", k)
+		out[i] = keyState{exists: r.Do("EXISTS", k).Int == 1, value: canonical("hash", v), pttl: r.Do("PTTL", k).Int}
 	}
 	return out
 }

@@ -1,11 +1,12 @@
 package script
 
 import (
-	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // Mutations of known scripts that change what they do are refused or
@@ -82,35 +83,6 @@ return #KEYS`, "a b c -- tok 30000"},
 	}
 }
 
-// randomScript builds a script from the allowed commands: a read, one or
-// two conditions, writes, and replies.
-func randomScript(rng *rand.Rand) string {
-	pick := func(xs ...string) string { return xs[rng.Intn(len(xs))] }
-	cond := func() string {
-		return pick(`v == ARGV[1]`, `v ~= ARGV[1]`, `not v`, `v`, `v == ARGV[2]`, `redis.call('PTTL', KEYS[1]) > tonumber(ARGV[2])`,
-			`redis.call('PTTL', KEYS[1]) < 1000`, `redis.call('EXISTS', KEYS[1]) == 1`, `true`, `v and v ~= ARGV[1]`)
-	}
-	stmt := func() string {
-		return pick(``, ``, `redis.call('DEL', KEYS[1])`, `redis.call('PEXPIRE', KEYS[1], ARGV[2])`, `redis.call('EXPIRE', KEYS[1], ARGV[2])`,
-			`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`, `redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
-			`redis.call('SET', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])`, `redis.call('SET', KEYS[1], ARGV[1])`,
-			`redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[2])`, `redis.call('PEXPIRE', KEYS[1], 5000)`)
-	}
-	ret := func() string {
-		return pick(`0`, `1`, `-1`, `redis.call('PTTL', KEYS[1])`, `redis.call('TTL', KEYS[1])`, `v`, `ARGV[1]`,
-			`{1, redis.call('PTTL', KEYS[1])}`, `redis.status_reply('OK')`, `redis.error_reply('ERROR')`, `false`, `nil`,
-			`redis.call('GET', KEYS[1])`, `#KEYS`)
-	}
-	var b strings.Builder
-	b.WriteString(pick(`local v = redis.call('GET', KEYS[1])`, `local v = redis.call('get', KEYS[1]) or false`) + "\n")
-	fmt.Fprintf(&b, "if %s then\n  %s\n  return %s\n", cond(), stmt(), ret())
-	if rng.Intn(2) == 0 {
-		fmt.Fprintf(&b, "elseif %s then\n  %s\n  return %s\n", cond(), stmt(), ret())
-	}
-	fmt.Fprintf(&b, "end\n%s\nreturn %s", stmt(), ret())
-	return b.String()
-}
-
 // Random scripts built from the allowed commands are classified correctly
 // (the script and its role's reference agree on many random states of a
 // real Redis) or refused.
@@ -123,7 +95,7 @@ func TestRandomScriptsAreClassifiedCorrectlyOrRefused(t *testing.T) {
 		n = 100
 	}
 	for i := 0; i < n; i++ {
-		text := randomScript(rng)
+		text := libscripts.Random(rng)
 		keys, argv := []string{"k"}, []string{"tok-a", "30000"}
 		p, ref := Compile([]byte(text))
 		if ref != nil {

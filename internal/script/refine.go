@@ -16,7 +16,7 @@ func (c *classifier) acted(specs []keySpec, argv []string) (bool, *refusal) {
 	st := c.state(c.keys, specs)
 	res, ref := c.run(c.keys, argv, st)
 	if ref != nil {
-		return false, withProbe(ref, c.names.describe(c.keys, argv, c.argv, specs, nil))
+		return false, withProbe(ref, describeIn(c.names, c.keys, argv, c.argv, specs, nil))
 	}
 	return !sameKeys(c.keys, st, res.state), nil
 }

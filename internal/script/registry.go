@@ -2,7 +2,6 @@ package script
 
 import (
 	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -95,7 +94,7 @@ func (e *Entry) Lookup(keys, argv [][]byte) *Class {
 			}
 			if c.rel != nil {
 				if c.rel.lits != lits {
-					lits, sig = c.rel.lits, c.rel.lits.appendSig(buf[:0], keys, argv)
+					lits, sig = c.rel.lits, appendSig(c.rel.lits, buf[:0], keys, argv)
 				}
 				if string(sig) != c.rel.sig {
 					continue
@@ -178,12 +177,6 @@ func (r *Registry) entry(sha string) *Entry {
 func (r *Registry) Declare(sha string, c *Class) {
 	e := r.entry(strings.ToLower(sha))
 	e.declared = append(e.declared, c)
-}
-
-// Sha1 returns the lowercase hex SHA1 of a script.
-func Sha1(body []byte) string {
-	sum := sha1.Sum(body)
-	return hex.EncodeToString(sum[:])
 }
 
 // Load returns the entry of a script text (EVAL, SCRIPT LOAD, SCRIPT
@@ -355,14 +348,6 @@ func (r *Registry) Classify(e *Entry, keys, argv [][]byte) (*Class, *Refusal) {
 	return c, nil
 }
 
-func strs(b [][]byte) []string {
-	out := make([]string, len(b))
-	for i, x := range b {
-		out[i] = string(x)
-	}
-	return out
-}
-
 // shapeKey identifies a call by its number of keys and every argument
 // (key names do not change a classification).
 func shapeKey(keys, argv [][]byte) string {
@@ -435,17 +420,4 @@ func (r *Registry) NoExpiry(e *Entry, keys, argv [][]byte) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// NoExpiry reports whether a call's TTL argument (its arguments as Split
-// gives them) is 0 or less for a role that writes a TTL that is not a
-// deadline, and the argument's name.
-func (c *Class) NoExpiry(args [][]byte) (string, bool) {
-	if !c.Writes() || c.TTLArg < 0 || c.Deadline || c.TTLArg >= len(args) {
-		return "", false
-	}
-	if n, ok := parseInt(string(args[c.TTLArg])); !ok || n > 0 {
-		return "", false
-	}
-	return c.names().arg(c.TTLArg), true
 }

@@ -2,7 +2,6 @@ package script
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 	"slices"
 	"sort"
@@ -24,49 +23,6 @@ import (
 // other when both are numbers. A call in other relations is classified
 // again, as a call of its own.
 
-// maxLiterals bounds the constants of a script whose calls are compared
-// with them.
-const maxLiterals = 512
-
-// literals are a script's constants: every string constant, and the
-// numbers the script may compare with (each number constant and its
-// negation, and each string constant that reads as a number), sorted.
-type literals struct {
-	strs []string
-	nums []float64
-}
-
-// add records a string constant; false when there are too many.
-func (l *literals) addString(s string) bool {
-	if slices.Contains(l.strs, s) {
-		return true
-	}
-	if len(l.strs) >= maxLiterals {
-		return false
-	}
-	l.strs = append(l.strs, s)
-	if f, ok := argNumber([]byte(s)); ok {
-		return l.addNumber(f)
-	}
-	return true
-}
-
-// addNumber records a number constant and its negation.
-func (l *literals) addNumber(f float64) bool {
-	for _, v := range []float64{f, -f} {
-		if math.IsNaN(v) || slices.Contains(l.nums, v) {
-			continue
-		}
-		if len(l.nums) >= maxLiterals {
-			return false
-		}
-		l.nums = append(l.nums, v)
-	}
-	return true
-}
-
-func (l *literals) finish() { slices.Sort(l.nums) }
-
 // relations is what a classification knows of the call it was verified
 // on: the script's constants and that call's signature, and the
 // relations in words (SCRIPT EXPLAIN).
@@ -78,7 +34,7 @@ type relations struct {
 
 // newRelations returns the relations of a call: lock keys, then its
 // arguments (nm names them).
-func (l *literals) newRelations(keys, argv []string, lock int, nm namer) *relations {
+func newRelations(l *literals, keys, argv []string, lock int, nm namer) *relations {
 	vals := append(append([]string{}, keys...), argv...)
 	var parts []string
 	for i := lock; i < len(vals); i++ {
@@ -108,7 +64,7 @@ func (l *literals) newRelations(keys, argv []string, lock int, nm namer) *relati
 		}
 		parts = append(parts, p)
 	}
-	return &relations{lits: l, sig: l.sigOf(keys, argv),
+	return &relations{lits: l, sig: sigOf(l, keys, argv),
 		text: strings.Join(parts, "; ")}
 }
 
@@ -122,11 +78,11 @@ func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 // holds reports whether a call stands in the relations.
 func (r *relations) holds(keys, argv [][]byte) bool {
 	var buf [256]byte
-	return string(r.lits.appendSig(buf[:0], keys, argv)) == r.sig
+	return string(appendSig(r.lits, buf[:0], keys, argv)) == r.sig
 }
 
-func (l *literals) sigOf(keys, argv []string) string {
-	return string(l.appendSig(nil, bytesOf(keys), bytesOf(argv)))
+func sigOf(l *literals, keys, argv []string) string {
+	return string(appendSig(l, nil, bytesOf(keys), bytesOf(argv)))
 }
 
 func bytesOf(s []string) [][]byte {
@@ -156,7 +112,7 @@ const smallSig = 64
 // its place among the number constants, the first value equal to it, and
 // its place among the call's numbers. Two calls with the same signature
 // stand in the same relations.
-func (l *literals) appendSig(dst []byte, keys, argv [][]byte) []byte {
+func appendSig(l *literals, dst []byte, keys, argv [][]byte) []byte {
 	if l == nil {
 		l = &literals{}
 	}
@@ -267,184 +223,3 @@ func numKind(f float64, num bool) byte {
 	}
 	return k
 }
-
-// argNumber reads a value as Redis's Lua (5.1, strtod) reads a string as
-// a number, in tonumber, arithmetic and comparisons after tonumber: up to
-// a first NUL byte (Lua hands strtod a C string), with white space before
-// and after, a sign, a decimal number with a fraction and an exponent, a
-// hexadecimal one (0x, with a fraction and a binary exponent), inf,
-// infinity or nan. Plain integers of up to 15 digits are read without
-// allocating.
-func argNumber(b []byte) (float64, bool) {
-	for i, c := range b {
-		if c == 0 {
-			b = b[:i]
-			break
-		}
-	}
-	i := 0
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	neg := false
-	if i < len(b) && (b[i] == '+' || b[i] == '-') {
-		neg = b[i] == '-'
-		i++
-	}
-	body := i
-	end, kind := scanNumber(b, i)
-	if end == body {
-		return 0, false
-	}
-	for j := end; j < len(b); j++ {
-		if !isSpace(b[j]) {
-			return 0, false
-		}
-	}
-	var f float64
-	switch kind {
-	case numInf:
-		f = math.Inf(1)
-	case numNaN:
-		f = math.NaN()
-	case numInt:
-		if end-body <= 15 {
-			var n int64
-			for _, c := range b[body:end] {
-				n = n*10 + int64(c-'0')
-			}
-			f = float64(n)
-			break
-		}
-		fallthrough
-	default:
-		s := string(b[body:end])
-		if kind == numHex && !strings.ContainsAny(s, "pP") {
-			s += "p0"
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return 0, false
-		}
-		f = v
-	}
-	if neg {
-		f = -f
-	}
-	return f, true
-}
-
-const (
-	numInt = iota
-	numDec
-	numHex
-	numInf
-	numNaN
-)
-
-// scanNumber returns the end of the longest number strtod reads at i
-// (after the sign), or i when there is none, and what it is.
-func scanNumber(b []byte, i int) (int, int) {
-	lower := func(j int) byte {
-		if j < len(b) && b[j] >= 'A' && b[j] <= 'Z' {
-			return b[j] + 'a' - 'A'
-		}
-		if j < len(b) {
-			return b[j]
-		}
-		return 0
-	}
-	word := func(j int, w string) bool {
-		for k := 0; k < len(w); k++ {
-			if lower(j+k) != w[k] {
-				return false
-			}
-		}
-		return true
-	}
-	switch {
-	case word(i, "infinity"):
-		return i + 8, numInf
-	case word(i, "inf"):
-		return i + 3, numInf
-	case word(i, "nan"):
-		j := i + 3
-		if j < len(b) && b[j] == '(' {
-			k := j + 1
-			for k < len(b) && (isAlnum(b[k]) || b[k] == '_') {
-				k++
-			}
-			if k < len(b) && b[k] == ')' {
-				return k + 1, numNaN
-			}
-		}
-		return j, numNaN
-	}
-	if lower(i) == '0' && lower(i+1) == 'x' {
-		j := i + 2
-		digits := 0
-		for j < len(b) && isHex(b[j]) {
-			j, digits = j+1, digits+1
-		}
-		if j < len(b) && b[j] == '.' {
-			j++
-			for j < len(b) && isHex(b[j]) {
-				j, digits = j+1, digits+1
-			}
-		}
-		if digits == 0 {
-			return i + 1, numInt // "0", then an x that is not part of it
-		}
-		if lower(j) == 'p' {
-			if e := exponent(b, j+1); e > j+1 {
-				j = e
-			}
-		}
-		return j, numHex
-	}
-	j := i
-	digits := 0
-	for j < len(b) && isDigit(b[j]) {
-		j, digits = j+1, digits+1
-	}
-	kind := numInt
-	if j < len(b) && b[j] == '.' {
-		k := j + 1
-		for k < len(b) && isDigit(b[k]) {
-			k, digits = k+1, digits+1
-		}
-		if digits > 0 {
-			j, kind = k, numDec
-		}
-	}
-	if digits == 0 {
-		return i, numInt
-	}
-	if lower(j) == 'e' {
-		if e := exponent(b, j+1); e > j+1 {
-			j, kind = e, numDec
-		}
-	}
-	return j, kind
-}
-
-// exponent returns the end of an exponent's signed digits at i, or i.
-func exponent(b []byte, i int) int {
-	j := i
-	if j < len(b) && (b[j] == '+' || b[j] == '-') {
-		j++
-	}
-	k := j
-	for k < len(b) && isDigit(b[k]) {
-		k++
-	}
-	if k == j {
-		return i
-	}
-	return k
-}
-
-func isSpace(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-func isHex(c byte) bool   { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

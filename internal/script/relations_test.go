@@ -77,7 +77,7 @@ func TestRelationsTellCallsApart(t *testing.T) {
 	}
 	sig := func(call string) string {
 		keys, argv := splitCall(call)
-		return p.lits.sigOf(keys, argv)
+		return sigOf(p.lits, keys, argv)
 	}
 	for _, c := range []struct {
 		a, b string
@@ -131,7 +131,7 @@ return string.format('%.17g', n)`
 	for _, s := range []string{"1", " 1 ", "1 x", "-0", "+5", "0x10", "0X1p4", "-0x10", "0x", "0x.8", "1e5", "1e", "1e+", "1.", ".5", ".",
 		"inf", "-Infinity", "INF", "infx", "nan", "NaN(12)", "nan(", "1_000", "5\x00junk", "\x00", "\t7\n", "\v8\f", "0b1", "1e400", "-1e400", "1e-400",
 		"00012", "08", "", "abc", "12345678901234567890", "123456789012345", "0x1.8p1", "1.5e+3", "1,5", "--1", "+-1", "0x1p", "9007199254740993"} {
-		v := r.do("EVAL", script, "0", s)
+		v := r.Do("EVAL", script, "0", s)
 		f, ok := argNumber([]byte(s))
 		want := ""
 		if ok {

@@ -1,6 +1,8 @@
 package script
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -457,4 +459,18 @@ func Eval(body []byte, keys, argv []string, st *State) (resp.Value, *State, erro
 		return resp.Value{}, st, errors.New(res.ref.reason)
 	}
 	return res.reply, res.state, nil
+}
+
+// Sha1 returns the lowercase hex SHA1 of a script.
+func Sha1(body []byte) string {
+	sum := sha1.Sum(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func strs(b [][]byte) []string {
+	out := make([]string, len(b))
+	for i, x := range b {
+		out[i] = string(x)
+	}
+	return out
 }

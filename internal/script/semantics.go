@@ -375,3 +375,22 @@ func (c *Class) finishedCopy() *Class {
 	d := *c
 	return d.Finish()
 }
+
+// keyClass is the class of key k of a class whose keys are each on their
+// own, not finished.
+func (c *Class) keyClass(k int) *Class {
+	d := *c
+	d.Each, d.Keys, d.Tokens, d.rel, d.eachKeys = false, 1, []int{c.Tokens[k]}, nil, nil
+	d.lapsed, d.finished = nil, false
+	return &d
+}
+
+// EachKey is, for a class whose keys are each on their own (Each), the
+// class of its k-th key: the proxy runs each as a lock operation of its
+// own.
+func (c *Class) EachKey(k int) *Class {
+	if !c.Each || k >= len(c.eachKeys) {
+		return c
+	}
+	return c.eachKeys[k]
+}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
@@ -63,12 +62,12 @@ func (c *classifier) latched(cl *Class, all []sample) *refusal {
 			st := c.state(c.keys, specs)
 			st.Keys[c.argv[c.latchArg()]] = Item{Value: strconv.FormatInt(n, 10), At: c.now + ttlLong1}
 			res, ref := c.run(c.keys, c.argv, st)
-			desc := c.names.describe(c.keys, c.argv, c.argv, specs, nil) + " and " + name + " holding " + strconv.FormatInt(n, 10)
+			desc := describeIn(c.names, c.keys, c.argv, c.argv, specs, nil) + " and " + name + " holding " + strconv.FormatInt(n, 10)
 			if ref != nil {
 				return withProbe(ref, desc)
 			}
 			if !sameKeys(slices.Collect(maps.Keys(st.Keys)), st, res.state) || len(res.state.Keys) != len(st.Keys) || len(res.state.Published) > 0 {
-				return refuse(refuseOther, "%s it %s: a call whose result is recorded must change nothing", desc, c.names.effect(c.keys, c.argv, st, res.state))
+				return refuse(refuseOther, "%s it %s: a call whose result is recorded must change nothing", desc, effectIn(c.names, c.keys, c.argv, st, res.state))
 			}
 			if !res.reply.Equal(resp.IntValue(n)) {
 				return refuse(refuseOther, "%s it replied %s: a retry answers the result recorded", desc, res.reply)
@@ -109,28 +108,4 @@ func (c *classifier) counted(cl *Class, all []sample) *refusal {
 	}
 	cl.Counter = &Counter{Arg: c.counterArg()}
 	return nil
-}
-
-// LatchTTL returns the TTL a call gives its latch: ok is false when the
-// argument is not a positive integer.
-func (c *Class) LatchTTL(argv [][]byte) (time.Duration, bool) {
-	if c.Latch == nil || c.Latch.TTLArg >= len(argv) {
-		return 0, false
-	}
-	n, ok := parseInt(string(argv[c.Latch.TTLArg]))
-	if !ok || n <= 0 || n > int64(1<<62)/int64(c.Latch.TTLUnit) {
-		return 0, false
-	}
-	return time.Duration(n) * c.Latch.TTLUnit, true
-}
-
-// Fenced reports whether a reply of the class shows the grant's number
-// (SrcFence).
-func (c *Class) Fenced() bool {
-	for _, t := range c.Replies {
-		if t.Fenced() {
-			return true
-		}
-	}
-	return false
 }

@@ -278,3 +278,11 @@ func splitOutsideQuotes(s string, sep byte) []string {
 	}
 	return append(out, s[start:])
 }
+
+func uniformInts(n, v int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}

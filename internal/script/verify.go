@@ -37,8 +37,8 @@ func (c *classifier) variants(cl *Class) []argVariant {
 	if c.p != nil {
 		lits = c.p.lits
 	}
-	base := lits.sigOf(c.keys, c.argv)
-	same := func(keys, argv []string) bool { return lits.sigOf(keys, argv) == base }
+	base := sigOf(lits, c.keys, c.argv)
+	same := func(keys, argv []string) bool { return sigOf(lits, keys, argv) == base }
 	if cl.Tokens != nil {
 		orig := c.argv[cl.Tokens[0]]
 		alts := append(slices.Clone(tokenAlts), orig+"-2")
@@ -340,7 +340,7 @@ func (c *classifier) verify(cl *Class) *refusal {
 	var all []sample
 	for _, v := range c.variants(cl) {
 		for _, specs := range c.states(cl, v) {
-			desc := c.names.describe(v.keys, v.argv, c.argv, specs, c.keys)
+			desc := describeIn(c.names, v.keys, v.argv, c.argv, specs, c.keys)
 			s, ref := c.check(cl, v.keys, v.argv, specs, desc)
 			if ref != nil {
 				return ref
@@ -394,12 +394,12 @@ func (c *classifier) check(cl *Class, keys, argv []string, specs []keySpec, desc
 		res.state = settled(res.state)
 	}
 	if !sameKeys(keys, res.state, want) {
-		got := c.names.effect(keys, argv, st, res.state)
+		got := effectIn(c.names, keys, argv, st, res.state)
 		sit := cl.situate(st, want, keys, argv)
 		if sameKeys(keys, st, want) {
 			return sample{}, refuse(refuseOther, "%s it %s; %s must leave a key %s alone", desc, got, roleArticle(cl), caseText[sit.Case])
 		}
-		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), c.names.effect(keys, argv, st, want))
+		return sample{}, refuse(refuseOther, "%s it %s; %s would have %s", desc, got, roleArticle(cl), effectIn(c.names, keys, argv, st, want))
 	}
 	s := sample{sit: cl.situate(st, res.state, keys, argv), reply: res.reply, probe: desc, pub: pub, keys: keys, argv: argv}
 	if c.latchArg() >= 0 {
