@@ -2,7 +2,6 @@ package script
 
 import (
 	"math/rand"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,32 +232,7 @@ func redisItem(r *respconn.Conn, k string) (string, int64) {
 	case "zset":
 		v = r.Do("ZRANGE", k, "0", "-1", "WITHSCORES")
 	}
-	return typ + " " + canonical(typ, v), r.Do("PEXPIRETIME", k).Int
-}
-
-// canonical renders a value with fields and members sorted.
-func canonical(typ string, v resp.Value) string {
-	switch typ {
-	case "string":
-		return strconv.Quote(string(v.Str))
-	case "hash":
-		var pairs []string
-		for i := 0; i+1 < len(v.Elems); i += 2 {
-			pairs = append(pairs, string(v.Elems[i].Str)+"="+string(v.Elems[i+1].Str))
-		}
-		slices.Sort(pairs)
-		return strings.Join(pairs, ",")
-	case "set":
-		var ms []string
-		for _, e := range v.Elems {
-			ms = append(ms, string(e.Str))
-		}
-		slices.Sort(ms)
-		return strings.Join(ms, ",")
-	case "zset":
-		return v.String() // ZRANGE's own order
-	}
-	return ""
+	return typ + " " + respconn.Canonical(typ, v), r.Do("PEXPIRETIME", k).Int
 }
 
 func modelItem(st *State, k string) (string, int64) {
@@ -289,7 +263,7 @@ func modelItem(st *State, k string) (string, int64) {
 	if at == 0 {
 		at = -1
 	}
-	return it.Type.String() + " " + canonical(it.Type.String(), v), at
+	return it.Type.String() + " " + respconn.Canonical(it.Type.String(), v), at
 }
 
 // timed reports whether a command's reply shows a time, which may differ

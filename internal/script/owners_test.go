@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/respconn"
 )
 
 // Locks kept as sorted sets of owners (Symfony Lock's RedisStore, from
@@ -366,7 +367,7 @@ func (r *redisConn) hashState(keys []string) []keyState {
 	out := make([]keyState, len(keys))
 	for i, k := range keys {
 		v := r.Do("HGETALL", k)
-		out[i] = keyState{exists: r.Do("EXISTS", k).Int == 1, value: canonical("hash", v), pttl: r.Do("PTTL", k).Int}
+		out[i] = keyState{exists: r.Do("EXISTS", k).Int == 1, value: respconn.Canonical("hash", v), pttl: r.Do("PTTL", k).Int}
 	}
 	return out
 }

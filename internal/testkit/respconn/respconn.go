@@ -9,7 +9,9 @@ package respconn
 import (
 	"bufio"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +65,29 @@ func (r *Conn) Eval(text string, keys, argv []string) resp.Value {
 	r.t.Helper()
 	a := append([]string{"EVAL", text, strconv.Itoa(len(keys))}, keys...)
 	return r.Do(append(a, argv...)...)
+}
+
+// Canonical renders a value with fields and members sorted.
+func Canonical(typ string, v resp.Value) string {
+	switch typ {
+	case "string":
+		return strconv.Quote(string(v.Str))
+	case "hash":
+		var pairs []string
+		for i := 0; i+1 < len(v.Elems); i += 2 {
+			pairs = append(pairs, string(v.Elems[i].Str)+"="+string(v.Elems[i+1].Str))
+		}
+		slices.Sort(pairs)
+		return strings.Join(pairs, ",")
+	case "set":
+		var ms []string
+		for _, e := range v.Elems {
+			ms = append(ms, string(e.Str))
+		}
+		slices.Sort(ms)
+		return strings.Join(ms, ",")
+	case "zset":
+		return v.String() // ZRANGE's own order
+	}
+	return ""
 }
