@@ -1,7 +1,10 @@
 // Package sandbox runs a Lua script as one Redis would, on a model of its
 // keys: gopher-lua with a redis table of its own (sandbox.go) over an
 // in-memory model of strings, hashes, sets, sorted sets and lists
-// (model.go, commands.go), on a clock that stands still at the real time.
+// (model.go), whose commands are written one file per data type
+// (cmd_strings.go, cmd_hashes.go, cmd_sets.go, cmd_zsets.go, cmd_keys.go,
+// cmd_server.go, and cmd_collections.go for what the collections share),
+// on a clock that stands still at the real time.
 // walker.go checks a script's syntax and gathers its constants first,
 // meter.go bounds its instructions, bounded.go its library calls, and
 // luaresp.go converts its values to and from RESP.
