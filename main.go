@@ -22,8 +22,8 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
-	"github.com/redlock-proxy/redlock-proxy/internal/gcfloor"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/gcfloor"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
 )
 
 // What an operator meets: the messages of common mistakes and of the first

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // respConn is a raw RESP connection that tells pushes (RESP3 '>') from

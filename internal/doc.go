@@ -7,8 +7,8 @@
 //	netio/             the backend links
 //	internal/script/   the script model: sandbox, spec, guard, classify
 //	quorum/            the algorithm, standard library only
-//	internal/resp/, internal/keyslot/, internal/acl/, internal/buildinfo/,
-//	internal/gcfloor/  ground: import nothing of the project
+//	internal/base/     ground: resp, keyslot, acl, buildinfo, gcfloor;
+//	                   they import nothing of the project
 //	internal/testkit/  for tests only: real processes, faulty links, library
 //	                   scripts; it stands on the ground floor
 //

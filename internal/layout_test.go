@@ -24,7 +24,7 @@ type floor struct {
 
 // floors is the layout, lowest first; doc.go tells it in prose.
 var floors = []floor{
-	{"base", []string{"internal/resp/...", "internal/keyslot/...", "internal/acl/...", "internal/buildinfo/...", "internal/gcfloor/..."}, nil},
+	{"base", []string{"internal/base/..."}, nil},
 	{"quorum", []string{"quorum/..."}, nil},
 	{"script", []string{"internal/script/..."}, []string{"base"}},
 	{"netio", []string{"netio/..."}, []string{"base", "quorum"}},

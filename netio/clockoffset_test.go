@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // slowTimeBackend is a RESP server on the proxy's own clock whose first

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // A Redis Cluster as one backend: one vote, whose every key is answered by

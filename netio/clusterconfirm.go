@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

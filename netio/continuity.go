@@ -5,7 +5,7 @@ import (
 	_ "embed"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // The continuity check. A vote counts only when the master's data went on

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // run dials, serves and redials until Close. A connection that lived a

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Watching a Redis's direct clients: during an upgrade, the Redis the

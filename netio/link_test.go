@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Pool is the set of N independent backends the proxy votes over, and an

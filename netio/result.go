@@ -1,6 +1,6 @@
 package netio
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // Result is one backend's answer to one command: a reply, or an error when no
 // reply came (timeout, connection lost, link down). Counts is false when the

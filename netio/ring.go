@@ -3,7 +3,7 @@ package netio
 import (
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // entry is one command waiting for its reply.

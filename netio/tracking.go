@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Client-side caching at the backends. The proxy's clients may track the

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Vouching for brand-new masters. A master no proxy has used cannot be

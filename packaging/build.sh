@@ -15,7 +15,7 @@ engine=${ENGINE:-docker}
 dist=${DIST:-dist}
 version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-pkg=github.com/redlock-proxy/redlock-proxy/internal/buildinfo
+pkg=github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo
 mkdir -p "$dist"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X $pkg.Version=$version -X $pkg.revision=$revision" -o "$dist/redlock-proxy" .
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dist/probe" ./cmd/probe

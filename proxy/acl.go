@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/acl"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/acl"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Users with Redis ACL rules (config users[].rules): which commands a user

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 

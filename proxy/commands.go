@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // pipeline sends the commands in one write through a client of s and

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )

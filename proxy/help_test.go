@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Every command of the table is documented, and nothing else is.

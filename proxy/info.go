@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 

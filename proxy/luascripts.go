@@ -1,6 +1,6 @@
 package proxy
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // Every script this package runs on the backends lives here: undos,
 // reads, the forced delete and FENCE's two phases (and a semaphore's in

@@ -1,6 +1,6 @@
 package proxy
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // The scripts a counting semaphore runs on the backends (kind_sem.go). A
 // semaphore's permits live on each master in one hash beside its key

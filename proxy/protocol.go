@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 )

@@ -3,7 +3,7 @@ package proxy
 import (
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/acl"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/acl"
 )
 
 // Channel patterns (PSUBSCRIBE) match as Redis's stringmatchlen matches

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Limits bound what one client may make the proxy buffer or parse. They are

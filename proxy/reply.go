@@ -1,6 +1,6 @@
 package proxy
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // appendReply encodes a reply for a client, in RESP2 or, after HELLO 3,
 // RESP3 (where nil is "_").

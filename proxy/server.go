@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/acl"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/acl"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/netio"

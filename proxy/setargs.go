@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // setRequest is a SET the proxy accepts: a lock acquire, or (Redis 8.4's

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Signal lists (spec.Notice with List: python-redis-lock's release

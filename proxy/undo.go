@@ -11,7 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/netio"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // takeUndoLocked hands over the nodes to undo now, once every backend has

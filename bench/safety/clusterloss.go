@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 )
 
 // A Redis Cluster loss follows its data. Each round of the drive:

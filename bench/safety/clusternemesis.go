@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/acl"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/acl"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"

@@ -9,7 +9,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Classification runs a script in the sandbox against probe states of its

@@ -6,7 +6,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Scripts that act on each of their keys on its own (Layout.Each):

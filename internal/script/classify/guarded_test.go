@@ -7,7 +7,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script/guard"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 

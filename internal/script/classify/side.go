@@ -8,7 +8,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Side keys: a latch and a counter beside a script's lock keys (Layout.Latch,

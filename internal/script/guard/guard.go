@@ -12,7 +12,7 @@ import (
 
 	"github.com/yuin/gopher-lua/ast"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // The vote policy's guard. Under unknown_scripts: vote a script the

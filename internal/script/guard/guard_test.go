@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/respconn"
 )
 

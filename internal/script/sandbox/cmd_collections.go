@@ -1,6 +1,6 @@
 package sandbox
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // What hashes, sets and sorted sets share: the length of HLEN, SCARD and
 // ZCARD, the removal of HDEL, SREM and ZREM, and the one-or-many replies.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Hashes.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Any key.

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Server: the clock and the database number.

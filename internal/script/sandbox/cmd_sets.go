@@ -1,6 +1,6 @@
 package sandbox
 
-import "github.com/redlock-proxy/redlock-proxy/internal/resp"
+import "github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 
 // Sets.
 

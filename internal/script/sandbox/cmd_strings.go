@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Strings.

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // The one list of the commands a lock script may use: every command that

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	lua "github.com/yuin/gopher-lua"
 )
 

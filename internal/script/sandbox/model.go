@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Type is the kind of value a key holds in the model, as Redis's TYPE

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // runText runs a script once on st (nil: no keys) with KEYS {"k"}.

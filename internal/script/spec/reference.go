@@ -3,8 +3,8 @@ package spec
 import (
 	"strconv"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // The reference scripts: the proxy's own Lua for each role, which the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Source is where a leaf of a reply template takes its value from.

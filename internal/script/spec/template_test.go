@@ -3,7 +3,7 @@ package spec
 import (
 	"testing"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/resp"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 )
 
 // Templates print and parse back, and fill their holes from a situation.

@@ -5,7 +5,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
 )
 
 func main() {

@@ -1,8 +1,8 @@
 // Package buildinfo says which build of redlock-proxy is running: its
 // version and source revision, set at build time with -ldflags
 //
-//	-X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.Version=1.2.3
-//	-X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.revision=$(git rev-parse HEAD)
+//	-X github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo.Version=1.2.3
+//	-X github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo.revision=$(git rev-parse HEAD)
 //
 // (the revision falls back to the one the Go toolchain stamps, when it
 // does), and the Go version it was built with.

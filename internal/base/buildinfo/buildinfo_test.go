@@ -20,7 +20,7 @@ func TestReadWithoutARevision(t *testing.T) {
 // The version and revision given with -ldflags are what Read returns.
 func TestReadWhatTheBuildSet(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "printinfo")
-	pkg := "github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
+	pkg := "github.com/redlock-proxy/redlock-proxy/internal/base/buildinfo"
 	out, err := exec.Command("go", "build", "-o", bin,
 		"-ldflags", "-X "+pkg+".Version=9.8.7 -X "+pkg+".revision=0123abcd", "./testdata/printinfo").CombinedOutput()
 	if err != nil {
