@@ -25,7 +25,7 @@ import (
 // the differences between this parser and Redis's. That program runs as
 // the body of a function inside the guard, which shadows the global redis
 // with a local one whose call and pcall check every command first: the
-// command must be on the allow-list (commands.go), every key must be one
+// command must be on the allow-list (sandbox.LockCommands), every key must be one
 // of the call's KEYS and not the proxy's own, and SET must carry an
 // expiry. When the script ends, every key it wrote that has no expiry, or
 // more than max_ttl, is deleted, and the call is answered with an error;

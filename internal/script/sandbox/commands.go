@@ -12,7 +12,7 @@ import (
 // (strings, hashes, sets and sorted sets), in its single-key and
 // multi-key forms, and TIME and SELECT 0. The sandbox runs these against
 // its model, as Redis 7.0 answers them; the vote policy's guard
-// (guard.go) lets a script call these and nothing else on the backends.
+// (package guard) lets a script call these and nothing else on the backends.
 // What stays out is in outside, with the reason.
 
 // command is how a lock script may call one command.
