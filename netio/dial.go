@@ -76,14 +76,6 @@ func (l *Link) run() {
 	}
 }
 
-// fatesOpen reports whether a lost connection left commands whose fate is
-// open: suspects to kill, or undos kept for the next connection.
-func (l *Link) fatesOpen() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.suspects) > 0 || len(l.retained) > 0
-}
-
 // dial connects to the backend: its address, or the master its Sentinels
 // name now (asked again first). It returns the address dialled.
 func (l *Link) dial() (net.Conn, string, error) {
@@ -234,7 +226,8 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	l.wbuf = l.wbuf[:0]
 	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
 	l.health.Connects++
-	expired := l.handshakeLocked(l.gen)
+	patient := l.undoKeeper.onConnect(addr)
+	expired := l.handshakeLocked(l.gen, patient)
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
@@ -265,25 +258,12 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		}
 		unanswered = true
 	}
-	if unanswered && l.clientID != 0 {
-		// The backend may still run what it was sent (a hung master that
-		// resumes): kill this connection from the next one before any undo.
-		l.suspects = append(l.suspects, suspect{id: l.clientID, addr: l.clientAddr, server: l.connAddr})
-		if len(l.suspects) > 64 {
-			l.suspects = l.suspects[1:]
-		}
-	}
 	heldBack := l.cont.held
 	l.cont.held = nil
 	// What happened at the backend while it could not be seen is unknown:
 	// the watch of its direct clients starts again.
 	l.direct.looked, l.direct.since = false, time.Time{}
-	l.retained = append(kept, l.retained...)
-	var dropped []entry
-	if over := len(l.retained) - l.opt.MaxRetained; over > 0 {
-		dropped = append(dropped, l.retained[:over]...)
-		l.retained = l.retained[over:]
-	}
+	dropped := l.undoKeeper.onLost(kept, unanswered, suspect{id: l.clientID, addr: l.clientAddr, server: l.connAddr})
 	why := err.Error() // readLoop only ends on an error
 	switch {
 	case !wasUp && len(rec.first) > 0 && isProtocolError(err):

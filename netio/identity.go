@@ -127,9 +127,11 @@ type handshake struct {
 // the identity check: the marker script when a restart rule applies; INFO
 // otherwise (its default sections include server and replication, for the
 // role). No client command is sent until the identity check passes.
-func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
+// patient (undos or suspects wait: undoKeeper.onConnect) gives the check
+// the time of a hung master's resumption.
+func (l *Link) handshakeLocked(gen uint64, patient bool) (expired []entry) {
 	deadline := time.Now().Add(l.opt.DialTimeout)
-	if len(l.retained) > 0 || len(l.suspects) > 0 {
+	if patient {
 		// Undos wait on this connection. A master that accepted it but says
 		// nothing is likely hung: keep the connection, so that the undos run
 		// as soon as it resumes, together with any late command it still
@@ -151,14 +153,7 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 	l.pushLocked(entry{rcv: h, tag: hsName, deadline: deadline})
 	l.wbuf = resp.AppendCommand(l.wbuf, "CLIENT", "INFO")
 	l.pushLocked(entry{rcv: h, tag: hsID, deadline: deadline})
-	kept := l.suspects[:0]
-	for _, s := range l.suspects {
-		if s.server != l.connAddr {
-			// A connection to another master of a Sentinel-managed
-			// backend: not a client of this one.
-			continue
-		}
-		kept = append(kept, s)
+	for _, s := range l.suspects { // this server's only (undoKeeper.onConnect)
 		// ID and ADDR together: after a restart ids start again at 1, and
 		// only the address tells this proxy's old connection from another
 		// client's.
@@ -169,7 +164,6 @@ func (l *Link) handshakeLocked(gen uint64) (expired []entry) {
 		l.wbuf = resp.AppendCommand(l.wbuf, args...)
 		l.pushLocked(entry{rcv: &handshake{l: l, gen: gen, kill: s.id}, tag: hsKill, deadline: deadline})
 	}
-	l.suspects = kept
 	expired = l.sendRetainedLocked()
 	switch {
 	case l.opt.InProcess:
@@ -507,32 +501,6 @@ func evictionWhy(policy string) string {
 		"), which forgets locks with no restart to see: set maxmemory-policy noeviction (or maxmemory 0)"
 }
 
-// killed handles the reply to CLIENT KILL ID of an earlier connection. Once
-// the backend answered it, that connection can run nothing more (it is gone,
-// or was just killed), so undos sent after it run after everything sent on it.
-func (l *Link) killed(id int64, r Result) {
-	if r.Err != nil {
-		return // this connection is failing too; the next one tries again
-	}
-	l.mu.Lock()
-	for i, s := range l.suspects {
-		if s.id == id {
-			l.suspects = append(l.suspects[:i], l.suspects[i+1:]...)
-			break
-		}
-	}
-	warn := ""
-	if r.V.Kind == resp.KindError && !bytes.Contains(bytes.ToLower(r.V.Str), []byte("no such client")) && l.killWarn != string(r.V.Str) {
-		l.killWarn = string(r.V.Str)
-		warn = l.killWarn
-	}
-	l.mu.Unlock()
-	if warn != "" {
-		l.log.Warn("the backend refused CLIENT KILL of the proxy's earlier connection: an undo retried after a lost connection may run before the command it undoes; allow the proxy's user CLIENT KILL",
-			"reply", warn)
-	}
-}
-
 // identify completes a connection's identity check: a master's votes may
 // now be counted (after any quarantine); anything else is dropped.
 func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerReply, h *handshake) {
@@ -720,15 +688,6 @@ func (l *Link) noteCounting(now time.Time) {
 	}
 }
 
-// suspect is an earlier connection that may still run commands sent on it:
-// its CLIENT ID, its address as the backend sees it, and the address it
-// was dialled to.
-type suspect struct {
-	id     int64
-	addr   string
-	server string
-}
-
 // parseClientInfo reads id= and addr= from CLIENT INFO.
 func parseClientInfo(info []byte) (id int64, addr string) {
 	for _, f := range bytes.Fields(info) {
@@ -739,24 +698,6 @@ func parseClientInfo(info []byte) (id int64, addr string) {
 		}
 	}
 	return id, addr
-}
-
-// sendRetainedLocked queues the undos that waited for a connection, in
-// their later form, after whatever this connection already carries (the
-// kills of earlier connections come first). It returns those whose lock
-// has expired meanwhile, for l.expire.
-func (l *Link) sendRetainedLocked() (expired []entry) {
-	now := time.Now()
-	for _, e := range l.retained {
-		if e.undo != nil && e.undo.expired(now) {
-			expired = append(expired, e)
-			continue
-		}
-		e.deadline = now
-		l.queueLocked(e, l.laterBytesLocked(e))
-	}
-	l.retained = nil
-	return expired
 }
 
 // countsLocked is the one place that decides whether a reply of this

@@ -203,13 +203,6 @@ type Link struct {
 	clientAddr  string        // its address as the backend sees it
 	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
 	clockKnown  bool
-	suspects    []suspect
-	retained    []entry
-	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
-	retryTimer  *time.Timer // fires when the earliest retry is due
-	leftUndos   []string    // keys of the undos that had not run when the link closed
-	closed      bool        // Close has taken what waited: an undo now is left at once
-	killWarn    string      // the last CLIENT KILL refusal logged
 
 	// Why the backend is unusable, as last logged, and how often it was
 	// seen since: a reason that keeps coming back is summarised.
@@ -228,6 +221,8 @@ type Link struct {
 	// Every queued command has a sequence number: pushed counts them,
 	// popped counts those answered or dropped.
 	pushed, popped uint64
+
+	undoKeeper // undos kept across connections and retries (undokeeper.go)
 }
 
 // batch is a write awaiting its replies: the queued count at its end, and
@@ -303,6 +298,7 @@ func NewLink(opt Options) *Link {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
 	l.timer.Stop()
+	l.undoKeeper.max = opt.MaxRetained
 	l.retryTimer = time.AfterFunc(time.Hour, l.retryDue)
 	l.retryTimer.Stop()
 	l.vetTimer = time.AfterFunc(time.Hour, l.check)
@@ -355,7 +351,7 @@ func (l *Link) Health() Health {
 			h.Addr = l.follower.master
 		}
 	}
-	h.UndoRetained = len(l.retained) + len(l.retry)
+	h.UndoRetained = l.waiting()
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
 			h.UndoRetained++
@@ -735,7 +731,7 @@ func (l *Link) Pending() int {
 	defer l.mu.Unlock()
 	// Every queued command counts, timed out or not: the fate of a timed-out
 	// grant (a late reply, or the loss of the connection) decides an undo.
-	return len(l.retained) + len(l.retry) + l.q.len()
+	return l.waiting() + l.q.len()
 }
 
 // Close disconnects and stops every goroutine of the link. Commands still
@@ -760,15 +756,8 @@ func (l *Link) Close() error {
 	l.retryTimer.Stop()
 	l.vetTimer.Stop()
 	l.mu.Lock()
-	l.closed = true
-	retained := append(l.retained, l.retry...)
-	l.retained, l.retry = nil, nil
+	retained := l.undoKeeper.closeLocked()
 	l.health.UndoAbandoned += uint64(len(retained))
-	for _, e := range retained {
-		if e.undo != nil {
-			l.leftUndos = append(l.leftUndos, e.undo.keys)
-		}
-	}
 	l.mu.Unlock()
 	for _, e := range retained {
 		e.rcv.Receive(e.tag, Result{Err: l.errClosed})
