@@ -205,23 +205,14 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		c.Close()
 		return false
 	}
-	l.gen++
-	if l.connAddr != "" && addr != l.connAddr {
-		// Another master of a Sentinel-managed backend: what the link knew
-		// of the last one's clock, run and command count is not this one's.
-		// Its own marker says what it lost (a promotion, a resync).
-		l.clockKnown = false
-		l.cont.run, l.cont.cmds = "", 0
-	}
-	l.connAddr = addr
+	l.verifier.onConnect(addr)
 	if l.follower != nil {
 		// The epoch confirmed now: a newer one than the round that named
 		// addr only makes this connection's marker checks record the
 		// switch sooner; one that does not match the next round's ends it.
 		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
 	}
-	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
-	l.cont.newConnection()
+	l.conn, l.writing = c, false
 	l.loaded = make(map[string]bool)
 	l.wbuf = l.wbuf[:0]
 	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
@@ -241,8 +232,8 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	c.Close()
 
 	l.mu.Lock()
-	wasUp := l.ready
-	l.conn, l.ready = nil, false
+	wasUp, heldBack := l.verifier.onLost()
+	l.conn = nil
 	l.wbuf = l.wbuf[:0]
 	var lost, late, kept []entry
 	unanswered := false
@@ -258,8 +249,6 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		}
 		unanswered = true
 	}
-	heldBack := l.cont.held
-	l.cont.held = nil
 	// What happened at the backend while it could not be seen is unknown:
 	// the watch of its direct clients starts again.
 	l.direct.looked, l.direct.since = false, time.Time{}

@@ -154,17 +154,14 @@ type Link struct {
 	follower *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
 	redial   chan struct{} // cuts the redial backoff short (a new master to dial)
 
-	// mu protects every field below: the connection and its write buffers,
-	// the queue of commands awaiting replies (in the order they were
-	// written: the reader pops the oldest for each reply), the deadlines,
-	// the quarantine (watch) and the continuity, tracking and undo state.
-	// It is never held while writing to the socket or calling a receiver.
+	// mu protects every field below, and the parts' (pipeline, verifier,
+	// undoKeeper): the connection and its write buffers, the queue of
+	// commands awaiting replies (in the order they were written: the
+	// reader pops the oldest for each reply), the deadlines, the
+	// quarantine (watch) and the continuity, tracking and undo state. It
+	// is never held while writing to the socket or calling a receiver.
 	mu        sync.Mutex
 	conn      *linkConn // nil while down
-	connAddr  string    // the address the current (or last) connection was dialled to
-	gen       uint64    // counts connections: replies to an older one's identity check are ignored
-	ready     bool      // the current connection passed its identity check: commands may be sent
-	failed    uint64    // the gen of the last connection whose check failed (fail)
 	writing   bool      // a goroutine is writing to the current connection
 	spare     []byte    // the other write buffer
 	wbuf      []byte
@@ -173,36 +170,9 @@ type Link struct {
 	timer     *time.Timer
 	armedAt   time.Time // when timer fires; zero when not armed
 	deadlines deadlines
-	watch     quorum.Watch
-	cont      contState     // the continuity check (continuity.go)
-	mkey      string        // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
-	lossWhy   quorum.Reason // a loss the link saw itself (moved, clock): the next marker check records it
-	clock     clockWatch    // the clock check (clock.go)
-	track     trackState    // client-side caching at the backend (tracking.go)
-	direct    directState   // the backend's direct clients, under WatchClients (direct.go)
+	track     trackState  // client-side caching at the backend (tracking.go)
+	direct    directState // the backend's direct clients, under WatchClients (direct.go)
 	health    Health
-	counting  bool // the votes counted at the last look, for the log
-	// vetted: a marker check of this master was sent after the tables of
-	// enough other masters were read, so an older copy of its data would
-	// have shown (book.go).
-	vetted   bool
-	proxyID  string      // this proxy's name in the marker's counts (the book's, or the link's own)
-	vetTimer *time.Timer // checks again soon while not vetted
-	vetSince time.Time   // when the first check to vet the master was sent
-	// restore is the end the other masters' records gave the hold of this
-	// master's current epoch: the next marker check writes it into the
-	// master's own record, which is then whole again (book.go).
-	restore struct {
-		epoch string
-		end   time.Time
-	}
-
-	// Undos that must reach the backend: ids of earlier connections that may
-	// still run commands sent on them, and undos waiting for a connection.
-	clientID    int64         // the current connection's CLIENT ID; 0 when unknown
-	clientAddr  string        // its address as the backend sees it
-	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
-	clockKnown  bool
 
 	// Why the backend is unusable, as last logged, and how often it was
 	// seen since: a reason that keeps coming back is summarised.
@@ -222,6 +192,7 @@ type Link struct {
 	// popped counts those answered or dropped.
 	pushed, popped uint64
 
+	verifier   // what the master is and whether its votes count (verifier.go)
 	undoKeeper // undos kept across connections and retries (undokeeper.go)
 }
 
