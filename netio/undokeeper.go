@@ -245,3 +245,11 @@ func (l *Link) fatesOpen() bool {
 	defer l.mu.Unlock()
 	return len(l.suspects) > 0 || len(l.retained) > 0
 }
+
+// undoReplyLocked is the reader's third step: an undo's error reply a
+// retry can cure is kept to be sent again (retried), not delivered.
+func (l *Link) undoReplyLocked(r *reply, now time.Time) {
+	if r.isErr && r.e.durable && !r.e.expired {
+		r.retried = l.undoFailedLocked(r.e, r.v.Str, now)
+	}
+}

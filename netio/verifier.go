@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -133,4 +134,55 @@ func (l *Link) countsLocked(now time.Time) bool {
 func (l *Link) rolledBack() {
 	l.log.Warn("backend serves an older copy of its data than a proxy saw: the grants before it do not count, and its votes stop counting for the hold")
 	l.check()
+}
+
+// verifyReplyLocked is the reader's second step: whether r's reply counts
+// (countsLocked), a grant's held for the continuity check after it, a
+// continuity check's verdict on the replies it held (spare is the buffer
+// the next ones are held in), and a READONLY that ends the connection's
+// verdict.
+func (l *Link) verifyReplyLocked(r *reply, now time.Time, spare *[]held) {
+	e := r.e
+	r.counts = l.countsLocked(now)
+	r.hold = e.hold && !e.expired
+	switch {
+	case e.cont:
+		r.release, r.counts, r.recheck, r.ahead = l.checkedReplyLocked(e, r.v, r.counts, now)
+		if l.cont.held == nil {
+			l.cont.held, *spare = *spare, nil
+		}
+		if r.wc == nil {
+			r.wc, r.wbuf = l.takeWriteLocked() // a check sent again (NOSCRIPT)
+		}
+	case r.hold:
+		l.cont.held = append(l.cont.held, held{e: e, v: r.v})
+	}
+	if r.isErr {
+		l.health.Errors++
+		if bytes.HasPrefix(r.v.Str, []byte("NOSCRIPT")) {
+			// The cache was emptied behind our back (SCRIPT FLUSH): every
+			// script is loaded again before its next use.
+			clear(l.loaded)
+		}
+		if bytes.HasPrefix(r.v.Str, []byte("READONLY")) && l.ready {
+			// The master became a replica under this connection: nothing
+			// it says counts until a new connection's identity check.
+			l.ready, r.counts, r.demoted = false, false, true
+		}
+	}
+}
+
+// orderReplyLocked keeps the order of delivery: a reply that comes behind
+// a held grant waits with it, with its own counts. A Cluster re-sends
+// redirected commands in the order their replies arrive, so a release
+// behind an acquisition must not overtake it. The link's own checks are
+// applied as they are read, in the master's order: a marker check's
+// findings applied after the continuity check behind it would undo that
+// check's verdict.
+func (l *Link) orderReplyLocked(r *reply) {
+	e := r.e
+	r.queued = !e.cont && !r.hold && !r.retried && len(l.cont.held) > 0 && !linkOwn(e.rcv)
+	if r.queued {
+		l.cont.held = append(l.cont.held, held{e: e, v: r.v, own: true, counts: r.counts})
+	}
 }
