@@ -565,8 +565,8 @@ func (l *Link) Close() error {
 	return nil
 }
 
-// isClosed reports whether Close has run.
-func (l *Link) isClosed() bool {
+// Closed reports whether Close has run.
+func (l *Link) Closed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed
