@@ -61,7 +61,7 @@ import (
 type ClusterOptions struct {
 	Seeds []string // any nodes of the cluster (host:port)
 	// Refresh is how often every master is asked for its slot map (a
-	// round, see clusterconfirm.go), and at once on a change (default
+	// round, see cluster_confirm.go), and at once on a change (default
 	// DefaultClusterInterval).
 	Refresh time.Duration
 	// Lease is how long a round in which a majority of the cluster's
@@ -105,7 +105,7 @@ type Cluster struct {
 
 	errNoSlot *BackendError
 
-	// The rounds' query connections (clusterconfirm.go), by node address:
+	// The rounds' query connections (cluster_confirm.go), by node address:
 	// the refresh goroutine's own (a round lends each to one goroutine per
 	// node and waits for them), and Close's once that goroutine ended.
 	queries map[string]*sentinelConn
@@ -133,7 +133,7 @@ type Cluster struct {
 	moving map[uint16]*slotMove
 
 	// Which master counts for each slot, and until when a slot is held
-	// (clusterconfirm.go).
+	// (cluster_confirm.go).
 	conf  []slotConf
 	held  []time.Time
 	hist  []ownSnap       // the masters' slots as the rounds found them, for the hold
@@ -151,7 +151,7 @@ type shard struct {
 	marker    int
 	moved     map[int]bool // marker slots answered MOVED or ASK: never again this shard's marker
 	idleSince time.Time    // a retired shard's link: idle since
-	holdsRead bool         // the slot holds recorded on it were read (clusterconfirm.go)
+	holdsRead bool         // the slot holds recorded on it were read (cluster_confirm.go)
 }
 
 // NewCluster prepares a Redis Cluster backend; Start connects it. opt is

@@ -62,7 +62,7 @@ type slotRange struct {
 	replicas []string
 }
 
-// refresh runs a round (see clusterconfirm.go): every master the last
+// refresh runs a round (see cluster_confirm.go): every master the last
 // slot maps named is asked for its slot map at once (the seeds too, when
 // none of them answers). A slot goes to the owner a majority of the
 // cluster's other masters confirm; a slot without one, to the owner the

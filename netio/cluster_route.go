@@ -252,7 +252,7 @@ func (r *routed) Receive(_ int, res Result) {
 	}
 	res.Via = &via{link: r.link, asking: r.asking}
 	// A reply counts only for the slot's confirmed owner, and not while
-	// the slot is held (clusterconfirm.go).
+	// the slot is held (cluster_confirm.go).
 	res.Counts = res.Counts && r.c.counts(r.slot, r.link, r.askedBy, time.Now())
 	r.c.answered(r.slot, first)
 	r.rcv.Receive(r.tag, res)

@@ -113,7 +113,7 @@ func (l *Link) noteCounting(now time.Time) {
 // countsLocked is the one place that decides whether a reply of this
 // master counts toward a quorum at now. All four must hold:
 //   - the connection is ready: the master's identity (run_id, replication
-//     id, the marker) was read on it (identity.go, the marker script);
+//     id, the marker) was read on it (handshake.go, the marker script);
 //   - the master is out of quarantine: the watch's rule for a master that
 //     is new, restarted, promoted or otherwise lost its data
 //     (quorum.Watch, quorum/restart.go);
