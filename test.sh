@@ -137,7 +137,7 @@ echo "== go test -race (safety harness)"
 go test -race -count=1 -timeout 10m ./bench/safety
 
 echo "== fuzz (${FUZZTIME} each)"
-for target in ./internal/resp:FuzzReader ./internal/script:FuzzClassify ./internal/script:FuzzGuard ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do
+for target in ./internal/resp:FuzzReader ./internal/script/classify:FuzzClassify ./internal/script/guard:FuzzGuard ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do
   pkg=${target%%:*}; fn=${target##*:}
   go test -run=NONE -fuzz="^${fn}\$" -fuzztime="$FUZZTIME" "$pkg"
 done

@@ -30,7 +30,7 @@ func TestPGOProfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go tool pprof: %v\n%s", err, top)
 	}
-	for _, want := range []string{"Duration: 8", "proxy.(*client).serve", "netio.(*Link).readLoop", "proxy.cmdSet", "proxy.cmdEvalSha"} {
+	for _, want := range []string{"Duration: 8", "proxy.(*client).serve", "netio.(*Link).readLoop", "proxy.handleSet", "proxy.handleEvalSha"} {
 		if !strings.Contains(string(top), want) {
 			t.Errorf("the merged profile lacks %q:\n%s", want, top)
 		}

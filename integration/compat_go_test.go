@@ -13,7 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 )
 
 // The Go lock libraries, unchanged, pointed at the proxy instead of one
@@ -227,7 +227,7 @@ func TestEvalShaSurvivesBackendRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SCRIPT LOAD: %v", err)
 	}
-	if sum := script.Sha1([]byte(seedRelease)); sha != sum {
+	if sum := sandbox.Sha1([]byte(seedRelease)); sha != sum {
 		t.Fatalf("SCRIPT LOAD = %s; want the script's own sha1 %s", sha, sum)
 	}
 	if ex, err := cl.ScriptExists(ctx, sha, "0000000000000000000000000000000000000000").Result(); err != nil || !ex[0] || ex[1] {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
@@ -130,7 +130,7 @@ func (f constBackends) Health() []netio.Health     { return make([]netio.Health,
 // fan-out to five in-process backends that answer the reference release
 // at once (the key held by the caller, deleted).
 func BenchmarkEvalShaKnownRelease(b *testing.B) {
-	s := New(Config{Logger: discardLogger()}, constBackends{n: 5, v: resp.IntValue(1 + 2*int64(script.CaseOwn))})
+	s := New(Config{Logger: discardLogger()}, constBackends{n: 5, v: resp.IntValue(1 + 2*int64(spec.CaseOwn))})
 	sha := resp.NewScript([]byte(benchRelease)).Sha
 	conn := &fakeConn{in: bytes.NewReader(evalCmd("SCRIPT", []byte("LOAD"), benchRelease))}
 	newClient(s, conn).serve()

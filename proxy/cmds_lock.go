@@ -6,7 +6,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 
 // lockCommands are the lock commands, fanned out to every backend: the
@@ -175,12 +175,12 @@ func appendDelCmd(b []byte, key []byte, maxToken int) []byte {
 // Redis 7 backends.
 
 // compareDelete is DELIFEQ / DELEX IFEQ as a release: 1 deleted, 0 not.
-var compareDelete = script.MustSpec("release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0")
+var compareDelete = spec.Must("release keys=1 args=1 token=1; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0")
 
 // setIfEq is SET key value IFEQ value PX ms as an extend: re-arm the TTL
 // of a lock that holds the caller's value (and of its fencing state, as
 // every extend does); OK, or nil.
-var setIfEq = script.MustSpec("extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: nil; own: +OK; own-no-ttl: +OK; other: nil; other-no-ttl: nil")
+var setIfEq = spec.Must("extend keys=1 args=2 token=1 ttl=2ms nottl-acts; missing: nil; own: +OK; own-no-ttl: +OK; other: nil; other-no-ttl: nil")
 
 // startSetIfEq extends a lock as SET key token IFEQ token PX ms: OK when a
 // majority re-armed it with validity left, nil otherwise, as Redis 8.4.

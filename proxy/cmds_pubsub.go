@@ -13,7 +13,7 @@ import (
 
 // pubsubCommands serve subscriptions: a client subscribed to a lock's
 // channel (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE) gets the release notice of a
-// lock script (script.Notice) once per release that a majority of masters
+// lock script (spec.Notice) once per release that a majority of masters
 // decided, through whichever proxy the release went. Clients do not
 // publish: PUBLISH is refused.
 var pubsubCommands = []*commandDef{

@@ -5,7 +5,9 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 
 // scriptCommands run and manage lock scripts: a script runs only as a lock
@@ -36,7 +38,7 @@ func handleEvalSha(c *client, args [][]byte) {
 
 // runScript runs a script's call: args is EVAL or EVALSHA with its
 // numkeys, keys and arguments.
-func runScript(c *client, e *script.Entry, args [][]byte) {
+func runScript(c *client, e *classify.Entry, args [][]byte) {
 	numkeys, ok := resp.ParseInt(args[2])
 	switch {
 	case !ok:
@@ -82,7 +84,7 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 			}
 		}
 		reg := c.s.cfg.Scripts
-		var ref *script.Refusal
+		var ref *sandbox.Refusal
 		cl, ref = reg.Classify(e, keys, argv)
 		if ref != nil {
 			if arg, ok := reg.NoExpiry(e, keys, argv); ok {
@@ -90,13 +92,13 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 				return
 			}
 			if s, why := c.s.sems.Classify(e, keys, argv); s != nil {
-				if s.Role != script.SemUnknown {
+				if s.Role != classify.SemUnknown {
 					startSemScript(c, s, keys, argv)
 					return
 				}
 				// A semaphore the proxy refuses is never voted on: a
 				// plain majority lets more than its limit in.
-				ref = &script.Refusal{Sha: e.Sha, Reason: why}
+				ref = &sandbox.Refusal{Sha: e.Sha, Reason: why}
 				if e.FirstRefusal() {
 					c.s.cfg.Logger.Info("script refused", "sha", e.Sha, "reason", ref.Reason)
 				}
@@ -120,9 +122,9 @@ func runScript(c *client, e *script.Entry, args [][]byte) {
 
 // startVote runs a script the classifier refused on every backend, under
 // the vote policy: the client's text as the guard writes it back, which
-// checks every command it runs (script.Guard), and the reply a majority
+// checks every command it runs (guard.Script), and the reply a majority
 // gave.
-func startVote(c *client, e *script.Entry, args [][]byte) {
+func startVote(c *client, e *classify.Entry, args [][]byte) {
 	sc, ref := e.Guarded(reservedPrefix, c.s.cfg.MaxTTL.Milliseconds())
 	if ref != nil {
 		c.replyErr(msgVoteRefused(ref))
@@ -136,7 +138,7 @@ func startVote(c *client, e *script.Entry, args [][]byte) {
 
 // validTTL reports whether a call's TTL argument is one (a positive
 // integer; a deadline's, whether passed or not, is judged later).
-func validTTL(cl *script.Class, args [][]byte) bool {
+func validTTL(cl *spec.Class, args [][]byte) bool {
 	if cl.Deadline {
 		if cl.TTLArg >= len(args) {
 			return false
@@ -152,7 +154,7 @@ func validTTL(cl *script.Class, args [][]byte) bool {
 // TTL: a TTL of 0 or less asks for a lock that never expires (what such a
 // script does on one Redis), which gets SET's refusal of a lock without an
 // expiry; anything else is not a number.
-func ttlArgError(cl *script.Class, argv [][]byte) string {
+func ttlArgError(cl *spec.Class, argv [][]byte) string {
 	if arg, ok := cl.NoExpiry(argv); ok {
 		return msgScriptNeedsExpiry(arg)
 	}
@@ -162,8 +164,8 @@ func ttlArgError(cl *script.Class, argv [][]byte) string {
 // classCall is what a call of a classified script runs with, once its
 // arguments are checked (prepareClassCall).
 type classCall struct {
-	cl      *script.Class // the class (a lapsed deadline's: a read)
-	a       script.CallArgs
+	cl      *spec.Class // the class (a lapsed deadline's: a read)
+	a       spec.CallArgs
 	ttl     time.Duration
 	tokens  [][]byte // the tokens an acquiring role writes, one per key
 	low     int64
@@ -173,7 +175,7 @@ type classCall struct {
 // prepareClassCall checks a call's arguments as one Redis would read them
 // and the proxy's bounds, and returns what it runs with, or the error to
 // answer.
-func prepareClassCall(c *client, cl *script.Class, keys, argv [][]byte) (call classCall, msg string) {
+func prepareClassCall(c *client, cl *spec.Class, keys, argv [][]byte) (call classCall, msg string) {
 	call.cl = cl
 	var ttl time.Duration
 	if cl.Writes() {
@@ -186,7 +188,7 @@ func prepareClassCall(c *client, cl *script.Class, keys, argv [][]byte) (call cl
 		if ttl > c.s.cfg.MaxTTL {
 			return call, msgTTLTooLong(ttl.Milliseconds(), c.s.cfg.MaxTTL.Milliseconds())
 		}
-		if ttl <= 0 && cl.Role == script.RoleAcquire {
+		if ttl <= 0 && cl.Role == spec.RoleAcquire {
 			// A deadline already passed: on one Redis the keys would be set
 			// and gone at once, so nothing is written anywhere and the
 			// client gets what its script answers in the keys' case (the
@@ -216,8 +218,8 @@ func prepareClassCall(c *client, cl *script.Class, keys, argv [][]byte) (call cl
 	call.a.Detailed = cl.Detailed(len(keys))
 	call.a.MaxValue = c.s.cfg.Limits.MaxToken
 	call.a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
-	call.counted = cl.Counted && (cl.Role == script.RoleExtendOrAcquire || cl.Role == script.RoleRelease)
-	if call.counted && cl.Role == script.RoleRelease && cl.TTLArg >= 0 {
+	call.counted = cl.Counted && (cl.Role == spec.RoleExtendOrAcquire || cl.Role == spec.RoleRelease)
+	if call.counted && cl.Role == spec.RoleRelease && cl.TTLArg >= 0 {
 		// A release of one hold re-arms the lock while holds are left.
 		rttl, ok := cl.TTL(argv)
 		switch {
@@ -245,7 +247,7 @@ func prepareClassCall(c *client, cl *script.Class, keys, argv [][]byte) (call cl
 // startClassOp runs a call of a classified script as its role: the
 // reference script on every backend (a script whose keys are each on
 // their own: one op per key, answered as an array).
-func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+func startClassOp(c *client, name string, cl *spec.Class, keys, argv [][]byte) {
 	if cl.Each {
 		startEachOp(c, name, cl, keys, argv)
 		return
@@ -261,7 +263,7 @@ func startClassOp(c *client, name string, cl *script.Class, keys, argv [][]byte)
 // startEachOp runs a call of a script whose keys are each on their own:
 // each key as its own op, answered together as an array; an argument
 // error of any key answers the call.
-func startEachOp(c *client, name string, cl *script.Class, keys, argv [][]byte) {
+func startEachOp(c *client, name string, cl *spec.Class, keys, argv [][]byte) {
 	calls := make([]classCall, len(keys))
 	for k := range keys {
 		var msg string
@@ -293,7 +295,7 @@ func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte
 			// Two steps: the first never shortens a lock; once the extend
 			// succeeded, the second sets the TTL asked where the first kept
 			// it longer and nothing touched it since (see
-			// script.AppendSecondStep).
+			// spec.Class.AppendSecondStep).
 			a.Nonce = newNonce()
 			second = cl.AppendSecondStep(nil, keys, argv, a)
 		}
@@ -326,10 +328,10 @@ func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte
 		// failed extend never is: it would delete the caller's lock where
 		// it is still valid.
 		switch {
-		case cl.Shape == script.ShapeHash:
+		case cl.Shape == spec.ShapeHash:
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoHashScript, keys, tokens, ttl)
 			o.undoSc, o.laterSc = undoHashScript, undoHashLaterScript
-		case cl.Shape == script.ShapeOwners:
+		case cl.Shape == spec.ShapeOwners:
 			o.undoCmd = appendUndoCmd(o.undoBuf[:0], undoOwnersScript, keys, [][]byte{tokens[0], []byte(cl.Marker)}, ttl)
 			o.undoSc, o.laterSc = undoOwnersScript, undoOwnersLaterScript
 		case sameAll(tokens):
@@ -440,7 +442,7 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		}
 		keys, argv := call[1:1+numkeys], call[1+numkeys:]
 		cl := e.Lookup(keys, argv)
-		var ref *script.Refusal
+		var ref *sandbox.Refusal
 		if cl == nil {
 			cl, ref = reg.Classify(e, keys, argv)
 		}
@@ -448,7 +450,7 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			add(s.String())
 		} else if ref != nil {
 			switch s, why := c.s.sems.Classify(e, keys, argv); {
-			case s != nil && s.Role != script.SemUnknown:
+			case s != nil && s.Role != classify.SemUnknown:
 				add(s.String())
 			case s != nil:
 				add("refused: " + why)

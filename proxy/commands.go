@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 
 // commandDef is one entry of the command table. Arity follows Redis: n > 0
@@ -30,7 +30,7 @@ var commands map[string]*commandDef
 
 func init() {
 	commands = table(slices.Concat(lockCommands, semCommands, keyspaceCommands, scriptCommands, connectionCommands, serverCommands, pubsubCommands, signalCommands, aclCommands, vouchCommands)...)
-	for _, r := range script.Roles() {
+	for _, r := range spec.Roles() {
 		lockKinds[r.String()] = roleKind(r)
 	}
 	for name, c := range commands {
@@ -62,7 +62,7 @@ func CommandNames() []string {
 	for n := range commands {
 		names = append(names, n)
 	}
-	for _, r := range script.Roles() {
+	for _, r := range spec.Roles() {
 		names = append(names, r.String())
 	}
 	slices.Sort(names)

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 
-// Grants numbered by a counter (script.Counter: Redisson's RFencedLock
+// Grants numbered by a counter (spec.Counter: Redisson's RFencedLock
 // takes its token with INCR of a key beside the lock, and reads it back
 // with GET of that key). The masters never run the increment: a count moved
 // on the masters that saw each call has no majority meaning, and the
@@ -26,7 +26,7 @@ type chainKind uint8
 
 const (
 	chainNone   chainKind = iota
-	chainGrant            // a grant whose reply shows its number (script.SrcFence)
+	chainGrant            // a grant whose reply shows its number (spec.SrcFence)
 	chainHolder           // GET of a counter's name: the number of the lock's holder
 )
 
@@ -146,7 +146,7 @@ func startHolderNumber(c *client, lock []byte) {
 // noteFenced learns the name of a counted script's counter (a later GET
 // of it answers the holder's number, whether or not this call shows it),
 // and reports whether the op's grant shows its number.
-func (c *client) noteFenced(cl *script.Class, keys, argv [][]byte) bool {
+func (c *client) noteFenced(cl *spec.Class, keys, argv [][]byte) bool {
 	if cl.Counter == nil {
 		return false
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
@@ -26,7 +26,7 @@ func (f fakeBackends) N() int { return f.n }
 func (f fakeBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Receiver, tag int, deadline time.Time, flags netio.SendFlags) {
 	v := resp.IntValue(1)
 	switch {
-	case script.IsReference(sc):
+	case spec.IsReference(sc):
 		v = referenceHeld(cmd)
 	case bytes.Contains(cmd, []byte("SET")):
 		v = resp.OK
@@ -54,13 +54,13 @@ func referenceHeld(cmd []byte) resp.Value {
 	nk, _ := resp.ParseInt(cmdArg(cmd, 2)) // lock keys and their companions
 	argv := 3 + int(nk)
 	if string(cmdArg(cmd, argv)) == "0" {
-		return resp.IntValue(1 + 2*int64(script.CaseOwn))
+		return resp.IntValue(1 + 2*int64(spec.CaseOwn))
 	}
 	nkeys, _ := resp.ParseInt(cmdArg(cmd, argv+6))
 	out := resp.Value{Kind: resp.KindArray, Elems: []resp.Value{resp.IntValue(1)}}
 	for k := int64(0); k < nkeys; k++ {
 		tok := cmdArg(cmd, argv+8+int(k))
-		out.Elems = append(out.Elems, resp.IntValue(int64(script.CaseOwn)), resp.IntValue(1000), resp.BulkValue(tok), resp.IntValue(1000))
+		out.Elems = append(out.Elems, resp.IntValue(int64(spec.CaseOwn)), resp.IntValue(1000), resp.BulkValue(tok), resp.IntValue(1000))
 	}
 	return out
 }

@@ -6,12 +6,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/netio"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // ruleScript is a call of a classified lock script (startClassOp). The
-// script is classified once per shape of call (script.Registry); the
+// script is classified once per shape of call (classify.Registry); the
 // backends then run the proxy's own reference script for its role, never
 // the client's text, and answer which case each key was in and whether
 // they acted. A backend that acted grants; the op is decided as an acquire
@@ -58,9 +58,9 @@ func (scriptRules) refill(o *op, now time.Time) resp.Value {
 
 // scriptCall is what a lock script's op needs besides the op.
 type scriptCall struct {
-	class    *script.Class
+	class    *spec.Class
 	nkeys    int
-	detailed bool     // backends answer in detail (see script.Class.Detailed)
+	detailed bool     // backends answer in detail (see spec.Class.Detailed)
 	lowMs    int64    // least PTTL that is not "too little", or 0
 	keys     [][]byte // copies, kept only when a reply template shows them
 	argv     [][]byte
@@ -70,13 +70,13 @@ type scriptCall struct {
 	// as asked would re-arm it to that TTL and still be answered as
 	// failed, shortening a lock its holder was told it still has).
 	readOnly bool
-	success  bool        // the decision, for a reply filled again as it leaves
-	caseAt   script.Case // the case the reply was filled in
+	success  bool      // the decision, for a reply filled again as it leaves
+	caseAt   spec.Case // the case the reply was filled in
 	// nonce, for a reentrant lock's take or release, marks what the op
 	// wrote, so that a repair of the count applies only where no later
 	// write came (countRepairLocked).
 	nonce string
-	// signalTTL, for a release that pushes a signal (script.Notice's
+	// signalTTL, for a release that pushes a signal (spec.Notice's
 	// List), is how long the signal is kept for waiters to come, at most
 	// max_ttl.
 	signalTTL time.Duration
@@ -88,7 +88,7 @@ type scriptCall struct {
 // or where nothing is known, a compare-and-delete could delete a lock that
 // is still valid.
 func (scriptRules) undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate {
-	if o.sc.class.Role != script.RoleExtendOrAcquire && o.sc.class.Shape == script.ShapeString {
+	if o.sc.class.Role != spec.RoleExtendOrAcquire && o.sc.class.Shape == spec.ShapeString {
 		return fate(v, r)
 	}
 	switch {
@@ -97,11 +97,11 @@ func (scriptRules) undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate {
 	case v != quorum.Granted || r.Err != nil:
 		return quorum.FateClear
 	}
-	cs := script.Case(r.V.Int >> 1)
+	cs := spec.Case(r.V.Int >> 1)
 	if o.sc.detailed {
-		cs = script.Case(r.V.Elems[1].Int)
+		cs = spec.Case(r.V.Elems[1].Int)
 	}
-	if cs == script.CaseMissing || cs == script.CaseOtherShared {
+	if cs == spec.CaseMissing || cs == spec.CaseOtherShared {
 		return quorum.FateHolds // it took the lock, or joined it: the caller held nothing there
 	}
 	return quorum.FateClear
@@ -126,7 +126,7 @@ func (o *op) scriptVote(v resp.Value) quorum.Vote {
 // acted reads the acted flag of a well-formed reference reply.
 func (o *op) acted(v resp.Value) (bool, bool) {
 	if !o.sc.detailed {
-		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 < 64 && script.Case(v.Int>>1).Valid()
+		return v.Int&1 == 1, v.Kind == resp.KindInt && v.Int >= 0 && v.Int>>1 < 64 && spec.Case(v.Int>>1).Valid()
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
 		return false, false
@@ -134,7 +134,7 @@ func (o *op) acted(v resp.Value) (bool, bool) {
 	for k := 0; k < o.sc.nkeys; k++ {
 		e := v.Elems[1+4*k:]
 		if e[0].Kind != resp.KindInt || e[1].Kind != resp.KindInt || e[3].Kind != resp.KindInt ||
-			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int >= 64 || !script.Case(e[0].Int).Valid() {
+			(e[2].Kind != resp.KindBulk && e[2].Kind != resp.KindNil) || e[0].Int < 0 || e[0].Int >= 64 || !spec.Case(e[0].Int).Valid() {
 			return false, false
 		}
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 )
@@ -21,7 +23,7 @@ import (
 // same paths run against real redis-server processes in integration/.)
 type modelBackends struct {
 	mu     sync.Mutex
-	states []*script.State
+	states []*sandbox.State
 	down   map[int]bool
 	sent   [][]string // per node: the SHA1s of the scripts run
 }
@@ -29,7 +31,7 @@ type modelBackends struct {
 func newModelBackends(n int) *modelBackends {
 	m := &modelBackends{down: map[int]bool{}, sent: make([][]string, n)}
 	for i := 0; i < n; i++ {
-		m.states = append(m.states, &script.State{Now: 1_700_000_000_000, Keys: map[string]script.Item{}})
+		m.states = append(m.states, &sandbox.State{Now: 1_700_000_000_000, Keys: map[string]sandbox.Item{}})
 	}
 	return m
 }
@@ -66,9 +68,9 @@ func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Re
 			}
 		}
 		m.sent[node] = append(m.sent[node], sc.Sha)
-		var st *script.State
+		var st *sandbox.State
 		var err error
-		v, st, err = script.Eval(sc.Body, keys, argv, m.states[node])
+		v, st, err = sandbox.Eval(sc.Body, keys, argv, m.states[node])
 		if err != nil {
 			v = resp.ErrorValue("ERR " + err.Error())
 		} else {
@@ -90,7 +92,7 @@ func (m *modelBackends) set(nodes []int, key, value string, pttl int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, n := range nodes {
-		it := script.Item{Value: value}
+		it := sandbox.Item{Value: value}
 		if pttl > 0 {
 			it.At = m.states[n].Now + pttl
 		}
@@ -165,7 +167,7 @@ func TestScriptReleaseByMajority(t *testing.T) {
 	if v := do(t, s, evalArgs(releaseText, []string{"k2"}, "tok")...); v.String() != ":0" {
 		t.Fatalf("minority release = %v; want :0", v)
 	}
-	release := (&script.Class{Role: script.RoleRelease}).Reference().Sha
+	release := (&spec.Class{Role: spec.RoleRelease}).Reference().Sha
 	for n, sent := range m.sent {
 		if len(sent) != 2 || sent[0] != release || sent[1] != release {
 			t.Fatalf("node %d ran %q; want the reference release (%s) twice", n, sent, release)
@@ -294,7 +296,7 @@ func TestScriptExplain(t *testing.T) {
 			t.Errorf("EXPLAIN lacks %q: %s", want, text)
 		}
 	}
-	sha := script.Sha1([]byte(releaseText))
+	sha := sandbox.Sha1([]byte(releaseText))
 	if v := do(t, s, "SCRIPT", "EXPLAIN", sha); !strings.Contains(v.String(), "role: release") {
 		t.Errorf("EXPLAIN by sha1 after a classification = %v", v)
 	}
@@ -446,7 +448,7 @@ func TestScriptFirstSeenWithAPassedDeadline(t *testing.T) {
 	if nodes, pttls := m.held("k", "tok"); len(nodes) != 5 || pttls[0] < 19000 {
 		t.Fatalf("after the extend the lock is on %v with %v; want extended", nodes, pttls)
 	}
-	if v := do(t, s, "SCRIPT", "EXPLAIN", script.Sha1([]byte(ext))); !strings.Contains(v.String(), "role: extend") || strings.Contains(v.String(), "role: release") {
+	if v := do(t, s, "SCRIPT", "EXPLAIN", sandbox.Sha1([]byte(ext))); !strings.Contains(v.String(), "role: extend") || strings.Contains(v.String(), "role: release") {
 		t.Fatalf("EXPLAIN = %v; want the extend alone", v)
 	}
 }
@@ -479,12 +481,12 @@ return 1 end return 0`
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newModelBackends(5)
-			reg := script.NewRegistry()
-			cl, err := script.ParseSpec("acquire keys=1 args=2 token=2 ttl=1ms; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0")
+			reg := classify.NewRegistry()
+			cl, err := spec.Parse("acquire keys=1 args=2 token=2 ttl=1ms; missing: 1; own: 0; own-no-ttl: 0; other: 0; other-no-ttl: 0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg.Declare(script.Sha1([]byte(declared)), cl)
+			reg.Declare(sandbox.Sha1([]byte(declared)), cl)
 			s := New(Config{Logger: discardLogger(), Scripts: reg}, m)
 			if c.warm {
 				if v := do(t, s, evalArgs(c.text, []string{"k0"}, "tok", "30000")...); v.Kind == resp.KindError {

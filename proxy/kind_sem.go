@@ -7,13 +7,14 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Counting semaphores (redis-semaphore's Semaphore, and any script that
-// behaves alike, script.ClassifySemaphore): at most limit holders at any
+// behaves alike, classify.SemaphoreScript): at most limit holders at any
 // moment, under any partial failure. A plain majority is not enough (three
 // callers of a limit-2 semaphore over three masters, each refused by one
 // master, would each hold two), so a permit is one of limit slots, each an
@@ -42,7 +43,7 @@ var semCommands = []*commandDef{
 
 // semCall is what a semaphore op needs besides the op.
 type semCall struct {
-	role             script.SemRole
+	role             classify.SemRole
 	limit            int
 	success, failure resp.Value
 	zrem             bool   // reply as ZREM: the number of tokens removed
@@ -57,9 +58,9 @@ type semRules struct{}
 
 func (semRules) effects(o *op) effect {
 	switch o.sem.role {
-	case script.SemAcquire:
+	case classify.SemAcquire:
 		return effTakes | effValidity | effWrites
-	case script.SemRefresh:
+	case classify.SemRefresh:
 		return effValidity | effWrites
 	}
 	return effWrites
@@ -69,7 +70,7 @@ func (semRules) vote(o *op, v resp.Value) quorum.Vote {
 	if v.Kind != resp.KindArray || len(v.Elems) == 0 {
 		return quorum.Unknown
 	}
-	if o.sem.role == script.SemRelease {
+	if o.sem.role == classify.SemRelease {
 		if len(v.Elems) != o.sem.members {
 			return quorum.Unknown
 		}
@@ -102,7 +103,7 @@ func semSlot(v resp.Value) (int, bool) {
 // outcome decides an acquire or a refresh by slots: a majority of counted
 // masters must hold the same slot for the caller.
 func (semRules) outcome(o *op) quorum.Outcome {
-	if o.sem.role == script.SemRelease {
+	if o.sem.role == classify.SemRelease {
 		return o.tally.Outcome()
 	}
 	n := o.e.n
@@ -121,7 +122,7 @@ func (semRules) outcome(o *op) quorum.Outcome {
 }
 
 func (r semRules) decide(o *op) bool {
-	if o.sem.role == script.SemRelease && o.sem.members > 1 {
+	if o.sem.role == classify.SemRelease && o.sem.members > 1 {
 		// Several tokens: each counts as removed where a majority removed
 		// it, known once every master answered.
 		if !o.tally.Done() {
@@ -144,7 +145,7 @@ func (r semRules) decide(o *op) bool {
 		return o.answered(true)
 	}
 	done := o.decideByMajority()
-	if done && o.sem.role == script.SemAcquire {
+	if done && o.sem.role == classify.SemAcquire {
 		o.sem.hints.note(o)
 	}
 	return done
@@ -168,7 +169,7 @@ func (semRules) refill(o *op, _ time.Time) resp.Value { return o.result }
 // (an error, a lost connection); never where it re-armed the caller's own
 // permit, which stands.
 func (semRules) undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate {
-	if o.sem.role == script.SemAcquire && v == quorum.Granted && r.Err == nil && r.V.Elems[2].Int != 1 {
+	if o.sem.role == classify.SemAcquire && v == quorum.Granted && r.Err == nil && r.V.Elems[2].Int != 1 {
 		return quorum.FateClear
 	}
 	return fate(v, r)
@@ -188,7 +189,7 @@ func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.D
 	o.sem = sc
 	o.ttl = ttl
 	switch sc.role {
-	case script.SemAcquire:
+	case classify.SemAcquire:
 		sc.key, sc.token, sc.hints = append([]byte(nil), key...), append([]byte(nil), token...), &c.s.semHints
 		nonce := newNonce()
 		pref := sc.hints.prefer(key, token, sc.limit, c.s.eng.n)
@@ -196,7 +197,7 @@ func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.D
 		ref = semAcquireScript
 		o.undoCmd = appendEvalShaArgs(o.undoBuf[:0], semUndoScript, h, token, nonce, undoAtZero)
 		o.undoSc, o.laterSc = semUndoScript, semUndoScript
-	case script.SemRefresh:
+	case classify.SemRefresh:
 		cmd = appendEvalShaArgs(c.cmd[:0], semRefreshScript, h, token, itoa(ttl.Milliseconds()))
 		ref = semRefreshScript
 	default:
@@ -232,7 +233,7 @@ func appendEvalShaArgs(b []byte, sc *resp.Script, key []byte, args ...any) []byt
 
 // startSemScript runs a call of a script classified as a semaphore
 // operation.
-func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
+func startSemScript(c *client, s *classify.Semaphore, keys, argv [][]byte) {
 	sc := &semCall{role: s.Role, success: s.Success, failure: s.Failure}
 	token := argv[s.Token]
 	if len(token) > c.s.cfg.Limits.MaxToken {
@@ -240,7 +241,7 @@ func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
 		return
 	}
 	var ttl time.Duration
-	if s.Role != script.SemRelease {
+	if s.Role != classify.SemRelease {
 		var ok bool
 		ttl, ok = s.TTLOf(argv)
 		switch {
@@ -255,9 +256,9 @@ func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
 			return
 		}
 	}
-	if s.Role == script.SemAcquire {
+	if s.Role == classify.SemAcquire {
 		limit, ok := s.LimitOf(argv)
-		if !ok || limit < 1 || limit > script.MaxSemLimit {
+		if !ok || limit < 1 || limit > classify.MaxSemLimit {
 			c.replyErr(msgSemLimit(string(argv[s.Limit])))
 			return
 		}
@@ -268,10 +269,10 @@ func startSemScript(c *client, s *script.Semaphore, keys, argv [][]byte) {
 
 // semOpNames are the names a semaphore script's operations are counted
 // under, as the lock roles they are: an acquire, an extend, a release.
-var semOpNames = map[script.SemRole]string{
-	script.SemAcquire: script.RoleAcquire.String(),
-	script.SemRefresh: script.RoleExtend.String(),
-	script.SemRelease: script.RoleRelease.String(),
+var semOpNames = map[classify.SemRole]string{
+	classify.SemAcquire: spec.RoleAcquire.String(),
+	classify.SemRefresh: spec.RoleExtend.String(),
+	classify.SemRelease: spec.RoleRelease.String(),
 }
 
 // handleZrem is ZREM key member...: the release of a semaphore's permits, as
@@ -282,7 +283,7 @@ func handleZrem(c *client, args [][]byte) {
 		c.replyErr(msgReservedKey)
 		return
 	}
-	sc := &semCall{role: script.SemRelease, zrem: true}
+	sc := &semCall{role: classify.SemRelease, zrem: true}
 	startSem(c, "zrem", sc, args[1], nil, 0, args[2:])
 }
 

@@ -66,7 +66,7 @@ return redis.call('get', KEYS[1])`))
 )
 
 // undoOwnersScript undoes an acquire of a lock of several owners (a
-// sorted set, script.ShapeOwners) where it took or joined the lock: the
+// sorted set, spec.ShapeOwners) where it took or joined the lock: the
 // caller's member is removed, and the marker if it carries the caller's
 // deadline (the acquire set both), and the key expires with its last
 // member. ARGV: token, marker, then the TTL, how recent and the instant,
@@ -97,7 +97,7 @@ local top = redis.call('zrevrange', k, 0, 0, 'withscores')[2]
 if top then redis.call('pexpireat', k, top) end
 return 1`))
 
-// undoHashScript undoes an acquire of hash locks (script.ShapeHash):
+// undoHashScript undoes an acquire of hash locks (spec.ShapeHash):
 // each key is deleted if it is a hash whose one field is its token (ARGV:
 // one token per key, then the TTL, how recent and the instant, as
 // undoPerKeyScript).

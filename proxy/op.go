@@ -95,7 +95,7 @@ type op struct {
 	undoCmd []byte       // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script // the script undoCmd runs, when not undoScript
 	laterSc *resp.Script // and undoLaterScript
-	// secondStep is an extend's second step (script.AppendSecondStep),
+	// secondStep is an extend's second step (spec.Class.AppendSecondStep),
 	// sent once its success leaves to the backends that granted it.
 	secondStep []byte
 	flags      netio.SendFlags // Tracked, when a tracking client's keys are read; Checked is added for grants

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 )
 
 // Wire replies: errors worded as Redis words them where Redis has a reply
@@ -48,7 +49,7 @@ const (
 )
 
 func msgSemLimit(got string) string {
-	return fmt.Sprintf("ERR redlock-proxy: a semaphore's limit must be an integer from 1 to %d here, not %q", script.MaxSemLimit, got)
+	return fmt.Sprintf("ERR redlock-proxy: a semaphore's limit must be an integer from 1 to %d here, not %q", classify.MaxSemLimit, got)
 }
 
 // msgProtocol is the reply to a malformed request (a ProtocolError, whose
@@ -128,7 +129,7 @@ func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
 }
 
-// msgLatchTooLong refuses a call whose latch (script.Latch) would outlive
+// msgLatchTooLong refuses a call whose latch (spec.Latch) would outlive
 // max_ttl: the proxy writes no key that lives longer, and a latch kept
 // shorter than asked would let a late retry act twice.
 func msgLatchTooLong(ms, maxMs int64) string {
@@ -296,7 +297,7 @@ func msgScriptNeedsExpiry(arg string) string {
 }
 
 // msgRefused is the error a refused script gets: why, and where to look.
-func msgRefused(ref *script.Refusal) string {
+func msgRefused(ref *sandbox.Refusal) string {
 	return "ERR redlock-proxy: unknown " + ref.Error() + ". The proxy runs a script only as a lock operation it recognizes " +
 		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows how it read this one); a lock script it cannot read can be " +
 		"declared by hand under 'scripts:' in the configuration"
@@ -304,7 +305,7 @@ func msgRefused(ref *script.Refusal) string {
 
 // msgVoteRefused is the error of a script that the vote policy's guard
 // will not run.
-func msgVoteRefused(ref *script.Refusal) string {
+func msgVoteRefused(ref *sandbox.Refusal) string {
 	return "ERR redlock-proxy: " + ref.Error() + ": a voted script may use the lock commands on its own keys only " +
 		"(SCRIPT EXPLAIN " + ref.Sha + " numkeys key... arg... shows why the classifier refused it; 'scripts:' in the configuration declares a lock script by hand)"
 }

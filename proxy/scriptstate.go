@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // keyObs is what one backend said of one key.
 type keyObs struct {
-	cs       script.Case
+	cs       spec.Case
 	pttl     int64
 	value    []byte
 	hasValue bool
@@ -29,31 +29,31 @@ func (o *op) obs(i, k int) (keyObs, bool) {
 	}
 	v := o.replies[i]
 	if !o.sc.detailed {
-		return keyObs{cs: script.Case(v.Int >> 1)}, true
+		return keyObs{cs: spec.Case(v.Int >> 1)}, true
 	}
 	e := v.Elems[1+4*k:]
-	return keyObs{cs: script.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
+	return keyObs{cs: spec.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
 }
 
 // holder is a case without its TTL detail: missing, own or other.
-func holder(c script.Case) script.Case {
+func holder(c spec.Case) spec.Case {
 	switch c {
-	case script.CaseOwn, script.CaseOwnNoTTL, script.CaseOwnLowTTL, script.CaseOwnAgain:
-		return script.CaseOwn
-	case script.CaseOther, script.CaseOtherNoTTL, script.CaseOtherLowTTL:
-		return script.CaseOther
-	case script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared:
+	case spec.CaseOwn, spec.CaseOwnNoTTL, spec.CaseOwnLowTTL, spec.CaseOwnAgain:
+		return spec.CaseOwn
+	case spec.CaseOther, spec.CaseOtherNoTTL, spec.CaseOtherLowTTL:
+		return spec.CaseOther
+	case spec.CaseOwnShared, spec.CaseOwnSharedOthers, spec.CaseOtherShared:
 		return c // a lock of several owners: each case on its own
 	}
-	return script.CaseMissing
+	return spec.CaseMissing
 }
 
 // ttlRank orders a key's TTL cases from most time left to least.
-func ttlRank(c script.Case) int {
+func ttlRank(c spec.Case) int {
 	switch c {
-	case script.CaseOwnNoTTL, script.CaseOtherNoTTL:
+	case spec.CaseOwnNoTTL, spec.CaseOtherNoTTL:
 		return 0
-	case script.CaseOwnLowTTL, script.CaseOtherLowTTL:
+	case spec.CaseOwnLowTTL, spec.CaseOtherLowTTL:
 		return 2
 	}
 	return 1
@@ -64,9 +64,9 @@ func ttlRank(c script.Case) int {
 // from the majority-th most time left, and that PTTL before and after.
 func (o *op) majorityKey(k int, elapsed time.Duration) (keyObs, bool) {
 	ob, ok := o.majorityKeyOfBackends(k, elapsed)
-	if holder(ob.cs) == script.CaseMissing {
+	if holder(ob.cs) == spec.CaseMissing {
 		// A lock that only the upgrade's veto holds is an old client's.
-		if v, vok := o.vetoObs(k); vok && holder(v.cs) != script.CaseMissing {
+		if v, vok := o.vetoObs(k); vok && holder(v.cs) != spec.CaseMissing {
 			return v, true
 		}
 	}
@@ -90,12 +90,12 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 		count, again := 0, 0
 		for j := range o.replies {
 			b, ok := o.obs(j, k)
-			if !ok || holder(b.cs) != h || (h == script.CaseOther && o.sc.detailed && string(b.value) != string(a.value)) {
+			if !ok || holder(b.cs) != h || (h == spec.CaseOther && o.sc.detailed && string(b.value) != string(a.value)) {
 				continue
 			}
 			count++
 			ranks[ttlRank(b.cs)]++
-			if b.cs == script.CaseOwnAgain {
+			if b.cs == spec.CaseOwnAgain {
 				again++
 			}
 			if o.sc.detailed {
@@ -108,8 +108,8 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 		}
 		out := a
 		switch {
-		case h == script.CaseMissing:
-			out.cs = script.CaseMissing
+		case h == spec.CaseMissing:
+			out.cs = spec.CaseMissing
 		case ranks[0] >= m:
 			out.cs = h + 1 // no TTL
 		case ranks[0]+ranks[1] >= m:
@@ -117,11 +117,11 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 		default:
 			out.cs = h + 2 // too little left
 		}
-		if out.cs == script.CaseOwn && again >= m {
+		if out.cs == spec.CaseOwn && again >= m {
 			// A reentrant lock that a majority holds more than once: one
 			// hold less leaves it held (never a release while a majority
 			// still counts holds).
-			out.cs = script.CaseOwnAgain
+			out.cs = spec.CaseOwnAgain
 		}
 		if o.sc.detailed {
 			out.pttl = o.validityLeft(majorityPTTL(o.e.n, pttls), elapsed)
@@ -129,7 +129,7 @@ func (o *op) majorityKeyOfBackends(k int, elapsed time.Duration) (keyObs, bool) 
 		}
 		return out, true
 	}
-	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+	return keyObs{cs: spec.CaseMissing, pttl: -2, after: -2}, false
 }
 
 // majorityCompact is majorityKey for compact answers (one key, cases
@@ -141,10 +141,10 @@ func (o *op) majorityCompact(m int) (keyObs, bool) {
 			counts[a.cs]++
 		}
 	}
-	if counts[script.CaseMissing] >= m {
-		return keyObs{cs: script.CaseMissing}, true
+	if counts[spec.CaseMissing] >= m {
+		return keyObs{cs: spec.CaseMissing}, true
 	}
-	for _, h := range []script.Case{script.CaseOwn, script.CaseOther} {
+	for _, h := range []spec.Case{spec.CaseOwn, spec.CaseOther} {
 		noTTL, ok, low := counts[h+1], counts[h], counts[h+2]
 		switch {
 		case noTTL >= m:
@@ -155,12 +155,12 @@ func (o *op) majorityCompact(m int) (keyObs, bool) {
 			return keyObs{cs: h + 2}, true
 		}
 	}
-	for _, cs := range []script.Case{script.CaseOwnShared, script.CaseOwnSharedOthers, script.CaseOtherShared} {
+	for _, cs := range []spec.Case{spec.CaseOwnShared, spec.CaseOwnSharedOthers, spec.CaseOtherShared} {
 		if counts[cs] >= m {
 			return keyObs{cs: cs}, true
 		}
 	}
-	return keyObs{cs: script.CaseMissing, pttl: -2, after: -2}, false
+	return keyObs{cs: spec.CaseMissing, pttl: -2, after: -2}, false
 }
 
 // numCaseCodes bounds the case codes a reference answer may give.
@@ -197,21 +197,21 @@ func (o *op) validityLeft(p int64, elapsed time.Duration) int64 {
 func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 	cl := o.sc.class
 	elapsed := now.Sub(o.t1)
-	sit := script.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv, RoundDown: true}
+	sit := spec.Situation{NKeys: o.sc.nkeys, Keys: o.sc.keys, Argv: o.sc.argv, RoundDown: true}
 	var focus keyObs
 	if o.sc.nkeys == 1 {
 		focus, _ = o.majorityKey(0, elapsed)
 		sit.Case = focus.cs
-		if holder(focus.cs) == script.CaseOwn {
+		if holder(focus.cs) == spec.CaseOwn {
 			sit.Count = 1
 		}
 	} else {
 		states := make([]keyObs, o.sc.nkeys)
-		cases := make([]script.Case, o.sc.nkeys)
+		cases := make([]spec.Case, o.sc.nkeys)
 		for k := range states {
 			states[k], _ = o.majorityKey(k, elapsed)
 			cases[k] = states[k].cs
-			if holder(cases[k]) == script.CaseOwn {
+			if holder(cases[k]) == spec.CaseOwn {
 				sit.Count++
 			}
 		}
@@ -237,12 +237,12 @@ func (o *op) scriptReplyAt(success bool, now time.Time) resp.Value {
 // fallbackCase picks the case, among those whose outcome matches the
 // decision, that the most counted backends were in; with none, the role's
 // usual case for that outcome.
-func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int, keyObs) {
+func (o *op) fallbackCase(success bool, elapsed time.Duration) (spec.Case, int, keyObs) {
 	cl := o.sc.class
 	var counts [numCaseCodes]int
 	var focus [numCaseCodes]int
 	var first [numCaseCodes]keyObs
-	cases := make([]script.Case, o.sc.nkeys)
+	cases := make([]spec.Case, o.sc.nkeys)
 	for i := range o.replies {
 		ok := true
 		for k := range cases {
@@ -272,14 +272,14 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 		}
 	}
 	if best >= 0 {
-		return script.Case(best), focus[best], first[best]
+		return spec.Case(best), focus[best], first[best]
 	}
-	cs := script.CaseMissing
+	cs := spec.CaseMissing
 	switch {
-	case success && (cl.Role == script.RoleExtend || cl.Role == script.RoleRelease):
-		cs = script.CaseOwn
+	case success && (cl.Role == spec.RoleExtend || cl.Role == spec.RoleRelease):
+		cs = spec.CaseOwn
 	case !success && cl.Role.Takes():
-		cs = script.CaseOther
+		cs = spec.CaseOther
 	}
 	return cs, 0, keyObs{cs: cs, pttl: -2, after: -2}
 }
@@ -289,7 +289,7 @@ func (o *op) fallbackCase(success bool, elapsed time.Duration) (script.Case, int
 // own count differs from it: each counted master's count after the op
 // (what it held, one more where it took or entered, one less where it
 // released), the others' 0, and the majority-th largest of them. A repair
-// (script.CountRepair) sets it where the lock is still the caller's and
+// (spec.CountRepair) sets it where the lock is still the caller's and
 // no later write came; so the masters agree again, and no minority keeps
 // counting holds the majority has given up, or gives up holds the majority
 // still counts.
@@ -308,12 +308,12 @@ func (o *op) countRepairLocked() ([]byte, []int) {
 			continue
 		}
 		var n int64
-		if holder(a.cs) == script.CaseOwn {
+		if holder(a.cs) == spec.CaseOwn {
 			n, _ = resp.ParseInt(a.value)
 		}
 		acted, _ := o.acted(o.replies[i])
 		switch {
-		case acted && cl.Role == script.RoleRelease:
+		case acted && cl.Role == spec.RoleRelease:
 			n--
 		case acted:
 			n++
@@ -343,7 +343,7 @@ func (o *op) countRepairLocked() ([]byte, []int) {
 // repairs it, and one that misses a notice is one fewer to deliver it.
 func (o *op) sendAfterReply(repair []byte, nodes []int, notice []byte, now time.Time) {
 	for _, n := range nodes {
-		o.e.be.Send(n, repair, script.CountRepair(), netio.Discard, n, now.Add(o.e.timeout), 0)
+		o.e.be.Send(n, repair, spec.CountRepair(), netio.Discard, n, now.Add(o.e.timeout), 0)
 	}
 	if notice != nil {
 		for n := 0; n < o.e.n; n++ {
@@ -353,7 +353,7 @@ func (o *op) sendAfterReply(repair []byte, nodes []int, notice []byte, now time.
 }
 
 // noticeLocked returns, for a release of a script that publishes when it
-// frees its lock (script.Notice), the PUBLISH of its notice once the
+// frees its lock (spec.Notice), the PUBLISH of its notice once the
 // release freed the lock on a majority: a release that succeeded (of a
 // reentrant lock: its last hold), or a delete that found the lock. Every
 // master gets it (sendAfterReply); a proxy delivers it to its subscribers
@@ -363,7 +363,7 @@ func (o *op) noticeLocked() []byte {
 	if cl == nil || cl.Notice == nil || !o.sc.success {
 		return nil
 	}
-	if cl.Role == script.RoleRelease && cl.Counted && o.sc.caseAt == script.CaseOwnAgain {
+	if cl.Role == spec.RoleRelease && cl.Counted && o.sc.caseAt == spec.CaseOwnAgain {
 		return nil // holds are left: nothing was released
 	}
 	n := cl.Notice

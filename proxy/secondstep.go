@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -22,7 +22,7 @@ import (
 //     records the nonce in the key's companion. Every later write of the
 //     key (another extend, a release, an acquisition) clears the nonce.
 //  2. Once the extend succeeded and its reply leaves (final), the second
-//     step (script.AppendSecondStep) sets the TTL asked on each key that
+//     step (spec.Class.AppendSecondStep) sets the TTL asked on each key that
 //     still holds the token and the nonce, so the lock ends as one Redis
 //     would leave it.
 //
@@ -63,7 +63,7 @@ func (o *op) grantedNodesLocked() []int {
 // delays the next holder.
 func (o *op) sendSecondStep(nodes []int, now time.Time) {
 	for _, n := range nodes {
-		o.e.be.Send(n, o.secondStep, script.SecondStep(), netio.Discard, n, now.Add(o.e.timeout), 0)
+		o.e.be.Send(n, o.secondStep, spec.SecondStep(), netio.Discard, n, now.Add(o.e.timeout), 0)
 	}
 }
 

@@ -6,14 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/redlock-proxy/redlock-proxy/internal/acl"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/acl"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -21,14 +22,14 @@ import (
 // Config configures the front end. Zero values mean the default written on
 // the field.
 type Config struct {
-	Timing         quorum.Timing    // drift and minimum validity (default quorum.DefaultTiming)
-	BackendTimeout time.Duration    // per-backend timeout of every command (default 50ms)
-	MaxTTL         time.Duration    // longest TTL a client may ask for (default 5m)
-	Limits         Limits           // input limits (see Limits)
-	MaxClients     int              // connected clients (default 10000)
-	IdleTimeout    time.Duration    // close a client idle this long (default 0: never)
-	WriteTimeout   time.Duration    // give up on a client that does not read its replies (default 10s)
-	Scripts        *script.Registry // lock scripts: classifications, library facts, declarations (default: the facts)
+	Timing         quorum.Timing      // drift and minimum validity (default quorum.DefaultTiming)
+	BackendTimeout time.Duration      // per-backend timeout of every command (default 50ms)
+	MaxTTL         time.Duration      // longest TTL a client may ask for (default 5m)
+	Limits         Limits             // input limits (see Limits)
+	MaxClients     int                // connected clients (default 10000)
+	IdleTimeout    time.Duration      // close a client idle this long (default 0: never)
+	WriteTimeout   time.Duration      // give up on a client that does not read its replies (default 10s)
+	Scripts        *classify.Registry // lock scripts: classifications, library facts, declarations (default: the facts)
 	// VoteUnknownScripts runs scripts the classifier refuses (except those
 	// seen writing without an expiry) on every backend and replies what a
 	// majority answer (default: refuse them). Safe only for scripts that
@@ -80,7 +81,7 @@ func (c *Config) defaults() {
 		c.MaxClients = d.MaxClients
 	}
 	if c.Scripts == nil {
-		c.Scripts = script.NewRegistry()
+		c.Scripts = classify.NewRegistry()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -118,7 +119,7 @@ type Server struct {
 	nextID   atomic.Int64
 	shutdown chan struct{}
 	track    tracker // client-side caching (tracking.go)
-	sems     *script.Semaphores
+	sems     *classify.Semaphores
 	semHints semHints // kind_sem.go
 	ksCache  keyspaceCache
 	acls     map[string]*userACL // the users' compiled rules (acl.go); none: everything allowed
@@ -145,7 +146,7 @@ func New(cfg Config, be Backends) *Server {
 	rand.Read(id[:])
 	s := &Server{
 		cfg: cfg, be: be, runID: hex.EncodeToString(id[:]), started: time.Now(),
-		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}), sems: script.NewSemaphores(),
+		clients: map[*client]struct{}{}, byID: map[int64]*client{}, shutdown: make(chan struct{}), sems: classify.NewSemaphores(),
 	}
 	s.stats.obs = cfg.Observer
 	s.eng = engine{

@@ -8,7 +8,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
 )
 
-// Signal lists (script.Notice with List: python-redis-lock's release
+// Signal lists (spec.Notice with List: python-redis-lock's release
 // pushes an element onto "lock-signal:<name>" and its waiters take it with
 // BLPOP). The masters never hold the list: a release's signal is a release
 // notice (cmds_pubsub.go), published by the proxy that decided the release

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -99,13 +99,13 @@ const (
 var lockKinds = map[string]lockKind{}
 
 // roleKind is what a lock script of role r counts as.
-func roleKind(r script.Role) lockKind {
+func roleKind(r spec.Role) lockKind {
 	switch r {
-	case script.RoleAcquire, script.RoleExtendOrAcquire:
+	case spec.RoleAcquire, spec.RoleExtendOrAcquire:
 		return kindAcquire
-	case script.RoleExtend:
+	case spec.RoleExtend:
 		return kindExtend
-	case script.RoleRelease:
+	case spec.RoleRelease:
 		return kindRelease
 	}
 	return kindOther // reads, shared locks, forced deletes
@@ -195,13 +195,13 @@ func Results(name string) []string {
 }
 
 // roleNamed is the lock script role a metric name stands for.
-func roleNamed(name string) (script.Role, bool) {
-	for _, r := range script.Roles() {
+func roleNamed(name string) (spec.Role, bool) {
+	for _, r := range spec.Roles() {
 		if r.String() == name {
 			return r, true
 		}
 	}
-	return script.RoleUnknown, false
+	return spec.RoleUnknown, false
 }
 
 // LossOther is the cause of a loss that another proxy recorded, or that

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -56,11 +56,11 @@ func (o *op) vetoObs(k int) (keyObs, bool) {
 		if v.Kind != resp.KindInt {
 			return keyObs{}, false
 		}
-		return keyObs{cs: script.Case(v.Int >> 1)}, true
+		return keyObs{cs: spec.Case(v.Int >> 1)}, true
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) != 1+4*o.sc.nkeys {
 		return keyObs{}, false
 	}
 	e := v.Elems[1+4*k:]
-	return keyObs{cs: script.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
+	return keyObs{cs: spec.Case(e[0].Int), pttl: e[1].Int, value: e[2].Str, hasValue: e[2].Kind == resp.KindBulk, after: e[3].Int}, true
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 )
 
 // The undo nemeses: a master's script cache emptied under load (an undo
@@ -213,7 +213,7 @@ func (e *Env) oldUndoAcquire(ctx context.Context, flushed []int, n int) {
 }
 
 // releaseSHA is the SHA1 of ReleaseScript, as EVALSHA names it.
-func releaseSHA() string { return script.Sha1([]byte(ReleaseScript)) }
+func releaseSHA() string { return sandbox.Sha1([]byte(ReleaseScript)) }
 
 // scheduleShutdownHang returns a schedule that stops a proxy while a
 // majority of masters hangs: the masters are stopped (SIGSTOP), the probe

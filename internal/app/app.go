@@ -28,7 +28,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/app/metrics"
 	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/internal/resp"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/netio"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -102,7 +102,7 @@ func (a *App) start() error {
 	if err != nil {
 		return err
 	}
-	scripts := script.NewRegistry()
+	scripts := classify.NewRegistry()
 	if err := cfg.RegisterScripts(scripts); err != nil {
 		return err
 	}

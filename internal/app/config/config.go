@@ -23,7 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/acl"
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
@@ -366,7 +366,7 @@ func (c *Config) Validate() (warnings []string, err error) {
 	default:
 		return nil, invalid("unknown_scripts", "must be refuse or vote, got %q", c.UnknownScripts)
 	}
-	if err := c.RegisterScripts(script.NewRegistry()); err != nil {
+	if err := c.RegisterScripts(classify.NewRegistry()); err != nil {
 		return nil, err
 	}
 	if c.GoMaxProcs < 0 {

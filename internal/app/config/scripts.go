@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
 )
 
 // ScriptConfig declares by hand what a lock script is, for a script the
@@ -17,7 +19,7 @@ import (
 // classified script; the declaration only says how to read the call and
 // what to answer.
 //
-// Replies are templates (see script.ParseTemplate: 1, nil, +OK, -ERR x,
+// Replies are templates (see spec.ParseTemplate: 1, nil, +OK, -ERR x,
 // "text", pttl, ttl, [1, pttl]...); the older forms "ok", "nil", "int:N",
 // "int:nkeys", "error:TEXT" and "status:TEXT" are read too. success is the
 // reply in every case where the role acts (or, for a query, where the
@@ -44,7 +46,7 @@ type ScriptConfig struct {
 	Refused []string `yaml:"refused"`
 }
 
-// Replies sets the reply of single cases (see script.Case), overriding
+// Replies sets the reply of single cases (see spec.Case), overriding
 // success and failure there.
 type Replies struct {
 	Missing     string `yaml:"missing"`
@@ -80,30 +82,30 @@ func unit(s string) (time.Duration, error) {
 }
 
 // template reads a reply as a template, or in one of the older forms.
-func template(s string) (*script.Template, error) {
+func template(s string) (*spec.Template, error) {
 	kind, arg, found := strings.Cut(s, ":")
 	if found || s == "ok" {
 		switch strings.ToLower(kind) {
 		case "ok":
-			return script.ParseTemplate("+OK")
+			return spec.ParseTemplate("+OK")
 		case "int":
 			if arg == "nkeys" {
-				return script.ParseTemplate("nkeys")
+				return spec.ParseTemplate("nkeys")
 			}
-			return script.ParseTemplate(arg)
+			return spec.ParseTemplate(arg)
 		case "error":
-			return script.ParseTemplate("-" + fmt.Sprintf("%q", arg))
+			return spec.ParseTemplate("-" + fmt.Sprintf("%q", arg))
 		case "status":
-			return script.ParseTemplate("+" + fmt.Sprintf("%q", arg))
+			return spec.ParseTemplate("+" + fmt.Sprintf("%q", arg))
 		}
 	}
-	return script.ParseTemplate(s)
+	return spec.ParseTemplate(s)
 }
 
 // Class converts the entry into a classification; key names the entry in
 // errors.
-func (sc ScriptConfig) Class(key string) (*script.Class, error) {
-	role, err := script.ParseRole(sc.Role)
+func (sc ScriptConfig) Class(key string) (*spec.Class, error) {
+	role, err := spec.ParseRole(sc.Role)
 	if err != nil {
 		return nil, invalid(key+".role", "%v", err)
 	}
@@ -116,12 +118,12 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		}
 	}
 	if sc.Text != "" {
-		if _, ref := script.Compile([]byte(sc.Text)); ref != nil {
+		if _, ref := sandbox.Compile([]byte(sc.Text)); ref != nil {
 			return nil, invalid(key+".text", "%s", ref.Error())
 		}
 	}
 	writes := role.Writes()
-	c := &script.Class{Role: role, Origin: "configured", Layout: script.Layout{
+	c := &spec.Class{Role: role, Origin: "configured", Layout: spec.Layout{
 		Keys: 1, Args: -1, Tokens: []int{0}, TTLArg: -1, MinArg: -1, TTLUnit: time.Millisecond, MinUnit: time.Millisecond,
 		NoTTLActs: true,
 	}}
@@ -136,14 +138,14 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 	}
 	if sc.TokenArg != nil {
 		switch {
-		case *sc.TokenArg < 0 || (*sc.TokenArg == 0 && role != script.RoleValue && role != script.RoleInspect):
+		case *sc.TokenArg < 0 || (*sc.TokenArg == 0 && role != spec.RoleValue && role != spec.RoleInspect):
 			return nil, invalid(key+".token_arg", "is a 1-based ARGV position (0, no token, for value and inspect only), got %d", *sc.TokenArg)
 		case *sc.TokenArg == 0:
 			c.Tokens = nil
 		default:
 			c.Tokens = []int{*sc.TokenArg - 1}
 		}
-	} else if role == script.RoleValue || role == script.RoleInspect {
+	} else if role == spec.RoleValue || role == spec.RoleInspect {
 		c.Tokens = nil
 	}
 	if writes {
@@ -195,7 +197,7 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 	for _, cs := range c.Cases() {
 		good := c.Acts(cs)
 		if role.Query() {
-			good = cs == script.CaseOwn || cs == script.CaseOwnNoTTL || (c.Tokens == nil && cs != script.CaseMissing)
+			good = cs == spec.CaseOwn || cs == spec.CaseOwnNoTTL || (c.Tokens == nil && cs != spec.CaseMissing)
 		}
 		r := failure
 		if good {
@@ -205,7 +207,7 @@ func (sc ScriptConfig) Class(key string) (*script.Class, error) {
 		c.Replies[cs] = t
 	}
 	for _, r := range sc.Replies.byCase() {
-		cs, err := script.ParseCase(r[0])
+		cs, err := spec.ParseCase(r[0])
 		if err != nil {
 			return nil, invalid(key+".replies", "%v", err)
 		}
@@ -238,25 +240,25 @@ func oldPattern(p string) bool {
 // defaultReplies are the replies most scripts of a role use: OK or nil for
 // an acquire, 1 or 0 for release and extend, the TTL or -2 for a TTL
 // query, 1 or 0 for an owner query, the value (and TTL) or nil otherwise.
-func defaultReplies(r script.Role, replyUnit time.Duration) (success, failure string) {
+func defaultReplies(r spec.Role, replyUnit time.Duration) (success, failure string) {
 	switch r {
-	case script.RoleAcquire:
+	case spec.RoleAcquire:
 		return "+OK", "nil"
-	case script.RoleTTL:
+	case spec.RoleTTL:
 		if replyUnit == time.Second {
 			return "ttl", "-2"
 		}
 		return "pttl", "-2"
-	case script.RoleValue:
+	case spec.RoleValue:
 		return "value", "nil"
-	case script.RoleInspect:
+	case spec.RoleInspect:
 		return "[value, pttl]", "nil"
 	}
 	return "1", "0"
 }
 
 // RegisterScripts adds the configured scripts to a registry.
-func (c *Config) RegisterScripts(r *script.Registry) error {
+func (c *Config) RegisterScripts(r *classify.Registry) error {
 	for i, sc := range c.Scripts {
 		key := fmt.Sprintf("scripts[%d]", i)
 		cl, err := sc.Class(key)
@@ -265,7 +267,7 @@ func (c *Config) RegisterScripts(r *script.Registry) error {
 		}
 		sha := strings.ToLower(sc.SHA1)
 		if sc.Text != "" {
-			sha = script.Sha1([]byte(sc.Text))
+			sha = sandbox.Sha1([]byte(sc.Text))
 		}
 		r.Declare(sha, cl)
 	}

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/internal/script"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 )
 
 func ip(n int) *int { return &n }
@@ -57,7 +58,7 @@ func TestScriptConfigDeclared(t *testing.T) {
 	if _, err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r := script.NewRegistry()
+	r := classify.NewRegistry()
 	if err := c.RegisterScripts(r); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestScriptConfigDeclared(t *testing.T) {
 		}
 		return out
 	}
-	e := r.BySha([]byte(script.Sha1([]byte(text))))
+	e := r.BySha([]byte(sandbox.Sha1([]byte(text))))
 	if e == nil {
 		t.Fatalf("the declared text's sha1 is unknown")
 	}

@@ -15,7 +15,7 @@ type Counted struct {
 	Name string
 	Text string
 	Argv []string // ARGV of a typical call
-	Spec string   // its classification (script.Class.Spec)
+	Spec string   // its classification (spec.Class.Spec)
 	// Keys: the call's KEYS after the first (a channel to publish on, a
 	// latch, a counter, a signal list, or more locks).
 	Keys []string
