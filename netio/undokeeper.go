@@ -28,7 +28,7 @@ import (
 //   - onConnect (a new connection to server): forgets the suspects of
 //     another server (a Sentinel-managed backend's earlier master: not a
 //     client of this one) and keeps everything else, which the
-//     connection's handshake sends first;
+//     connection's handshake sends first, patiently when any waited;
 //   - onLost (the connection is lost): keeps the undos the pipeline gave
 //     back, before those already kept, and the lost connection as a
 //     suspect when it carried commands unanswered; fails (returns, to be
