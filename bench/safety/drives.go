@@ -256,7 +256,10 @@ func driveProxyJoin(key string) func(ctx context.Context, e *Env) error {
 				e.Logf("round %d: the restarted proxy 0 did not reach masters 0 and 1 in 5s; again", round)
 				continue
 			}
-			la, ok := acquireWithin(ctx, a, key, ttl, time.Second)
+			// A fresh proxy counts a master once it has read the other
+			// masters' records of it, or after 2 s when one of them is
+			// down, as master 2 is here: A may wait that long.
+			la, ok := acquireWithin(ctx, a, key, ttl, 3*time.Second)
 			if !ok {
 				e.Start(down)
 				e.Logf("round %d: client A could not take %s through proxy 0; again", round, key)
