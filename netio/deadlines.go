@@ -104,14 +104,6 @@ func (h *deadlineHeap) pop() {
 	*h = s
 }
 
-// armLocked makes sure the sweep timer fires no later than t.
-func (l *Link) armLocked(t time.Time) {
-	if l.armedAt.IsZero() || t.Before(l.armedAt) {
-		l.armedAt = t
-		l.timer.Reset(time.Until(t))
-	}
-}
-
 // sweep runs when the earliest deadline may have passed: it answers every
 // expired command with ErrTimeout (their entries stay queued so that late
 // replies are matched and dropped), and disconnects a backend whose oldest

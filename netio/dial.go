@@ -76,14 +76,6 @@ func (l *Link) run() {
 	}
 }
 
-// fatesOpen reports whether a lost connection left commands whose fate is
-// open: suspects to kill, or undos kept for the next connection.
-func (l *Link) fatesOpen() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.suspects) > 0 || len(l.retained) > 0
-}
-
 // dial connects to the backend: its address, or the master its Sentinels
 // name now (asked again first). It returns the address dialled.
 func (l *Link) dial() (net.Conn, string, error) {
@@ -213,28 +205,8 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		c.Close()
 		return false
 	}
-	l.gen++
-	if l.connAddr != "" && addr != l.connAddr {
-		// Another master of a Sentinel-managed backend: what the link knew
-		// of the last one's clock, run and command count is not this one's.
-		// Its own marker says what it lost (a promotion, a resync).
-		l.clockKnown = false
-		l.cont.run, l.cont.cmds = "", 0
-	}
-	l.connAddr = addr
-	if l.follower != nil {
-		// The epoch confirmed now: a newer one than the round that named
-		// addr only makes this connection's marker checks record the
-		// switch sooner; one that does not match the next round's ends it.
-		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
-	}
-	l.conn, l.writing, l.ready, l.clientID, l.clientAddr = c, false, false, 0, ""
-	l.cont.newConnection()
-	l.loaded = make(map[string]bool)
-	l.wbuf = l.wbuf[:0]
-	l.queued, l.replied, l.batchEnds, l.sentMark = 0, 0, l.batchEnds[:0], 0
-	l.health.Connects++
-	expired := l.handshakeLocked(l.gen)
+	patient := l.connectedLocked(c, addr)
+	expired := l.handshakeLocked(l.gen, patient)
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)
@@ -248,42 +220,7 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 	c.Close()
 
 	l.mu.Lock()
-	wasUp := l.ready
-	l.conn, l.ready = nil, false
-	l.wbuf = l.wbuf[:0]
-	var lost, late, kept []entry
-	unanswered := false
-	for l.q.len() > 0 {
-		e := l.popLocked()
-		switch {
-		case e.durable:
-			kept = append(kept, e)
-		case !e.expired:
-			lost = append(lost, e)
-		default:
-			late = append(late, e)
-		}
-		unanswered = true
-	}
-	if unanswered && l.clientID != 0 {
-		// The backend may still run what it was sent (a hung master that
-		// resumes): kill this connection from the next one before any undo.
-		l.suspects = append(l.suspects, suspect{id: l.clientID, addr: l.clientAddr, server: l.connAddr})
-		if len(l.suspects) > 64 {
-			l.suspects = l.suspects[1:]
-		}
-	}
-	heldBack := l.cont.held
-	l.cont.held = nil
-	// What happened at the backend while it could not be seen is unknown:
-	// the watch of its direct clients starts again.
-	l.direct.looked, l.direct.since = false, time.Time{}
-	l.retained = append(kept, l.retained...)
-	var dropped []entry
-	if over := len(l.retained) - l.opt.MaxRetained; over > 0 {
-		dropped = append(dropped, l.retained[:over]...)
-		l.retained = l.retained[over:]
-	}
+	wasUp, heldBack, lost, late, dropped := l.lostLocked()
 	why := err.Error() // readLoop only ends on an error
 	switch {
 	case !wasUp && len(rec.first) > 0 && isProtocolError(err):
@@ -334,6 +271,44 @@ func (l *Link) serve(nc net.Conn, addr string) (verified bool) {
 		l.noteFailure(why)
 	}
 	return wasUp
+}
+
+// connectedLocked starts a new connection c, dialled to addr, in every
+// part, and reports whether its handshake must be patient (undoKeeper). The
+// order is fixed: the verifier first (a new generation: replies to an
+// older connection's checks change nothing from here on), then the
+// pipeline (empty buffers, for the handshake to be queued into), then the
+// undo keeper (whose suspects and undos the handshake sends first).
+func (l *Link) connectedLocked(c *linkConn, addr string) (patient bool) {
+	l.verifier.onConnect(addr)
+	l.pipeline.onConnect(c)
+	patient = l.undoKeeper.onConnect(addr)
+	if l.follower != nil {
+		// The epoch confirmed now: a newer one than the round that named
+		// addr only makes this connection's marker checks record the
+		// switch sooner; one that does not match the next round's ends it.
+		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
+	}
+	l.health.Connects++
+	return patient
+}
+
+// lostLocked ends the connection in every part, and returns what the
+// caller must tell, outside the lock: whether it was up, the replies held
+// for a continuity check that will not come, the commands lost with it,
+// those that had timed out, and the undos beyond the cap. The order is
+// fixed: the verifier first (nothing the connection says counts any more),
+// then the pipeline (which takes out what was queued), then the undo
+// keeper (which keeps the undos the pipeline took out, and the connection
+// as a suspect, by the CLIENT ID the verifier still holds).
+func (l *Link) lostLocked() (wasUp bool, heldBack []held, lost, late, dropped []entry) {
+	wasUp, heldBack = l.verifier.onLost()
+	lost, late, kept, unanswered := l.pipeline.onLost()
+	dropped = l.undoKeeper.onLost(kept, unanswered, suspect{id: l.clientID, addr: l.clientAddr, server: l.connAddr})
+	// What happened at the backend while it could not be seen is unknown:
+	// the watch of its direct clients starts again.
+	l.direct.looked, l.direct.since = false, time.Time{}
+	return wasUp, heldBack, lost, late, dropped
 }
 
 // msgClosedInHandshake is why a backend that closed the connection before

@@ -1,7 +1,6 @@
 package netio
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -154,62 +153,16 @@ type Link struct {
 	follower *follower     // the Sentinels of a Sentinel-managed backend; nil for a plain one
 	redial   chan struct{} // cuts the redial backoff short (a new master to dial)
 
-	// mu protects every field below: the connection and its write buffers,
-	// the queue of commands awaiting replies (in the order they were
-	// written: the reader pops the oldest for each reply), the deadlines,
-	// the quarantine (watch) and the continuity, tracking and undo state.
-	// It is never held while writing to the socket or calling a receiver.
-	mu        sync.Mutex
-	conn      *linkConn // nil while down
-	connAddr  string    // the address the current (or last) connection was dialled to
-	gen       uint64    // counts connections: replies to an older one's identity check are ignored
-	ready     bool      // the current connection passed its identity check: commands may be sent
-	failed    uint64    // the gen of the last connection whose check failed (fail)
-	writing   bool      // a goroutine is writing to the current connection
-	spare     []byte    // the other write buffer
-	wbuf      []byte
-	q         ring[entry]
-	loaded    map[string]bool // scripts loaded on the current connection
-	timer     *time.Timer
-	armedAt   time.Time // when timer fires; zero when not armed
-	deadlines deadlines
-	watch     quorum.Watch
-	cont      contState     // the continuity check (continuity.go)
-	mkey      string        // where the marker is kept (Options.MarkerKey, or SetMarkerKey's)
-	lossWhy   quorum.Reason // a loss the link saw itself (moved, clock): the next marker check records it
-	clock     clockWatch    // the clock check (clock.go)
-	track     trackState    // client-side caching at the backend (tracking.go)
-	direct    directState   // the backend's direct clients, under WatchClients (direct.go)
-	health    Health
-	counting  bool // the votes counted at the last look, for the log
-	// vetted: a marker check of this master was sent after the tables of
-	// enough other masters were read, so an older copy of its data would
-	// have shown (book.go).
-	vetted   bool
-	proxyID  string      // this proxy's name in the marker's counts (the book's, or the link's own)
-	vetTimer *time.Timer // checks again soon while not vetted
-	vetSince time.Time   // when the first check to vet the master was sent
-	// restore is the end the other masters' records gave the hold of this
-	// master's current epoch: the next marker check writes it into the
-	// master's own record, which is then whole again (book.go).
-	restore struct {
-		epoch string
-		end   time.Time
-	}
-
-	// Undos that must reach the backend: ids of earlier connections that may
-	// still run commands sent on them, and undos waiting for a connection.
-	clientID    int64         // the current connection's CLIENT ID; 0 when unknown
-	clientAddr  string        // its address as the backend sees it
-	clockOffset time.Duration // the master's clock minus the proxy's, from TIME on the latest connection
-	clockKnown  bool
-	suspects    []suspect
-	retained    []entry
-	retry       []entry     // undos that got an error reply, waiting to be sent again (undo.go)
-	retryTimer  *time.Timer // fires when the earliest retry is due
-	leftUndos   []string    // keys of the undos that had not run when the link closed
-	closed      bool        // Close has taken what waited: an undo now is left at once
-	killWarn    string      // the last CLIENT KILL refusal logged
+	// mu protects every field below, and the parts' (pipeline, verifier,
+	// undoKeeper): the connection and its write buffers, the queue of
+	// commands awaiting replies (in the order they were written: the
+	// reader pops the oldest for each reply), the deadlines, the
+	// quarantine (watch) and the continuity, tracking and undo state. It
+	// is never held while writing to the socket or calling a receiver.
+	mu     sync.Mutex
+	track  trackState  // client-side caching at the backend (tracking.go)
+	direct directState // the backend's direct clients, under WatchClients (direct.go)
+	health Health
 
 	// Why the backend is unusable, as last logged, and how often it was
 	// seen since: a reason that keeps coming back is summarised.
@@ -217,24 +170,9 @@ type Link struct {
 	lastLoggedAt time.Time
 	repeats      int
 
-	// Write batching on the current connection: commands queued, replies
-	// read, and the queued count at the end of each written batch whose
-	// replies are not all in.
-	queued    uint64
-	replied   uint64
-	batchEnds []batch
-	sentMark  uint64 // queued count at the last write, for Health.Sent
-
-	// Every queued command has a sequence number: pushed counts them,
-	// popped counts those answered or dropped.
-	pushed, popped uint64
-}
-
-// batch is a write awaiting its replies: the queued count at its end, and
-// when it was written (reply latency is measured from there).
-type batch struct {
-	end uint64
-	at  time.Time
+	pipeline   // the connection, its queue, buffers, batches and deadlines (pipeline.go)
+	verifier   // what the master is and whether its votes count (verifier.go)
+	undoKeeper // undos kept across connections and retries (undokeeper.go)
 }
 
 // Health is a snapshot of a backend's state; State says whether its votes
@@ -303,6 +241,7 @@ func NewLink(opt Options) *Link {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.timer = time.AfterFunc(time.Hour, l.sweep)
 	l.timer.Stop()
+	l.undoKeeper.max = opt.MaxRetained
 	l.retryTimer = time.AfterFunc(time.Hour, l.retryDue)
 	l.retryTimer.Stop()
 	l.vetTimer = time.AfterFunc(time.Hour, l.check)
@@ -355,7 +294,7 @@ func (l *Link) Health() Health {
 			h.Addr = l.follower.master
 		}
 	}
-	h.UndoRetained = len(l.retained) + len(l.retry)
+	h.UndoRetained = l.waiting()
 	for i := 0; i < l.q.len(); i++ {
 		if l.q.at(i).durable {
 			h.UndoRetained++
@@ -451,128 +390,14 @@ func (l *Link) send(cmd []byte, script *resp.Script, rcv Receiver, tag int, dead
 	l.write(c, buf)
 }
 
-// queueLocked appends cmd to the write buffer and queues e for its reply,
-// loading e's script first on a connection that has not seen it.
-func (l *Link) queueLocked(e entry, cmd []byte) {
-	if e.script != nil && !l.loaded[e.script.Sha] {
-		l.loaded[e.script.Sha] = true
-		l.wbuf = resp.AppendArrayHeader(l.wbuf, 3)
-		l.wbuf = resp.AppendBulkString(l.wbuf, "SCRIPT")
-		l.wbuf = resp.AppendBulkString(l.wbuf, "LOAD")
-		l.wbuf = resp.AppendBulk(l.wbuf, e.script.Body)
-		dl := e.deadline
-		if e.durable {
-			dl = time.Time{} // loading an undo's script is as patient as the undo
-		}
-		l.pushLocked(entry{rcv: discard{}, deadline: dl})
-	}
-	if e.track {
-		l.trackLocked()
-	}
-	if e.asking {
-		dl := e.deadline
-		if e.durable {
-			dl = time.Time{}
-		}
-		l.wbuf = append(l.wbuf, askingCmd...)
-		l.pushLocked(entry{rcv: discard{}, deadline: dl})
-	}
-	l.wbuf = append(l.wbuf, cmd...)
-	l.pushLocked(e)
-}
-
-var askingCmd = resp.AppendCommand(nil, "ASKING")
-
-// pushLocked queues e, whose bytes are already in wbuf. Commands with a
-// deadline enter the deadline heap; durable ones and the link's own
-// patient commands (a zero deadline) do not.
-func (l *Link) pushLocked(e entry) {
-	if !e.durable && !e.deadline.IsZero() {
-		l.deadlines.push(deadline{at: e.deadline, seq: l.pushed})
-	}
-	if e.deadline.IsZero() {
-		e.deadline = time.Now() // for the dead-backend check: how late its reply is
-	}
-	l.q.push(e)
-	l.pushed++
-	l.queued++
-}
-
-// popLocked removes the oldest queued command.
-func (l *Link) popLocked() entry {
-	l.popped++
-	l.deadlines.answered(l.popped)
-	return l.q.pop()
-}
-
-// takeWriteLocked hands the queued bytes to the caller to write, when no
-// one else is writing and fewer than BatchesInFlight written batches await
-// their replies; otherwise the bytes wait and join a later, larger write
-// (made by whoever finishes the current write, or by the reader when a
-// batch is answered). It returns a nil buffer when there is nothing to do.
-func (l *Link) takeWriteLocked() (*linkConn, []byte) {
-	if l.writing || l.conn == nil || len(l.wbuf) == 0 {
-		return nil, nil
-	}
-	if k := l.opt.BatchesInFlight; k > 0 && len(l.batchEnds) >= k {
-		return nil, nil
-	}
-	l.appendCheckLocked()
-	buf := l.wbuf
-	l.wbuf = l.spare[:0]
-	l.spare = nil
-	l.writing = true
-	l.batchEnds = append(l.batchEnds, batch{end: l.queued, at: time.Now()})
-	l.health.Writes++
-	l.health.Sent += l.queued - l.sentMark
-	l.sentMark = l.queued
-	return l.conn, buf
-}
-
-// write writes what takeWriteLocked handed over, in the caller's
-// goroutine (no hand-off to a writer goroutine), then anything that may be
-// written next. Writes to one connection never overlap, so commands reach
-// the backend in the order they were queued.
-func (l *Link) write(c *linkConn, buf []byte) {
-	for buf != nil {
-		// A write is cut when the backend has not taken its bytes for
-		// DeadAfter/2 to DeadAfter (the deadline moves forward only when
-		// less than half of it is left, not on every write).
-		if now := time.Now(); c.until.Sub(now) < l.opt.DeadAfter/2 {
-			c.until = now.Add(l.opt.DeadAfter)
-			c.SetWriteDeadline(c.until)
-		}
-		_, err := c.Write(buf)
-		if err != nil {
-			c.Close() // the reader sees it and cleans up
-		}
-		written := buf
-		l.mu.Lock()
-		buf = nil
-		if l.conn == c {
-			// Only the current connection's writer may clear the flag: after a
-			// reconnect it belongs to the new connection.
-			l.writing = false
-			if cap(written) <= 1<<20 && l.spare == nil { // keep no burst-sized buffer
-				l.spare = written[:0]
-			}
-			if err == nil {
-				c, buf = l.takeWriteLocked()
-			}
-		}
-		l.mu.Unlock()
-	}
-}
-
-// linkConn is a link's connection with the write deadline in force on it,
-// which only the connection's writer of the moment touches (writes to one
-// connection never overlap).
-type linkConn struct {
-	net.Conn
-	until time.Time
-}
-
-// readLoop matches replies to queued commands, in order.
+// readLoop matches replies to queued commands, in order. Each reply takes
+// four steps, the first three under the lock: pop (the pipeline matches it
+// to its command and releases what its batch held back), verify (the
+// verifier says whether it counts, and a continuity check's reply releases
+// or fails the replies it held), undo (the undo keeper keeps an undo's
+// curable error for a retry), then deliver: in order behind any held
+// reply (orderReplyLocked, still under the lock), then to the receivers,
+// outside it.
 func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 	var now time.Time
 	// spare is the buffer of the held replies last delivered, emptied:
@@ -594,106 +419,77 @@ func (l *Link) readLoop(c net.Conn, rd *resp.Reader) error {
 			l.mu.Unlock()
 			return errors.New("reply with no command waiting for it")
 		}
-		e := l.popLocked()
-		l.replied++
-		var lat time.Duration
-		if len(l.batchEnds) > 0 {
-			lat = now.Sub(l.batchEnds[0].at)
-		}
-		var wc *linkConn
-		var wbuf []byte
-		if len(l.batchEnds) > 0 && l.batchEnds[0].end <= l.replied {
-			// A batch is answered: what queued meanwhile goes out now, from
-			// this goroutine.
-			n := copy(l.batchEnds, l.batchEnds[1:])
-			l.batchEnds = l.batchEnds[:n]
-			wc, wbuf = l.takeWriteLocked()
-		}
-		counts := l.countsLocked(now)
-		isErr := v.Kind == resp.KindError
-		demoted := false
-		var release []held
-		recheck, hold := false, e.hold && !e.expired
-		var ahead time.Duration
-		switch {
-		case e.cont:
-			release, counts, recheck, ahead = l.checkedReplyLocked(e, v, counts, now)
-			if l.cont.held == nil {
-				l.cont.held, spare = spare, nil
-			}
-			if wc == nil {
-				wc, wbuf = l.takeWriteLocked() // a check sent again (NOSCRIPT)
-			}
-		case hold:
-			l.cont.held = append(l.cont.held, held{e: e, v: v})
-		}
-		retried := false
-		if isErr {
-			l.health.Errors++
-			if bytes.HasPrefix(v.Str, []byte("NOSCRIPT")) {
-				// The cache was emptied behind our back (SCRIPT FLUSH): every
-				// script is loaded again before its next use.
-				clear(l.loaded)
-			}
-			if e.durable && !e.expired {
-				retried = l.undoFailedLocked(e, v.Str, now)
-			}
-			if bytes.HasPrefix(v.Str, []byte("READONLY")) && l.ready {
-				// The master became a replica under this connection: nothing
-				// it says counts until a new connection's identity check.
-				l.ready, counts, demoted = false, false, true
-			}
-		}
-		// Replies reach their receivers in the order their commands were
-		// sent: one that comes behind a held grant waits with it, with its
-		// own counts. A Cluster re-sends redirected commands in the order
-		// their replies arrive, so a release behind an acquisition must not
-		// overtake it. The link's own checks are applied as they are read,
-		// in the master's order: a marker check's findings applied after
-		// the continuity check behind it would undo that check's verdict.
-		queued := !e.cont && !hold && !retried && len(l.cont.held) > 0 && !linkOwn(e.rcv)
-		if queued {
-			l.cont.held = append(l.cont.held, held{e: e, v: v, own: true, counts: counts})
-		}
-		if l.health.Latency == 0 {
-			l.health.Latency = lat
-		} else {
-			l.health.Latency += (lat - l.health.Latency) / 8
-		}
+		r := reply{v: v}
+		l.popReplyLocked(&r, now)
+		l.verifyReplyLocked(&r, now, &spare)
+		l.undoReplyLocked(&r, now)
+		l.orderReplyLocked(&r)
 		l.mu.Unlock()
-		l.write(wc, wbuf)
-		if l.opt.Events != nil {
-			l.opt.Events.Reply(l.opt.Index, lat, isErr)
-		}
-		if demoted {
-			l.log.Warn("backend answered READONLY: it is a replica now; its votes stop counting until it is a master again", "reply", string(v.Str))
-			c.Close()
-		}
-		if e.cont {
-			l.deliverHeld(release, counts)
-			if cap(release) <= 1024 { // keep no burst-sized buffer
-				clear(release)
-				spare = release[:0]
-			}
-			switch {
-			case ahead > 0:
-				l.clockJumped(ahead)
-			case recheck:
-				l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
-				l.check()
-			}
-			continue
-		}
-		if hold || retried {
-			continue // its reply goes out with the continuity check's, or it is sent again
-		}
-		if e.durable && isErr && !e.expired && !Redirect(v.Str) {
-			l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(v.Str))
-		}
-		if !queued {
-			deliver(e, v, counts)
-		}
+		spare = l.deliverReply(c, &r, spare)
 	}
+}
+
+// reply is one reply on its way through the reader's steps, with what
+// each step made of it. It lives on the reader's stack.
+type reply struct {
+	e     entry
+	v     resp.Value
+	isErr bool
+	lat   time.Duration // since its batch was written
+	// A write the reply released (its batch answered, or a continuity
+	// check sent again), made before it is delivered.
+	wc   *linkConn
+	wbuf []byte
+
+	counts  bool          // it counts toward a quorum (verifier)
+	demoted bool          // it said READONLY: the connection is closed
+	hold    bool          // a grant's: it waits for the continuity check after it
+	release []held        // a continuity check's: the replies it held, now out
+	recheck bool          // that check failed: a marker check runs at once
+	ahead   time.Duration // that check saw the master's clock jump ahead
+	retried bool          // an undo's curable error: sent again, not delivered (undo keeper)
+	queued  bool          // behind a held reply: delivered with it, in order
+}
+
+// deliverReply ends a reply's way, outside the lock: the write it
+// released, the metrics, then its receiver (or, for a continuity check's,
+// the receivers of the replies it held). It returns the spare buffer for
+// the next held replies.
+func (l *Link) deliverReply(c net.Conn, r *reply, spare []held) []held {
+	l.write(r.wc, r.wbuf)
+	if l.opt.Events != nil {
+		l.opt.Events.Reply(l.opt.Index, r.lat, r.isErr)
+	}
+	if r.demoted {
+		l.log.Warn("backend answered READONLY: it is a replica now; its votes stop counting until it is a master again", "reply", string(r.v.Str))
+		c.Close()
+	}
+	e := r.e
+	if e.cont {
+		l.deliverHeld(r.release, r.counts)
+		if cap(r.release) <= 1024 { // keep no burst-sized buffer
+			clear(r.release)
+			spare = r.release[:0]
+		}
+		switch {
+		case r.ahead > 0:
+			l.clockJumped(r.ahead)
+		case r.recheck:
+			l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
+			l.check()
+		}
+		return spare
+	}
+	if r.hold || r.retried {
+		return spare // its reply goes out with the continuity check's, or it is sent again
+	}
+	if e.durable && r.isErr && !e.expired && !Redirect(r.v.Str) {
+		l.log.Warn("undo failed: the partial acquisition stays on this backend until its TTL", "keys", e.undo.keys, "reply", string(r.v.Str))
+	}
+	if !r.queued {
+		deliver(e, r.v, r.counts)
+	}
+	return spare
 }
 
 // linkOwn reports whether rcv is one of the link's own: an identity or
@@ -735,7 +531,7 @@ func (l *Link) Pending() int {
 	defer l.mu.Unlock()
 	// Every queued command counts, timed out or not: the fate of a timed-out
 	// grant (a late reply, or the loss of the connection) decides an undo.
-	return len(l.retained) + len(l.retry) + l.q.len()
+	return l.waiting() + l.q.len()
 }
 
 // Close disconnects and stops every goroutine of the link. Commands still
@@ -760,15 +556,8 @@ func (l *Link) Close() error {
 	l.retryTimer.Stop()
 	l.vetTimer.Stop()
 	l.mu.Lock()
-	l.closed = true
-	retained := append(l.retained, l.retry...)
-	l.retained, l.retry = nil, nil
+	retained := l.undoKeeper.closeLocked()
 	l.health.UndoAbandoned += uint64(len(retained))
-	for _, e := range retained {
-		if e.undo != nil {
-			l.leftUndos = append(l.leftUndos, e.undo.keys)
-		}
-	}
 	l.mu.Unlock()
 	for _, e := range retained {
 		e.rcv.Receive(e.tag, Result{Err: l.errClosed})
@@ -776,8 +565,8 @@ func (l *Link) Close() error {
 	return nil
 }
 
-// isClosed reports whether Close has run.
-func (l *Link) isClosed() bool {
+// Closed reports whether Close has run.
+func (l *Link) Closed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed

@@ -144,7 +144,7 @@ func (f *follower) poke() {
 }
 
 // sentinelConn is a connection to one Sentinel (or to a Redis Cluster
-// node, for the slot map a round asks it for: clusterconfirm.go).
+// node, for the slot map a round asks it for: cluster_confirm.go).
 type sentinelConn struct {
 	net.Conn
 	rd *resp.Reader

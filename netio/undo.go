@@ -143,18 +143,6 @@ func (l *Link) Undo(u UndoCmd, rcv Receiver, tag int) {
 	l.write(c, buf)
 }
 
-// retainLocked keeps a durable entry, in its later form, for the next
-// connection, and returns the oldest one when too many wait.
-func (l *Link) retainLocked(e entry) []entry {
-	l.retained = append(l.retained, e)
-	if len(l.retained) <= l.opt.MaxRetained {
-		return nil
-	}
-	dropped := append([]entry(nil), l.retained[0])
-	l.retained = append(l.retained[:0], l.retained[1:]...)
-	return dropped
-}
-
 // abandon tells the receivers of undos that will never be sent.
 func (l *Link) abandon(es []entry) {
 	if len(es) == 0 {
@@ -237,74 +225,4 @@ func Redirect(reply []byte) bool {
 // from 20 ms up to a second.
 func retryBackoff(n int, reply []byte) time.Duration {
 	return min(20*time.Millisecond<<min(n-1, 6), time.Second)
-}
-
-// undoFailedLocked handles an undo's error reply, called by the reader with
-// the lock held: a reply a retry can cure, before the lock's TTL, sends it
-// again (in its later form: a retry with the same token may have been
-// granted since), and the reader must not deliver the reply.
-func (l *Link) undoFailedLocked(e entry, reply []byte, now time.Time) (retried bool) {
-	if e.undo == nil || !retryable(reply) || e.undo.expired(now) {
-		return false
-	}
-	if e.undo.until.IsZero() && e.undo.ttl > 0 {
-		// What it undoes ran before it on this connection: that lock is gone
-		// by itself a TTL (and its drift) from now.
-		e.undo.until = now.Add(e.undo.ttl + e.undo.ttl/100 + 10*time.Millisecond)
-	}
-	e.undo.tries++
-	e.undo.due = now.Add(retryBackoff(e.undo.tries, reply))
-	l.retry = append(l.retry, e)
-	l.armRetryLocked(now)
-	return true
-}
-
-// armRetryLocked arms the retry timer for the earliest due retry.
-func (l *Link) armRetryLocked(now time.Time) {
-	if len(l.retry) == 0 {
-		return
-	}
-	next := l.retry[0].undo.due
-	for _, e := range l.retry[1:] {
-		if e.undo.due.Before(next) {
-			next = e.undo.due
-		}
-	}
-	l.retryTimer.Reset(max(next.Sub(now), 0))
-}
-
-// retryDue sends the undos whose retry is due (the retry timer's function):
-// on the current connection when it is ready, else kept for the next one.
-func (l *Link) retryDue() {
-	if l.ctx.Err() != nil {
-		return
-	}
-	now := time.Now()
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return // Close took the retries
-	}
-	var dropped, expired []entry
-	keep := l.retry[:0]
-	for _, e := range l.retry {
-		switch {
-		case e.undo.expired(now):
-			expired = append(expired, e)
-		case e.undo.due.After(now):
-			keep = append(keep, e)
-		case l.conn == nil || !l.ready:
-			dropped = append(dropped, l.retainLocked(e)...)
-		default:
-			e.deadline = now
-			l.queueLocked(e, l.laterBytesLocked(e))
-		}
-	}
-	l.retry = keep
-	l.armRetryLocked(now)
-	c, buf := l.takeWriteLocked()
-	l.mu.Unlock()
-	l.write(c, buf)
-	l.expire(expired)
-	l.abandon(dropped)
 }

@@ -181,7 +181,7 @@ func (a *App) start() error {
 			// A Redis Cluster: one vote, a link per shard master (each
 			// verifies the certificate of the host it dials).
 			// Its hold has the lease of the cluster's confirmation on top (see
-			// netio's clusterconfirm.go).
+			// netio's cluster_confirm.go).
 			o.Cluster = &netio.ClusterOptions{Seeds: specs[i].Addrs}
 			if o.Restart.Hold > 0 {
 				o.Restart.Hold += netio.DefaultClusterLease

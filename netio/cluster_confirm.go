@@ -321,17 +321,6 @@ func (c *Cluster) confirm(at time.Time, conf []slotRange) {
 	c.mu.Unlock()
 }
 
-// NoteLoss makes the master record a loss the proxy saw itself, with why,
-// at its next marker check (sent now): until that check has run, its
-// replies do not count.
-func (l *Link) NoteLoss(why quorum.Reason) {
-	l.mu.Lock()
-	l.seeLossLocked(why)
-	l.cont.broken = true
-	l.mu.Unlock()
-	l.check()
-}
-
 // holdLost holds the slots of every shard whose data may have gone back
 // in time: those it owned from just before the loss its quarantine counts
 // from, until that quarantine ends (the shard's own hold from the same
