@@ -191,3 +191,57 @@ func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
 	}
 	waitAllCount(t, c)
 }
+
+// VOUCH is refused, with nothing written, while any master holds a key or
+// shows in its marker that a proxy used it: vouching for such a master
+// would let it count at once although it may have lost locks. Over masters
+// that are brand-new it is accepted, once.
+func TestVouchIsRefusedOverMastersThatHoldKeysOrWereUsed(t *testing.T) {
+	servers := startRedis(t, 3)
+	c := clusterOver(t, servers, func(cfg *config.Config) {
+		cfg.MaxTTL = time.Minute
+		cfg.RestartQuarantine = "strict"
+	})
+	ctx := context.Background()
+	px := c.client(2)
+	vouch := func() error { return px.Do(ctx, "VOUCH").Err() }
+
+	if err := c.direct[1].Set(ctx, "stray", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := vouch()
+	if err == nil || !strings.Contains(err.Error(), "VOUCH refused, nothing written") || !strings.Contains(err.Error(), "holds 1 keys") {
+		t.Fatalf("VOUCH over a master holding a key = %v; want a refusal naming its key", err)
+	}
+	for i := range servers {
+		if c.counting(i) {
+			t.Fatalf("master %d counts after a refused VOUCH", i)
+		}
+	}
+
+	if err := c.direct[1].Del(ctx, "stray").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vouch(); err != nil {
+		t.Fatalf("VOUCH over brand-new masters: %v", err)
+	}
+	waitAllCount(t, c)
+	key := uniqueKey("vouch")
+	if ok, err := px.SetNX(ctx, key, "A", 5*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX after VOUCH = %v, %v", ok, err)
+	}
+	if err := releaseScript.Run(ctx, px, []string{key}, "A").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Empty again, but used: the markers keep the proxy's checks and the
+	// deadline of its grant.
+	err = vouch()
+	if err == nil || !strings.Contains(err.Error(), "its replication marker shows it was used") {
+		t.Fatalf("VOUCH over masters a proxy has used = %v; want a refusal", err)
+	}
+	for i := range servers {
+		if !c.counting(i) {
+			t.Fatalf("master %d stopped counting after a refused VOUCH", i)
+		}
+	}
+}
