@@ -232,23 +232,8 @@ func swapBack(ctx context.Context, addr string) error {
 // or that the copy's epoch was retired: what a proxy that never saw the
 // newer data needs to tell the copy is older.
 func waitToldNewer(ctx context.Context, e *Env, ms, keep []int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		told := true
-		for _, i := range ms {
-			cp := readMarker(ctx, directDB(e.C.Server(i).Addr, 1))
-			seen := false
-			for _, j := range keep {
-				seen = seen || toldNewer(cp, readMarker(ctx, direct(e.C.Server(j).Addr)))
-			}
-			told = told && seen
-		}
-		if told {
-			return true
-		}
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
-	return false
+	copyOf := func(i int) map[string]string { return readMarker(ctx, directDB(e.C.Server(i).Addr, 1)) }
+	return waitToldNewerThan(ctx, e, copyOf, ms, keep, d)
 }
 
 // toldNewer reports whether marker m was told of a count newer than one
