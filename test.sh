@@ -134,7 +134,7 @@ go test -race -count=1 -timeout 25m $(go list ./... | grep -v /bench/safety)
 # The safety harness judges timing (late grants, liveness): it runs alone,
 # not beside the integration tests on the same cores.
 echo "== go test -race (safety harness)"
-go test -race -count=1 -timeout 10m ./bench/safety
+go test -race -count=1 -timeout 20m ./bench/safety
 
 echo "== fuzz (${FUZZTIME} each)"
 for target in ./internal/base/resp:FuzzReader ./internal/script/classify:FuzzClassify ./internal/script/guard:FuzzGuard ./proxy:FuzzServerInput ./proxy:FuzzParseSet; do
