@@ -2,12 +2,15 @@ package netio
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/respconn"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
@@ -260,5 +263,102 @@ func TestCheckEncoding(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { c.encode("redlock-proxy:marker", "px1", 300*time.Second) }); n != 0 {
 		t.Errorf("%.0f allocations per check", n)
+	}
+}
+
+// TestContinuityScriptRefusesEachBreak runs the check itself on a real
+// redis-server, once with what the last marker check read and once with
+// each reading the data's history no longer matches: each must answer 0
+// and move nothing. It also checks the record of the deadline: written
+// half a second beyond the longest TTL, left alone by a check it covers.
+func TestContinuityScriptRefusesEachBreak(t *testing.T) {
+	r := respconn.Start(t)
+	info := func(section, field string) string {
+		v := r.Do("INFO", section)
+		for _, line := range strings.Split(string(v.Str), "\r\n") {
+			if val, ok := strings.CutPrefix(line, field+":"); ok {
+				return val
+			}
+		}
+		t.Fatalf("INFO %s has no %s", section, field)
+		return ""
+	}
+	const mkey = "redlock-proxy:marker"
+	r.Do("HSET", mkey, "epoch", "e1", "c:px", "7")
+	replid := info("replication", "master_replid")
+	good := func() []string {
+		return []string{replid, "e1", info("stats", "evicted_keys"), info("stats", "total_commands_processed"), "px", "7", "0"}
+	}
+	check := func(argv []string) resp.Value {
+		t.Helper()
+		return r.Eval(string(contLua), []string{mkey}, argv)
+	}
+	count := func() string { return string(r.Do("HGET", mkey, "c:px").Str) }
+
+	breaks := map[string]func(a []string){
+		"another replication id":         func(a []string) { a[0] = strings.Repeat("0", 40) },
+		"a prefix of the replication id": func(a []string) { a[0] = replid[:39] },
+		"another epoch":                  func(a []string) { a[1] = "e2" },
+		"an eviction since":              func(a []string) { a[2] = "1" + a[2] },
+		"fewer commands than before":     func(a []string) { a[3] = "1" + a[3] + "0" },
+		"an older count of this proxy's": func(a []string) { a[5] = "8" },
+	}
+	for name, change := range breaks {
+		before := count()
+		a := good()
+		change(a)
+		if v := check(a); v.Kind != resp.KindInt || v.Int != 0 {
+			t.Errorf("%s: the check answered %s; want 0", name, v.String())
+		}
+		if after := count(); after != before {
+			t.Errorf("%s: the count moved from %s to %s", name, before, after)
+		}
+	}
+
+	a := good()
+	a[2] = "*" // the upgrade's old Redis: evictions are no loss
+	if v := check(a); v.Kind != resp.KindArray || len(v.Elems) != 2 || v.Elems[1].Int != 8 {
+		t.Fatalf("an unbroken check answered %s; want {clock, 8}", v.String())
+	}
+
+	// The record: a 10 s TTL writes clock + 10.5 s; a shorter one that it
+	// covers writes nothing; a longer one moves it on.
+	a = good()
+	a[6] = "10000"
+	v := check(a)
+	until := func() int64 {
+		n, err := strconv.ParseInt(string(r.Do("HGET", mkey, "until").Str), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if u, now := until(), v.Elems[0].Int; u != now+10500 {
+		t.Fatalf("until = %d after a 10 s grant at %d; want %d", u, now, now+10500)
+	}
+	first := until()
+	a = good()
+	a[5], a[6] = "9", "5000"
+	check(a)
+	if u := until(); u != first {
+		t.Fatalf("a 5 s grant moved until from %d to %d; a 10 s one covers it", first, u)
+	}
+	a = good()
+	a[5], a[6] = "10", "60000"
+	v = check(a)
+	if u := until(); u != v.Elems[0].Int+60500 {
+		t.Fatalf("until = %d after a 60 s grant at %d", u, v.Elems[0].Int)
+	}
+
+	// A replica: whatever else matches, the check answers 0 and writes
+	// nothing (a replica that accepts writes would still be replaced by
+	// its master's data).
+	r.Do("CONFIG", "SET", "replica-read-only", "no")
+	r.Do("REPLICAOF", "127.0.0.1", "1")
+	defer r.Do("REPLICAOF", "NO", "ONE")
+	a = good()
+	a[0], a[5] = replid, "11"
+	if v := check(a); v.Kind != resp.KindInt || v.Int != 0 {
+		t.Fatalf("on a replica the check answered %s; want 0", v.String())
 	}
 }
