@@ -255,3 +255,47 @@ func TestRWReleaseAMinoritySawKeepsTheLock(t *testing.T) {
 		return "map[mode:read reader-a:1]"
 	})
 }
+
+// A release's message is published only when a majority freed the lock.
+// Reader B holds on masters 2 to 4 only (0 and 1 were cut off from its
+// grant), reader A on all five; A's unlock frees the lock on 0 and 1 and
+// leaves B's on the majority: A is told the lock is still locked (0), a
+// waiter through the other proxy is not woken, and a writer is refused.
+func TestRWUnlockThatFreesAMinorityWakesNoOne(t *testing.T) {
+	r := newRWRig(t)
+	ctx := context.Background()
+	key := uniqueKey("rw-notice")
+	other, _ := startApp(t, r.addrs, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
+	sub := proxyClient(t, other.Addr(), 2).Subscribe(ctx, "redisson_rwlock:{"+key+"}")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.read(key, "reader-a", 20000); got != "nil" {
+		t.Fatalf("reader A: %s", got)
+	}
+	r.partition([]int{0, 1}, func() {
+		if got := r.read(key, "reader-b", 20000); got != "nil" {
+			t.Fatalf("reader B on three masters of five: %s", got)
+		}
+	})
+	if got := r.unlockRead(key, "reader-a", "latch:"+key); got != "0" {
+		t.Fatalf("A's unlock beside B's read on a majority answered %s, want 0 (still locked)", got)
+	}
+	select {
+	case m := <-sub.Channel():
+		t.Fatalf("a waiter was woken while reader B holds the lock on a majority: %v", m)
+	case <-time.After(time.Second):
+	}
+	if got := r.write(key, "writer-w:write", 20000); got == "nil" {
+		t.Fatalf("a writer got the lock reader B holds on a majority")
+	}
+	if got := r.unlockRead(key, "reader-b", "latch:b:"+key); got != "1" {
+		t.Fatalf("B's unlock answered %s, want 1 (freed)", got)
+	}
+	select {
+	case <-sub.Channel():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the last reader's unlock woke no waiter")
+	}
+}
