@@ -107,6 +107,29 @@ func (r *rwRig) partition(ms []int, fn func()) {
 	}
 }
 
+// waiter subscribes to key's release messages through a second proxy over
+// the same masters, as a Redisson waiter does.
+func (r *rwRig) waiter(key string) *redis.PubSub {
+	r.t.Helper()
+	other, _ := startApp(r.t, r.addrs, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
+	sub := proxyClient(r.t, other.Addr(), 2).Subscribe(context.Background(), "redisson_rwlock:{"+key+"}")
+	r.t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	return sub
+}
+
+// quiet returns the message sub gets within a second, or nil.
+func quiet(sub *redis.PubSub) *redis.Message {
+	select {
+	case m := <-sub.Channel():
+		return m
+	case <-time.After(time.Second):
+		return nil
+	}
+}
+
 func leaseOf(key, holder string, i int) string {
 	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", key, holder, i)
 }
@@ -224,26 +247,18 @@ func TestRWWriterRefusedByAReaderOnABareMajority(t *testing.T) {
 // writer is still refused by the majority that holds the read.
 func TestRWReleaseAMinoritySawKeepsTheLock(t *testing.T) {
 	r := newRWRig(t)
-	ctx := context.Background()
 	key := uniqueKey("rw-minority")
 	if got := r.read(key, "reader-a", 20000); got != "nil" {
 		t.Fatalf("reader A: %s", got)
 	}
-	other, _ := startApp(t, r.addrs, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
-	sub := proxyClient(t, other.Addr(), 2).Subscribe(ctx, "redisson_rwlock:{"+key+"}")
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sub := r.waiter(key)
 	var got string
 	r.partition([]int{2, 3, 4}, func() { got = r.unlockRead(key, "reader-a", "latch:"+key) })
 	if got != "nil" {
 		t.Fatalf("an unlock two masters of five ran answered %s, want nil", got)
 	}
-	select {
-	case m := <-sub.Channel():
+	if m := quiet(sub); m != nil {
 		t.Fatalf("a waiter was woken by a release no majority made: %v", m)
-	case <-time.After(time.Second):
 	}
 	if got := r.write(key, "writer-w:write", 20000); got == "nil" {
 		t.Fatalf("a writer got the lock after an unlock only two masters of five ran")
@@ -263,14 +278,8 @@ func TestRWReleaseAMinoritySawKeepsTheLock(t *testing.T) {
 // waiter through the other proxy is not woken, and a writer is refused.
 func TestRWUnlockThatFreesAMinorityWakesNoOne(t *testing.T) {
 	r := newRWRig(t)
-	ctx := context.Background()
 	key := uniqueKey("rw-notice")
-	other, _ := startApp(t, r.addrs, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
-	sub := proxyClient(t, other.Addr(), 2).Subscribe(ctx, "redisson_rwlock:{"+key+"}")
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sub := r.waiter(key)
 	if got := r.read(key, "reader-a", 20000); got != "nil" {
 		t.Fatalf("reader A: %s", got)
 	}
@@ -282,10 +291,8 @@ func TestRWUnlockThatFreesAMinorityWakesNoOne(t *testing.T) {
 	if got := r.unlockRead(key, "reader-a", "latch:"+key); got != "0" {
 		t.Fatalf("A's unlock beside B's read on a majority answered %s, want 0 (still locked)", got)
 	}
-	select {
-	case m := <-sub.Channel():
+	if m := quiet(sub); m != nil {
 		t.Fatalf("a waiter was woken while reader B holds the lock on a majority: %v", m)
-	case <-time.After(time.Second):
 	}
 	if got := r.write(key, "writer-w:write", 20000); got == "nil" {
 		t.Fatalf("a writer got the lock reader B holds on a majority")
