@@ -154,17 +154,14 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 }
 
 // Cases that fail through the proxy until it supports what they meet now:
-// Redisson's read-write lock, whose scripts write keys they build at run
-// time; and Redisson's semaphores, refused by
-// design: their permits are a count without expiry that no majority can
+// Redisson's semaphores, refused by design: their permits are a count without expiry that no majority can
 // keep (docs/compatibility.md).
 const refusedCounter = "a counting semaphore kept as a count of free permits"
 
 var (
 	javaRedissonPending = map[string]string{
-		"RReadWriteLock: readers share, a writer excludes": "it builds it at run time from its key",
-		"RSemaphore: at most its permits":                  refusedCounter,
-		"RPermitExpirableSemaphore: leases and expiry":     refusedCounter,
+		"RSemaphore: at most its permits":              refusedCounter,
+		"RPermitExpirableSemaphore: leases and expiry": refusedCounter,
 	}
 )
 
@@ -188,7 +185,7 @@ const (
 	javaJedisCases    = 5
 	javaShedLockCases = 6
 	javaSpringCases   = 8
-	javaRedissonCases = 10
+	javaRedissonCases = 17
 )
 
 // TestJavaJedisAgainstLoneRedis runs Jedis's SET NX PX with scripted

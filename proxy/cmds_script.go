@@ -61,6 +61,10 @@ func runScript(c *client, e *classify.Entry, args [][]byte) {
 		c.replyErr(msgCrossSlot)
 		return
 	}
+	if lay := classify.RWLockFact(e.Sha); lay != nil {
+		startRWScript(c, lay, keys, argv)
+		return
+	}
 	cl := e.Lookup(keys, argv)
 	if cl == nil {
 		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil {
@@ -384,7 +388,8 @@ func handleScript(c *client, args [][]byte) {
 	switch {
 	case is(sub, "load") && len(args) == 3:
 		e := reg.Load(args[2], false)
-		if !c.s.cfg.VoteUnknownScripts {
+		// A read-write lock script is known by its SHA1 (classify.RWLockFact).
+		if !c.s.cfg.VoteUnknownScripts && classify.RWLockFact(e.Sha) == nil {
 			if ref := reg.Check(e); ref != nil {
 				c.replyErr(msgRefused(ref))
 				return
@@ -441,6 +446,13 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			return resp.ErrorValue(msgExplainNumkeys)
 		}
 		keys, argv := call[1:1+numkeys], call[1+numkeys:]
+		if lay := classify.RWLockFact(e.Sha); lay != nil {
+			add(lay.String())
+			if why := lay.Fits(keys, argv); why != "" {
+				add("refused: " + why)
+			}
+			return explainLines(lines)
+		}
 		cl := e.Lookup(keys, argv)
 		var ref *sandbox.Refusal
 		if cl == nil {
@@ -460,6 +472,8 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		} else {
 			add(cl.Explain()...)
 		}
+	} else if lay := classify.RWLockFact(e.Sha); lay != nil {
+		add(lay.String())
 	} else {
 		classes, refusals := e.Known()
 		if ref := reg.Check(e); ref != nil && e.Body != nil {
@@ -486,6 +500,11 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 				"give them: SCRIPT EXPLAIN <sha1|script> numkeys key [key ...] [arg ...]")
 		}
 	}
+	return explainLines(lines)
+}
+
+// explainLines is SCRIPT EXPLAIN's answer: one bulk string per line.
+func explainLines(lines []string) resp.Value {
 	v := resp.Value{Kind: resp.KindArray}
 	for _, l := range lines {
 		v.Elems = append(v.Elems, resp.BulkValue([]byte(l)))

@@ -87,6 +87,7 @@ type op struct {
 	rules rules         // its kind's rules, one of the ruleX values (kind_*.go)
 	sc    scriptCall    // a lock script's classification and call (kind_script.go)
 	sem   *semCall      // a semaphore's operation (kind_sem.go)
+	rw    *rwCall       // a read-write lock's operation (kind_rw.go)
 	ttl   time.Duration // requested TTL (acquire, extend)
 	// longest is the longest TTL it may leave on a key (an additive extend
 	// adds to what is left, up to max_ttl); zero: ttl. Each master records

@@ -359,6 +359,9 @@ func (o *op) sendAfterReply(repair []byte, nodes []int, notice []byte, now time.
 // master gets it (sendAfterReply); a proxy delivers it to its subscribers
 // once a majority of masters delivered it (Server.Released).
 func (o *op) noticeLocked() []byte {
+	if o.rw != nil {
+		return o.rwNoticeLocked()
+	}
 	cl := o.sc.class
 	if cl == nil || cl.Notice == nil || !o.sc.success {
 		return nil

@@ -258,7 +258,7 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 				if kk != "" && len(k) > len(kk) && strings.HasPrefix(k, kk) {
 					return resp.Value{}, Refuse(RefuseOther, "%s accesses key %s, which is not in KEYS: it builds it at run time from its key %s. "+
 						"The proxy runs a lock only in the keys a call names (it routes, checks and classifies a call by them), so a lock that "+
-						"keeps a key of its own per hold, built so (Redisson's RReadWriteLock keeps each read hold's lease under one), is not supported",
+						"keeps a key of its own per hold, built so, is supported only as a known library's (Redisson's RReadWriteLock, by its scripts' SHA1)",
 						strings.ToUpper(name), strconv.Quote(Short(k)), strconv.Quote(Short(kk)))
 				}
 			}

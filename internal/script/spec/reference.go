@@ -39,8 +39,10 @@ import (
 
 // The way a lock is read and taken, by shape: read(i, t) is the value of
 // lock key i (false when missing), take(i, t, ms) sets it to token t for
-// ms. A hash lock's value is its one field, the owner's token (any other
-// hash, or another type, reads as a value that is not t); it is taken as
+// ms. A hash lock's value is its one field, the owner's token, or a
+// read-write lock's write lock (fields "mode" = "write" and the owner's:
+// Redisson's write lock, which its watchdog renews as a lock of one
+// owner; any other hash, or another type, reads as a value that is not t); it is taken as
 // that one field, with the class's field value (after the tokens in ARGV).
 const (
 	stringAccess = `local function read(i, t) return redis.call('get', KEYS[i]) end
@@ -50,7 +52,10 @@ local function take(i, t, ms) redis.call('set', KEYS[i], t, 'PX', ms) end
 local function read(i, t)
   local ty = redis.call('type', KEYS[i]).ok
   if ty == 'none' then return false end
-  if ty == 'hash' and t and redis.call('hlen', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], t) == 1 then return t end
+  if ty == 'hash' and t and t ~= 'mode' and redis.call('hexists', KEYS[i], t) == 1 then
+    local l = redis.call('hlen', KEYS[i])
+    if l == 1 or (l == 2 and redis.call('hget', KEYS[i], 'mode') == 'write') then return t end
+  end
   return (t or '') .. '\0'
 end
 local function take(i, t, ms)

@@ -94,6 +94,17 @@ final class Masters implements AutoCloseable {
         }), lo, hi));
     }
 
+    /**
+     * Checks that a majority hold the key (any value: a read hold's lease)
+     * with a PTTL in (lo, hi] milliseconds on each of them.
+     */
+    void anyHeld(String step, String key, long lo, long hi) {
+        eventually(step, () -> heldWithin(key + " held", each(j -> {
+            long p = j.pttl(key);
+            return p == -2 ? "missing" : HELD + p;
+        }), lo, hi));
+    }
+
     private static final String HELD = "held pttl ";
 
     /**

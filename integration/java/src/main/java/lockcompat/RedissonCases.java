@@ -34,6 +34,13 @@ final class RedissonCases {
                 "RLock: watchdog renews every lock of a client at once", (Main.Case) RedissonCases::watchdogMany,
                 "RLock: forceUnlock", (Main.Case) RedissonCases::forceUnlock,
                 "RReadWriteLock: readers share, a writer excludes", (Main.Case) RedissonCases::readWrite,
+                "RReadWriteLock: two readers at once through two proxies", (Main.Case) RedissonCases::twoReaders,
+                "RReadWriteLock: a writer waits for the last reader's unlock", (Main.Case) RedissonCases::writerAfterReaders,
+                "RReadWriteLock: a reader refused while a writer holds", (Main.Case) RedissonCases::readerRefused,
+                "RReadWriteLock: the writer's own read", (Main.Case) RedissonCases::writersRead,
+                "RReadWriteLock: reentrant reads and writes", (Main.Case) RedissonCases::rwReentrancy,
+                "RReadWriteLock: watchdog renews read and write locks", (Main.Case) RedissonCases::rwWatchdog,
+                "RReadWriteLock: a dead reader's lease expires", (Main.Case) RedissonCases::deadReader,
                 "RFencedLock: tokens strictly increase across grants and addresses", (Main.Case) RedissonCases::fenced,
                 "RSemaphore: at most its permits", (Main.Case) RedissonCases::semaphore,
                 "RPermitExpirableSemaphore: leases and expiry", (Main.Case) RedissonCases::expirable);
@@ -265,6 +272,223 @@ final class RedissonCases {
             Main.check(!rb.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a second writer got a write-locked lock");
             rc.writeLock().unlock();
             m.gone("writer released", name);
+        }
+    }
+
+    /** The lease key of the i-th read hold of client c's current thread on lock name. */
+    static String lease(String name, RedissonClient c, int i) {
+        return "{" + name + "}:" + owner(c) + ":rwlock_timeout:" + i;
+    }
+
+    /** Checks that a majority of masters hold name in mode with exactly the holders' counts. */
+    static void rwHeld(Masters m, String step, String name, String mode, Map<String, String> holders, long lo, long hi) {
+        Map<String, String> fields = new java.util.HashMap<>(holders);
+        fields.put("mode", mode);
+        m.hashHeld(step, name, fields, lo, hi);
+    }
+
+    /** Two readers through the two lock addresses, each with its lease, unlocked one by one. */
+    static void twoReaders(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            Main.check(a.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "the first reader was refused");
+            Main.check(b.getReadWriteLock(name).readLock().tryLock(0, 20, TimeUnit.SECONDS), "the second reader, through the other address, was refused");
+            rwHeld(m, "two readers", name, "read", Map.of(owner(a), "1", owner(b), "1"), 18000, 20000);
+            m.anyHeld("first reader's lease", lease(name, a, 1), 8000, 10000);
+            m.anyHeld("second reader's lease", lease(name, b, 1), 18000, 20000);
+            b.getReadWriteLock(name).readLock().unlock();
+            m.gone("second reader's lease after its unlock", lease(name, b, 1));
+            rwHeld(m, "first reader left", name, "read", Map.of(owner(a), "1"), 7000, 10000);
+            a.getReadWriteLock(name).readLock().unlock();
+            m.gone("last reader's unlock", name);
+            m.gone("first reader's lease after its unlock", lease(name, a, 1));
+        }
+    }
+
+    /**
+     * A writer refused while a reader holds, then waiting in tryLock(8 s,
+     * 10 s) through the other address while the reader's lease has 10 s
+     * left: the last reader's unlock, and its message, let it in well
+     * before the lease would have run out.
+     */
+    static void writerAfterReaders(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            RReadWriteLock ra = a.getReadWriteLock(name);
+            Main.check(ra.readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader was refused a free lock");
+            rwHeld(m, "reader", name, "read", Map.of(owner(a), "1"), 8000, 10000);
+            Main.check(!b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer got a read-locked lock");
+            rwHeld(m, "writer refused", name, "read", Map.of(owner(a), "1"), 7000, 10000);
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            try {
+                long[] tid = new long[1];
+                CompletableFuture<Long> waited = CompletableFuture.supplyAsync(() -> {
+                    tid[0] = Thread.currentThread().getId();
+                    long t0 = System.nanoTime();
+                    try {
+                        boolean got = b.getReadWriteLock(name).writeLock().tryLock(8, 10, TimeUnit.SECONDS);
+                        return got ? (System.nanoTime() - t0) / 1_000_000 : -1L;
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        return -1L;
+                    }
+                }, pool);
+                Main.sleep(500);
+                ra.readLock().unlock();
+                long ms = waited.get(9, TimeUnit.SECONDS);
+                Main.check(ms >= 0, "the waiting writer was refused after the last reader's unlock");
+                Main.check(ms < 5000, "the writer got the lock after " + ms + " ms: not woken by the reader's unlock");
+                rwHeld(m, "writer after the reader", name, "write", Map.of(owner(b, tid[0]) + ":write", "1"), 7000, 10000);
+                pool.submit(() -> b.getReadWriteLock(name).writeLock().unlock()).get();
+                m.gone("writer's unlock", name);
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
+
+    /** A writer holds: readers of other clients (either address) and another writer are refused. */
+    static void readerRefused(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            RedissonClient c = cs.open(env.addr());
+            String name = Main.key("redisson");
+            RReadWriteLock wa = a.getReadWriteLock(name);
+            Main.check(wa.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer was refused a free lock");
+            rwHeld(m, "writer", name, "write", Map.of(owner(a) + ":write", "1"), 8000, 10000);
+            Main.check(!b.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader got a write-locked lock");
+            Main.check(!c.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader through the writer's address got its lock");
+            Main.check(!b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a second writer got a write-locked lock");
+            rwHeld(m, "readers refused", name, "write", Map.of(owner(a) + ":write", "1"), 7000, 10000);
+            m.gone("no lease of a refused reader", lease(name, b, 1));
+            wa.writeLock().unlock();
+            m.gone("writer's unlock", name);
+            Main.check(b.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader was refused after the writer's unlock");
+            rwHeld(m, "reader after the writer", name, "read", Map.of(owner(b), "1"), 8000, 10000);
+            b.getReadWriteLock(name).readLock().unlock();
+            m.gone("reader's unlock", name);
+        }
+    }
+
+    /**
+     * The writer takes a read lock too (as on one Redis, the holder of the
+     * write lock may read); its write unlock leaves its read, which still
+     * keeps other writers out.
+     */
+    static void writersRead(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            RReadWriteLock rw = a.getReadWriteLock(name);
+            Main.check(rw.writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer was refused a free lock");
+            Main.check(rw.readLock().tryLock(0, 10, TimeUnit.SECONDS), "the writer was refused its own read");
+            rwHeld(m, "write and read", name, "write", Map.of(owner(a) + ":write", "1", owner(a), "1"), 8000, 10000);
+            m.anyHeld("the writer's read lease", lease(name, a, 1), 8000, 10000);
+            Main.check(!b.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "another reader got a write-locked lock");
+            rw.writeLock().unlock();
+            rwHeld(m, "write unlocked, read left", name, "read", Map.of(owner(a), "1"), 7000, 10000);
+            Main.check(!b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "another writer got a read-locked lock");
+            rw.readLock().unlock();
+            m.gone("read unlock", name);
+        }
+    }
+
+    /** Reads and writes entered twice: held until the last unlock, each read hold with its lease. */
+    static void rwReentrancy(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr());
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            RReadWriteLock rw = a.getReadWriteLock(name);
+            rw.readLock().lock(10, TimeUnit.SECONDS);
+            rw.readLock().lock(20, TimeUnit.SECONDS);
+            rwHeld(m, "read twice", name, "read", Map.of(owner(a), "2"), 18000, 20000);
+            m.anyHeld("first read lease", lease(name, a, 1), 8000, 10000);
+            m.anyHeld("second read lease", lease(name, a, 2), 18000, 20000);
+            rw.readLock().unlock();
+            m.gone("second read lease after an unlock", lease(name, a, 2));
+            rwHeld(m, "one read unlock", name, "read", Map.of(owner(a), "1"), 7000, 10000);
+            Main.check(!b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer got the lock after the first of two read unlocks");
+            rw.readLock().unlock();
+            m.gone("last read unlock", name);
+            rw.writeLock().lock(10, TimeUnit.SECONDS);
+            rw.writeLock().lock(10, TimeUnit.SECONDS);
+            // A write lock entered again lives its lease longer.
+            rwHeld(m, "write twice", name, "write", Map.of(owner(a) + ":write", "2"), 18000, 20000);
+            rw.writeLock().unlock();
+            // The unlock of one of two holds re-arms the lock for lockWatchdogTimeout (30 s).
+            rwHeld(m, "one write unlock", name, "write", Map.of(owner(a) + ":write", "1"), 8000, 30000);
+            Main.check(!b.getReadWriteLock(name).readLock().tryLock(0, 10, TimeUnit.SECONDS), "a reader got the lock after the first of two write unlocks");
+            rw.writeLock().unlock();
+            m.gone("last write unlock", name);
+        }
+    }
+
+    /**
+     * lockWatchdogTimeout 2 s: a read lock and then a write lock taken
+     * without a lease are renewed for 5 s while another client is refused
+     * throughout, and freed by their unlock.
+     */
+    static void rwWatchdog(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient a = cs.open(env.addr(), 2000);
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            RReadWriteLock rw = a.getReadWriteLock(name);
+            rw.readLock().lock();
+            long end = System.nanoTime() + 5_000_000_000L;
+            while (System.nanoTime() < end) {
+                rwHeld(m, "read renewed", name, "read", Map.of(owner(a), "1"), 0, 2000);
+                m.anyHeld("read lease renewed", lease(name, a, 1), 0, 2000);
+                Main.check(!b.getReadWriteLock(name).writeLock().tryLock(), "a writer got a read lock the watchdog renews");
+                Main.sleep(400);
+            }
+            rw.readLock().unlock();
+            m.gone("read unlock", name);
+            rw.writeLock().lock();
+            end = System.nanoTime() + 5_000_000_000L;
+            while (System.nanoTime() < end) {
+                rwHeld(m, "write renewed", name, "write", Map.of(owner(a) + ":write", "1"), 0, 2000);
+                Main.check(!b.getReadWriteLock(name).readLock().tryLock(), "a reader got a write lock the watchdog renews");
+                Main.sleep(400);
+            }
+            rw.writeLock().unlock();
+            m.gone("write unlock", name);
+        }
+    }
+
+    /**
+     * A reader with a 2 s lease whose client goes away without unlocking:
+     * a writer is refused until the lease runs out, then gets the lock.
+     */
+    static void deadReader(Main.Env env) throws Exception {
+        Masters m = env.masters();
+        try (Clients cs = new Clients()) {
+            RedissonClient b = cs.open(env.addr(1));
+            String name = Main.key("redisson");
+            Clients dying = new Clients();
+            RedissonClient a = dying.open(env.addr());
+            Main.check(a.getReadWriteLock(name).readLock().tryLock(0, 2, TimeUnit.SECONDS), "a reader was refused a free lock");
+            rwHeld(m, "reader", name, "read", Map.of(owner(a), "1"), 1000, 2000);
+            dying.close(); // the reader dies holding its lock
+            Main.check(!b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer got the lock beside a live read lease");
+            m.gone("the dead reader's lease", name);
+            Main.check(b.getReadWriteLock(name).writeLock().tryLock(0, 10, TimeUnit.SECONDS), "a writer was refused after the dead reader's lease ran out");
+            rwHeld(m, "writer", name, "write", Map.of(owner(b) + ":write", "1"), 8000, 10000);
+            b.getReadWriteLock(name).writeLock().unlock();
+            m.gone("writer's unlock", name);
         }
     }
 
