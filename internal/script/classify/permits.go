@@ -331,12 +331,15 @@ func (pp *permProber) release(clocks []int) *Semaphore {
 // available: changes nothing and answers the count.
 func (pp *permProber) available(free string) *Semaphore {
 	held := map[string]float64{pp.other("holder"): float64(pp.now + semKeyTTL)}
+	var reply resp.Value
 	for _, count := range []string{free, "2"} {
 		r := pp.run(pp.argv, count, held)
 		n, _ := strconv.Atoi(count)
-		if !pp.unchanged(r, count, held) || r.reply.Kind != resp.KindInt || r.reply.Int != int64(n) {
+		isCount := r.reply.Kind == resp.KindInt && r.reply.Int == int64(n) || r.reply.Kind == resp.KindBulk && string(r.reply.Str) == count
+		if !pp.unchanged(r, count, held) || !isCount {
 			return nil
 		}
+		reply = r.reply
 	}
 	var clocks []int
 	for i, a := range pp.argv {
@@ -346,5 +349,6 @@ func (pp *permProber) available(free string) *Semaphore {
 	}
 	s := pp.base(SemAvailable, clocks...)
 	s.Clocks = clocks
+	s.Success = reply // its kind is the answer's: an integer, or the count as a string
 	return s
 }

@@ -33,7 +33,9 @@ return 'OK'`
 redis.call('incr', KEYS[1])
 return 1`
 	permAvailable = `return tonumber(redis.call('get', KEYS[1]) or '0')`
-	permSet       = `redis.call('set', KEYS[1], ARGV[1])
+	// As a string, as a count read back is.
+	permAvailableString = `return redis.call('get', KEYS[1]) or '0'`
+	permSet             = `redis.call('set', KEYS[1], ARGV[1])
 return 1`
 )
 
@@ -53,6 +55,7 @@ func TestPermitsScriptsClassify(t *testing.T) {
 			"semaphore-acquire keys=2 name=1 args=3 token=1 deadline=2 clock=3; success: \"OK\"; failure: (nil)"},
 		{"release", permRelease, keys, []string{"id-1"}, "semaphore-release keys=2 name=1 args=1 token=1; success: :1; failure: :0"},
 		{"available", permAvailable, keys, []string{ms(now)}, "semaphore-available keys=2 name=1 args=1 clock=1"},
+		{"available, as a string", permAvailableString, keys, []string{ms(now)}, "semaphore-available keys=2 name=1 args=1 clock=1"},
 		{"several permits", permAcquireTwo, keys, []string{"id-1", ms(now + 5000), ms(now)}, "refused: it takes 2 permits in one call"},
 		{"a change of the limit", permSet, keys, []string{"3"}, "refused: " + PermitsChangeRefusal},
 	} {

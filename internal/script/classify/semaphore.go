@@ -781,12 +781,11 @@ func uniq(xs ...int) []int {
 }
 
 // CounterRefusal is why a semaphore kept as a bare count of free permits
-// (Redisson's RSemaphore and RPermitExpirableSemaphore) is refused.
+// (Redisson's RSemaphore) is refused.
 const CounterRefusal = "a counting semaphore kept as a count of free permits (INCRBY and DECRBY of a key without expiry, as Redisson's " +
-	"RSemaphore and RPermitExpirableSemaphore keep theirs) has no majority meaning: a count moved on the masters that saw each command " +
-	"and not on the others cannot be summed into one, a permit counted that way never expires (a holder that dies keeps it for " +
-	"ever), and any client may give back a permit it never took; the proxy runs semaphores whose holders are members with a TTL and " +
-	"whose limit comes with each call (redis-semaphore's Semaphore), as slots of majority locks"
+	"RSemaphore keeps its permits) has no majority meaning: its permits have no holder and no expiry, so a permit whose holder dies " +
+	"is never returned, and any client may give back a permit it never took; the proxy serves semaphores whose permits have a holder " +
+	"and a lease (redis-semaphore's Semaphore, Redisson's RPermitExpirableSemaphore with a lease time), as slots of majority locks"
 
 // counts reports whether a script keeps a count in its first key, left
 // without an expiry: holding 5, it moves it by 1 or by one of its
