@@ -7,32 +7,19 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
 // A semaphore kept as a count of free permits and a sorted set of the
-// permits taken, scored with their deadlines, in the project's own words
-// (the behaviour of Redisson's RPermitExpirableSemaphore; the library
-// itself runs in the Java tests). KEYS: the count, the deadlines.
+// permits taken, scored with their deadlines (libscripts), and variants.
 const (
-	permSetup = `if redis.call('exists', KEYS[1]) == 1 then return 0 end
-redis.call('set', KEYS[1], ARGV[1])
-return 1`
-	// ARGV: the permit's id, its deadline, the caller's clock.
-	permAcquire = `for _, m in ipairs(redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[3])) do
-  redis.call('zrem', KEYS[2], m)
-  redis.call('incr', KEYS[1])
-end
-if tonumber(redis.call('get', KEYS[1]) or '0') < 1 then return false end
-redis.call('decr', KEYS[1])
-redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
-return 'OK'`
+	permSetup      = libscripts.PermitsSetup
+	permAcquire    = libscripts.PermitsAcquire
+	permRelease    = libscripts.PermitsRelease
+	permAvailable  = libscripts.PermitsAvailable
 	permAcquireTwo = `redis.call('decrby', KEYS[1], 2)
 redis.call('zadd', KEYS[2], ARGV[2], ARGV[1], ARGV[2], ARGV[1] .. '-2')
 return 'OK'`
-	permRelease = `if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then return 0 end
-redis.call('incr', KEYS[1])
-return 1`
-	permAvailable = `return tonumber(redis.call('get', KEYS[1]) or '0')`
 	// As a string, as a count read back is.
 	permAvailableString = `return redis.call('get', KEYS[1]) or '0'`
 	permSet             = `redis.call('set', KEYS[1], ARGV[1])
