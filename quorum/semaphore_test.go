@@ -61,15 +61,15 @@ type semWalk struct {
 	// limits, when set, is each master's own limit (a limit stored by a
 	// set-up that not every master took; limit is then their largest):
 	// at most bound() hold.
-	limits                      []int
-	plain                       bool      // the control: a plain majority of admissions
-	looseUndo                   bool      // the control: an undo removes the token's slot whoever set it
-	collect                     *[][]byte // a random walk's successors, instead of visiting them
-	firstOnly                   bool      // a control: stop at the first state that breaks the bound
-	visited                     map[string]struct{}
-	stack                       []string
-	worst                       int    // the most holders seen at once
-	example                     string // a state with more than limit holders
+	limits    []int
+	plain     bool      // the control: a plain majority of admissions
+	looseUndo bool      // the control: an undo removes the token's slot whoever set it
+	collect   *[][]byte // a random walk's successors, instead of visiting them
+	firstOnly bool      // a control: stop at the first state that breaks the bound
+	visited   map[string]struct{}
+	stack     []string
+	worst     int    // the most holders seen at once
+	example   string // a state with more than limit holders
 }
 
 // Client phases.
