@@ -153,15 +153,14 @@ func requireJavaCases(t *testing.T, results map[string]string, want int, pending
 	}
 }
 
-// Cases that fail through the proxy until it supports what they meet now:
-// Redisson's semaphores, refused by design: their permits are a count without expiry that no majority can
-// keep (docs/compatibility.md).
+// Cases that fail through the proxy by design: Redisson's RSemaphore,
+// whose permits are a count with no holder and no expiry
+// (docs/compatibility.md).
 const refusedCounter = "a counting semaphore kept as a count of free permits"
 
 var (
 	javaRedissonPending = map[string]string{
-		"RSemaphore: at most its permits":              refusedCounter,
-		"RPermitExpirableSemaphore: leases and expiry": refusedCounter,
+		"RSemaphore: at most its permits": refusedCounter,
 	}
 )
 
@@ -235,7 +234,7 @@ func TestJavaRedissonAgainstLoneRedis(t *testing.T) {
 }
 
 // TestJavaRedissonThroughProxy runs the same cases through two proxies over
-// five masters; all are pending (see javaRedissonPending).
+// five masters; those in javaRedissonPending are held to their refusal.
 func TestJavaRedissonThroughProxy(t *testing.T) {
 	lt, addrs := javaProxies(t)
 	requireJavaCases(t, runJava(t, "redisson", lt, addrs...), javaRedissonCases, javaRedissonPending)

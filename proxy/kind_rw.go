@@ -299,21 +299,6 @@ func (c *client) rwTTL(arg []byte, name string) (time.Duration, string) {
 	return time.Duration(ms) * time.Millisecond, ""
 }
 
-// appendEvalShaKeys encodes EVALSHA of sc with the keys and the arguments.
-func appendEvalShaKeys(b []byte, sc *resp.Script, keys [][]byte, args ...string) []byte {
-	b = resp.AppendArrayHeader(b, 3+len(keys)+len(args))
-	b = resp.AppendBulkString(b, "EVALSHA")
-	b = resp.AppendBulkString(b, sc.Sha)
-	b = resp.AppendBulkString(b, itoa(int64(len(keys))))
-	for _, k := range keys {
-		b = resp.AppendBulk(b, k)
-	}
-	for _, a := range args {
-		b = resp.AppendBulkString(b, a)
-	}
-	return b
-}
-
 const (
 	msgRWUpgrade = "ERR redlock-proxy: read-write locks are refused while upgrade_from is set: the old Redis would grant them by its own rule, which the proxy's vote does not see"
 	msgRWSlot    = "ERR redlock-proxy: a read-write lock's leases are keys named after its key, which must have a complete hash tag ({...}) on a Redis Cluster backend for them to be in the key's slot"

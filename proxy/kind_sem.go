@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,8 +34,14 @@ import (
 // refused: the old Redis keeps its holders in a sorted set the slots do
 // not see.
 
-// semPrefix names the hash of a semaphore's permits on each master.
-const semPrefix = "redlock-proxy:sem:"
+// semPrefix names the hash of a semaphore's permits on each master;
+// semLimitPrefix the limit stored by a set-up (a semaphore kept as a count
+// and a set of deadlines, classify's permits.go: Redisson's
+// RPermitExpirableSemaphore).
+const (
+	semPrefix      = "redlock-proxy:sem:"
+	semLimitPrefix = "redlock-proxy:semlimit:"
+)
 
 // semCommands serve a semaphore's release as redis-semaphore sends it.
 var semCommands = []*commandDef{
@@ -44,7 +51,8 @@ var semCommands = []*commandDef{
 // semCall is what a semaphore op needs besides the op.
 type semCall struct {
 	role             classify.SemRole
-	limit            int
+	limit            int  // 0 when stored: each master reads its own
+	stored           bool // the limit is the one stored on each master
 	success, failure resp.Value
 	zrem             bool   // reply as ZREM: the number of tokens removed
 	members          int    // tokens released
@@ -62,13 +70,30 @@ func (semRules) effects(o *op) effect {
 		return effTakes | effValidity | effWrites
 	case classify.SemRefresh:
 		return effValidity | effWrites
+	case classify.SemAvailable:
+		return 0
 	}
 	return effWrites
 }
 
 func (semRules) vote(o *op, v resp.Value) quorum.Vote {
+	if o.sem.role == classify.SemSetLimit {
+		switch {
+		case v.Kind == resp.KindInt && v.Int == 1:
+			return quorum.Granted
+		case v.Kind == resp.KindInt && v.Int == 0:
+			return quorum.Refused
+		}
+		return quorum.Unknown
+	}
 	if v.Kind != resp.KindArray || len(v.Elems) == 0 {
 		return quorum.Unknown
+	}
+	if o.sem.role == classify.SemAvailable {
+		if v.Elems[0].Kind != resp.KindInt || len(v.Elems)%2 != 1 {
+			return quorum.Unknown
+		}
+		return quorum.Granted // an answer; the permits decide
 	}
 	if o.sem.role == classify.SemRelease {
 		if len(v.Elems) != o.sem.members {
@@ -103,7 +128,7 @@ func semSlot(v resp.Value) (int, bool) {
 // outcome decides an acquire or a refresh by slots: a majority of counted
 // masters must hold the same slot for the caller.
 func (semRules) outcome(o *op) quorum.Outcome {
-	if o.sem.role == classify.SemRelease {
+	if o.sem.role == classify.SemRelease || o.sem.role == classify.SemSetLimit {
 		return o.tally.Outcome()
 	}
 	n := o.e.n
@@ -122,6 +147,13 @@ func (semRules) outcome(o *op) quorum.Outcome {
 }
 
 func (r semRules) decide(o *op) bool {
+	if o.sem.role == classify.SemAvailable {
+		if !o.tally.Done() {
+			return false
+		}
+		o.result = semAvailable(o)
+		return o.answered(true)
+	}
 	if o.sem.role == classify.SemRelease && o.sem.members > 1 {
 		// Several tokens: each counts as removed where a majority removed
 		// it, known once every master answered.
@@ -175,6 +207,49 @@ func (semRules) undoFate(o *op, v quorum.Vote, r netio.Result) quorum.Fate {
 	return fate(v, r)
 }
 
+// semAvailable answers a count of free permits from every master's
+// answer: the limit a majority of masters hold at least (a slot at or
+// above it cannot reach a majority), less the permits a majority hold
+// with the same slot below it. An error when fewer than a majority
+// answered.
+func semAvailable(o *op) resp.Value {
+	m := quorum.Majority(o.e.n)
+	var limits []int
+	slots := map[string]map[int64]int{}
+	for i := 0; i < o.e.n; i++ {
+		if v, counts := o.tally.Vote(i); v != quorum.Granted || !counts {
+			continue
+		}
+		els := o.replies[i].Elems
+		limits = append(limits, int(els[0].Int))
+		for k := 1; k+1 < len(els); k += 2 {
+			tok := string(els[k].Str)
+			if slots[tok] == nil {
+				slots[tok] = map[int64]int{}
+			}
+			slots[tok][els[k+1].Int]++
+		}
+	}
+	if len(limits) < m {
+		return resp.ErrorValue(msgSemNoMajority)
+	}
+	slices.Sort(limits)
+	limit := limits[len(limits)-m] // the m-th largest
+	held := 0
+	for _, bySlot := range slots {
+		for s, n := range bySlot {
+			if n >= m && s < int64(limit) {
+				held++
+			}
+		}
+	}
+	free := int64(max(limit-held, 0))
+	if o.sem.success.Kind == resp.KindBulk {
+		return resp.BulkValue([]byte(itoa(free))) // as the script answers its count
+	}
+	return resp.IntValue(free)
+}
+
 // startSem runs a semaphore operation on key for token.
 func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.Duration, members [][]byte) {
 	if c.s.eng.veto {
@@ -193,13 +268,22 @@ func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.D
 		sc.key, sc.token, sc.hints = append([]byte(nil), key...), append([]byte(nil), token...), &c.s.semHints
 		nonce := newNonce()
 		pref := sc.hints.prefer(key, token, sc.limit, c.s.eng.n)
-		cmd = appendEvalShaArgs(c.cmd[:0], semAcquireScript, h, token, itoa(ttl.Milliseconds()), itoa(int64(sc.limit)), itoa(int64(pref)), nonce)
 		ref = semAcquireScript
+		if sc.stored {
+			ref = semAcquireStoredScript
+		}
+		cmd = appendEvalShaKeys(c.cmd[:0], ref, semKeys(h, key, sc.stored), token, itoa(ttl.Milliseconds()), itoa(int64(sc.limit)), itoa(int64(pref)), nonce)
 		o.undoCmd = appendEvalShaArgs(o.undoBuf[:0], semUndoScript, h, token, nonce, undoAtZero)
 		o.undoSc, o.laterSc = semUndoScript, semUndoScript
 	case classify.SemRefresh:
 		cmd = appendEvalShaArgs(c.cmd[:0], semRefreshScript, h, token, itoa(ttl.Milliseconds()))
 		ref = semRefreshScript
+	case classify.SemSetLimit:
+		cmd = appendEvalShaArgs(c.cmd[:0], semSetLimitScript, keyslot.Companion(nil, semLimitPrefix, key), itoa(int64(sc.limit)))
+		ref = semSetLimitScript
+	case classify.SemAvailable:
+		cmd = appendEvalShaKeys(c.cmd[:0], semCountScript, semKeys(h, key, true))
+		ref = semCountScript
 	default:
 		sc.members = len(members)
 		args := make([]any, len(members))
@@ -213,13 +297,29 @@ func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.D
 	c.startOp(o, cmd, ref)
 }
 
+// semKeys are the keys of an acquire: the permits' hash h, and the
+// stored limit of the semaphore at key when it has one.
+func semKeys(h, key []byte, stored bool) [][]byte {
+	if !stored {
+		return [][]byte{h}
+	}
+	return [][]byte{h, keyslot.Companion(nil, semLimitPrefix, key)}
+}
+
 // appendEvalShaArgs encodes EVALSHA of sc with one key and the arguments.
 func appendEvalShaArgs(b []byte, sc *resp.Script, key []byte, args ...any) []byte {
-	b = resp.AppendArrayHeader(b, 4+len(args))
+	return appendEvalShaKeys(b, sc, [][]byte{key}, args...)
+}
+
+// appendEvalShaKeys encodes EVALSHA of sc with the keys and the arguments.
+func appendEvalShaKeys(b []byte, sc *resp.Script, keys [][]byte, args ...any) []byte {
+	b = resp.AppendArrayHeader(b, 3+len(keys)+len(args))
 	b = resp.AppendBulkString(b, "EVALSHA")
 	b = resp.AppendBulkString(b, sc.Sha)
-	b = resp.AppendBulkString(b, "1")
-	b = resp.AppendBulk(b, key)
+	b = resp.AppendBulkString(b, itoa(int64(len(keys))))
+	for _, k := range keys {
+		b = resp.AppendBulk(b, k)
+	}
 	for _, a := range args {
 		switch a := a.(type) {
 		case []byte:
@@ -234,7 +334,22 @@ func appendEvalShaArgs(b []byte, sc *resp.Script, key []byte, args ...any) []byt
 // startSemScript runs a call of a script classified as a semaphore
 // operation.
 func startSemScript(c *client, s *classify.Semaphore, keys, argv [][]byte) {
-	sc := &semCall{role: s.Role, success: s.Success, failure: s.Failure}
+	sc := &semCall{role: s.Role, stored: s.Stored, success: s.Success, failure: s.Failure}
+	key := keys[s.Key]
+	switch s.Role {
+	case classify.SemSetLimit:
+		limit, ok := resp.ParseInt(argv[s.Limit])
+		if !ok || limit < 1 || limit > classify.MaxSemLimit {
+			c.replyErr(msgSemLimit(string(argv[s.Limit])))
+			return
+		}
+		sc.limit = int(limit)
+		startSem(c, "semaphore-setup", sc, key, nil, 0, nil)
+		return
+	case classify.SemAvailable:
+		startSem(c, "semaphore-available", sc, key, nil, 0, nil)
+		return
+	}
 	token := argv[s.Token]
 	if len(token) > c.s.cfg.Limits.MaxToken {
 		c.replyErr(msgTokenTooLong(len(token), c.s.cfg.Limits.MaxToken))
@@ -256,7 +371,7 @@ func startSemScript(c *client, s *classify.Semaphore, keys, argv [][]byte) {
 			return
 		}
 	}
-	if s.Role == classify.SemAcquire {
+	if s.Role == classify.SemAcquire && !s.Stored {
 		limit, ok := s.LimitOf(argv)
 		if !ok || limit < 1 || limit > classify.MaxSemLimit {
 			c.replyErr(msgSemLimit(string(argv[s.Limit])))
@@ -264,7 +379,7 @@ func startSemScript(c *client, s *classify.Semaphore, keys, argv [][]byte) {
 		}
 		sc.limit = limit
 	}
-	startSem(c, semOpNames[s.Role], sc, keys[0], token, ttl, [][]byte{token})
+	startSem(c, semOpNames[s.Role], sc, key, token, ttl, [][]byte{token})
 }
 
 // semOpNames are the names a semaphore script's operations are counted
@@ -318,6 +433,12 @@ func (h *semHints) prefer(key, token []byte, limit, n int) int {
 	h.mu.Lock()
 	hint := h.m[string(key)]
 	h.mu.Unlock()
+	if limit == 0 && hint != nil {
+		limit = hint.limit // stored on the masters: as they last said
+	}
+	if limit == 0 {
+		return sum // each master takes it modulo its limit
+	}
 	if hint == nil || hint.limit != limit || time.Since(hint.at) > semHintAge {
 		return sum % limit
 	}
@@ -346,7 +467,11 @@ func (h *semHints) note(o *op) {
 	hint := &semHint{at: time.Now(), limit: o.sem.limit, held: make([]string, o.e.n)}
 	for i := range hint.held {
 		if v, _ := o.tally.Vote(i); v == quorum.Granted || v == quorum.Refused {
-			if bits := o.replies[i].Elems[3]; len(bits.Str) == o.sem.limit {
+			bits := o.replies[i].Elems[3]
+			if hint.limit == 0 {
+				hint.limit = len(bits.Str) // a stored limit, as this master has it
+			}
+			if hint.limit > 0 && len(bits.Str) == hint.limit {
 				hint.held[i] = string(bits.Str)
 			}
 		}

@@ -44,7 +44,17 @@ end`
 // slots below limit held after it, as a string of 0 and 1}.
 var semAcquireScript = resp.NewScript([]byte(`local h, tok = KEYS[1], ARGV[1]
 local ttl, limit, pref, nonce = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-` + semScan + `
+` + semScan + semTake))
+
+// semAcquireStoredScript is semAcquireScript for a semaphore whose limit
+// the set-up stored on each master (KEYS[2], semSetLimitScript; ARGV[3]
+// unused): a master that has none holds no slot for anyone.
+var semAcquireStoredScript = resp.NewScript([]byte(`local h, tok = KEYS[1], ARGV[1]
+local ttl, limit, pref, nonce = tonumber(ARGV[2]), tonumber(redis.call('get', KEYS[2]) or '0') or 0, tonumber(ARGV[4]), ARGV[5]
+` + semScan + semTake))
+
+// semTake is the acquire's step after semScan.
+const semTake = `
 local acted, slot, how = 0, -1, 0
 if own then
   if count < limit then acted, slot, how = 1, own, 2 end
@@ -69,7 +79,7 @@ local bits = {}
 for i = 0, limit - 1 do
   if used[i] then bits[i + 1] = '1' else bits[i + 1] = '0' end
 end
-return {acted, slot, how, table.concat(bits)}`))
+return {acted, slot, how, table.concat(bits)}`
 
 // semRefreshScript: KEYS[1] the hash; ARGV token, TTL ms. A caller that
 // holds a slot there re-arms it (never shortening it) and the nonce is
@@ -95,3 +105,25 @@ return out`))
 var semUndoScript = resp.NewScript([]byte(`local v = redis.call('hget', KEYS[1], ARGV[1])
 if v and string.sub(v, -#ARGV[2] - 1) == ':' .. ARGV[2] then return redis.call('hdel', KEYS[1], ARGV[1]) end
 return 0`))
+
+// semSetLimitScript: KEYS[1] the semaphore's stored limit; ARGV the
+// limit. Sets it where there is none; returns 1 if it did, else 0. The
+// limit has no expiry, as the set-up it stands for (Redisson's
+// trySetPermits) has none: it is the semaphore's size, not a permit.
+var semSetLimitScript = resp.NewScript([]byte(`if redis.call('set', KEYS[1], ARGV[1], 'NX') then return 1 end
+return 0`))
+
+// semCountScript: KEYS[1] the hash, KEYS[2] the stored limit. Returns
+// {the limit (0 if none), then each live permit's token and slot}.
+var semCountScript = resp.NewScript([]byte(`local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {tonumber(redis.call('get', KEYS[2]) or '0') or 0}
+local all = redis.call('hgetall', KEYS[1])
+for i = 1, #all, 2 do
+  local s, d = string.match(all[i + 1], '^(%d+):(%d+):')
+  if s and tonumber(d) > now then
+    out[#out + 1] = all[i]
+    out[#out + 1] = tonumber(s)
+  end
+end
+return out`))

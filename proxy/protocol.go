@@ -44,8 +44,9 @@ const (
 	// walks, would not fit the 64 bits of a cursor.
 	msgScanCursorTooLarge = "ERR redlock-proxy: a backend's SCAN cursor is too large to combine with the others'; use KEYS"
 
-	msgSemUpgrade  = "ERR redlock-proxy: semaphores are refused while upgrade_from is set: the old Redis keeps its holders in a sorted set that the proxy's permits (slots) do not see, so clients on either side could exceed the limit together"
-	msgSemNoExpiry = "ERR redlock-proxy: a semaphore's permits need a TTL above 0: the proxy never grants a permit that cannot expire (its holder's death would keep it forever)"
+	msgSemUpgrade    = "ERR redlock-proxy: semaphores are refused while upgrade_from is set: the old Redis keeps its holders in a sorted set that the proxy's permits (slots) do not see, so clients on either side could exceed the limit together"
+	msgSemNoMajority = "ERR redlock-proxy: fewer than a majority of backends answered: the semaphore's free permits cannot be counted"
+	msgSemNoExpiry   = "ERR redlock-proxy: a semaphore's permits need a TTL above 0: the proxy never grants a permit that cannot expire (its holder's death would keep it forever)"
 )
 
 func msgSemLimit(got string) string {

@@ -58,14 +58,18 @@ func TestSlotsDecidesOnOneSlot(t *testing.T) {
 // there, an undo on its way there).
 type semWalk struct {
 	n, limit, clients, attempts int
-	plain                       bool      // the control: a plain majority of admissions
-	looseUndo                   bool      // the control: an undo removes the token's slot whoever set it
-	collect                     *[][]byte // a random walk's successors, instead of visiting them
-	firstOnly                   bool      // a control: stop at the first state that breaks the bound
-	visited                     map[string]struct{}
-	stack                       []string
-	worst                       int    // the most holders seen at once
-	example                     string // a state with more than limit holders
+	// limits, when set, is each master's own limit (a limit stored by a
+	// set-up that not every master took; limit is then their largest):
+	// at most bound() hold.
+	limits    []int
+	plain     bool      // the control: a plain majority of admissions
+	looseUndo bool      // the control: an undo removes the token's slot whoever set it
+	collect   *[][]byte // a random walk's successors, instead of visiting them
+	firstOnly bool      // a control: stop at the first state that breaks the bound
+	visited   map[string]struct{}
+	stack     []string
+	worst     int    // the most holders seen at once
+	example   string // a state with more than limit holders
 }
 
 // Client phases.
@@ -154,11 +158,15 @@ func (w *semWalk) canon(s []byte) string {
 // acquire is master m's atomic step for attempt a of client c; it returns
 // the slot the master then holds for c (NoSlot: refused).
 func (w *semWalk) acquire(s []byte, m, c, a int) int {
+	lim := w.limit
+	if w.limits != nil {
+		lim = w.limits[m]
+	}
 	count := 0
 	used := make([]bool, w.limit)
 	for o := 0; o < w.clients; o++ {
 		e := s[w.ent(m, o)]
-		if e&enPresent == 0 || entrySlot(e) >= w.limit {
+		if e&enPresent == 0 || entrySlot(e) >= lim {
 			continue
 		}
 		count++
@@ -170,14 +178,14 @@ func (w *semWalk) acquire(s []byte, m, c, a int) int {
 	if w.plain {
 		// Each master admits while it has fewer than limit holders, as one
 		// Redis does; every admission is "slot 0".
-		if count < w.limit {
+		if count < lim {
 			s[w.ent(m, c)] = entry(0, a, own&enPresent == 0)
 			return 0
 		}
 		return NoSlot
 	}
 	if own&enPresent != 0 {
-		if count < w.limit {
+		if count < lim {
 			// Re-armed: no undo removes it, and it lives at least as long
 			// as before (a late re-arm by an earlier attempt never takes
 			// it from the attempt that counts on it).
@@ -187,8 +195,8 @@ func (w *semWalk) acquire(s []byte, m, c, a int) int {
 		return NoSlot
 	}
 	pref := int(s[w.cl(c)+2])
-	for i := 0; i < w.limit; i++ {
-		sl := (pref + i) % w.limit
+	for i := 0; i < lim; i++ {
+		sl := (pref + i) % lim
 		if !used[sl] {
 			s[w.ent(m, c)] = entry(sl, a, true)
 			return sl
@@ -213,6 +221,18 @@ func (w *semWalk) holds(s []byte, c int) bool {
 	return false
 }
 
+// bound is the most holders there may be: the limit, or with a limit per
+// master the largest that a majority of masters have at least (a slot at
+// or above it is below the limit of a minority only).
+func (w *semWalk) bound() int {
+	if w.limits == nil {
+		return w.limit
+	}
+	l := slices.Clone(w.limits)
+	slices.Sort(l)
+	return l[len(l)-Majority(w.n)]
+}
+
 // visit queues a state not seen before.
 func (w *semWalk) visit(s []byte) {
 	k := w.canon(s)
@@ -233,12 +253,12 @@ func (w *semWalk) check(s []byte) {
 		}
 		if s[w.cl(c)] == phHolding && !holds && w.example == "" {
 			w.example = fmt.Sprintf("client %d counts on a permit no majority holds: %s", c, w.describe(s))
-			w.worst = w.limit + 1
+			w.worst = w.bound() + 1
 		}
 	}
 	if h > w.worst {
 		w.worst = h
-		if h > w.limit && w.example == "" {
+		if h > w.bound() && w.example == "" {
 			w.example = w.describe(s)
 		}
 	}
@@ -366,6 +386,34 @@ func (w *semWalk) run() {
 		s := w.stack[len(w.stack)-1]
 		w.stack = w.stack[:len(w.stack)-1]
 		w.check([]byte(s))
+	}
+}
+
+// TestStoredLimitsNeverExceedTheMajorityLimit walks every interleaving when
+// the masters' stored limits differ (a set-up that some masters missed, or
+// two set-ups racing with different limits): at most the limit a majority
+// of masters have at least hold, and a full semaphore is reached.
+func TestStoredLimitsNeverExceedTheMajorityLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limits  []int
+		clients int
+	}{
+		{[]int{2, 2, 0}, 3},
+		{[]int{2, 1, 0}, 2},
+		{[]int{3, 2, 1}, 3},
+		{[]int{1, 2, 3}, 3},
+	} {
+		t.Run(fmt.Sprint(tc.limits), func(t *testing.T) {
+			w := &semWalk{n: len(tc.limits), limit: slices.Max(tc.limits), limits: tc.limits, clients: tc.clients, attempts: 1}
+			w.run()
+			t.Logf("%d states, at most %d holders (bound %d)", len(w.visited), w.worst, w.bound())
+			if w.worst > w.bound() {
+				t.Fatalf("%d holders where a majority of masters allow %d: %s", w.worst, w.bound(), w.example)
+			}
+			if w.worst < w.bound() {
+				t.Fatalf("never more than %d holders where %d may hold: the walk does not reach a full semaphore", w.worst, w.bound())
+			}
+		})
 	}
 }
 

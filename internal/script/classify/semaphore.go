@@ -45,6 +45,10 @@ const (
 	SemAcquire
 	SemRefresh
 	SemRelease
+	// SemSetLimit and SemAvailable are operations of a semaphore whose
+	// limit is stored (Stored): its set-up, and the count of free permits.
+	SemSetLimit
+	SemAvailable
 )
 
 func (r SemRole) String() string {
@@ -55,6 +59,10 @@ func (r SemRole) String() string {
 		return "semaphore-refresh"
 	case SemRelease:
 		return "semaphore-release"
+	case SemSetLimit:
+		return "semaphore-setup"
+	case SemAvailable:
+		return "semaphore-available"
 	}
 	return "unknown"
 }
@@ -66,8 +74,18 @@ const MaxSemLimit = 1024
 // Semaphore is a script classified as a semaphore operation: where its
 // token, limit and TTL are, and its replies.
 type Semaphore struct {
-	Role     SemRole
-	NArgs    int   // ARGV entries (KEYS is the one semaphore key)
+	Role  SemRole
+	NKeys int // KEYS entries: 0 for the one semaphore key
+	Key   int // 0-based KEYS index of the semaphore's name
+	NArgs int // ARGV entries
+	// Stored: the limit is the one the set-up stored on each master (a
+	// semaphore kept as a count and a set of deadlines, permits.go), not
+	// an argument of each acquire.
+	Stored bool
+	// Deadline is the 0-based ARGV index of an acquire's deadline in ms
+	// on the caller's clock (Clocks[0]), the TTL being the difference; -1
+	// when the TTL is an argument of its own.
+	Deadline int
 	Token    int   // 0-based ARGV index of the caller's token
 	Limit    int   // 0-based ARGV index of the limit (acquire), else -1
 	TTL      int   // 0-based ARGV index of the TTL, -1 for TTLConst (acquire, refresh)
@@ -85,7 +103,7 @@ type Semaphore struct {
 
 // Matches reports whether a call is covered by the classification.
 func (s *Semaphore) Matches(keys, argv [][]byte) bool {
-	if len(keys) != 1 || len(argv) != s.NArgs {
+	if len(keys) != max(s.NKeys, 1) || len(argv) != s.NArgs {
 		return false
 	}
 	for _, c := range s.Controls {
@@ -104,6 +122,14 @@ func (s *Semaphore) LimitOf(argv [][]byte) (int, bool) {
 
 // TTLOf is the call's TTL (acquire, refresh).
 func (s *Semaphore) TTLOf(argv [][]byte) (time.Duration, bool) {
+	if s.Deadline >= 0 {
+		dl, ok1 := resp.ParseInt(argv[s.Deadline])
+		now, ok2 := resp.ParseInt(argv[s.Clocks[0]])
+		if !ok1 || !ok2 || dl-now <= 0 || dl-now > int64(365*24*time.Hour/time.Millisecond) {
+			return 0, ok1 && ok2 // none, or far beyond any lease: no expiry
+		}
+		return time.Duration(dl-now) * time.Millisecond, true
+	}
 	if s.TTL < 0 {
 		return time.Duration(s.TTLConst) * time.Millisecond, true
 	}
@@ -120,12 +146,21 @@ func (s *Semaphore) TTLOf(argv [][]byte) (time.Duration, bool) {
 // String describes the classification for SCRIPT EXPLAIN.
 func (s *Semaphore) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s keys=1 args=%d token=%d", s.Role, s.NArgs, s.Token+1)
+	fmt.Fprintf(&b, "%s keys=%d", s.Role, max(s.NKeys, 1))
+	if s.Stored {
+		fmt.Fprintf(&b, " name=%d", s.Key+1)
+	}
+	fmt.Fprintf(&b, " args=%d", s.NArgs)
+	if s.Token >= 0 {
+		fmt.Fprintf(&b, " token=%d", s.Token+1)
+	}
 	if s.Limit >= 0 {
 		fmt.Fprintf(&b, " limit=%d", s.Limit+1)
 	}
 	switch {
-	case s.Role == SemRelease:
+	case s.Role == SemRelease || s.Role == SemSetLimit || s.Role == SemAvailable:
+	case s.Deadline >= 0:
+		fmt.Fprintf(&b, " deadline=%d", s.Deadline+1)
 	case s.TTL < 0:
 		fmt.Fprintf(&b, " ttl=%dms", s.TTLConst)
 	case s.TTLSec:
@@ -139,7 +174,9 @@ func (s *Semaphore) String() string {
 	for _, c := range s.Controls {
 		fmt.Fprintf(&b, " ARGV[%d]=%q", c.Arg+1, c.Value)
 	}
-	fmt.Fprintf(&b, "; success: %s; failure: %s", s.Success, s.Failure)
+	if s.Role != SemAvailable {
+		fmt.Fprintf(&b, "; success: %s; failure: %s", s.Success, s.Failure)
+	}
 	return b.String()
 }
 
@@ -383,6 +420,9 @@ func SemaphoreScript(p *sandbox.Program, keys, argv []string) (*Semaphore, strin
 }
 
 func classifySemaphoreAt(p *sandbox.Program, keys, argv []string, now int64) (*Semaphore, string) {
+	if s := classifyPermitsAt(p, keys, argv, now); s != nil {
+		return s, s.Refused
+	}
 	if counts(p, keys, argv, now) {
 		return &Semaphore{Refused: CounterRefusal}, CounterRefusal
 	}
@@ -390,7 +430,7 @@ func classifySemaphoreAt(p *sandbox.Program, keys, argv []string, now int64) (*S
 		return nil, "a semaphore is one key"
 	}
 	sp := &semProber{p: p, key: keys[0], argv: argv, now: now}
-	s := &Semaphore{NArgs: len(argv), Limit: -1, TTL: -1}
+	s := &Semaphore{NArgs: len(argv), Limit: -1, TTL: -1, Deadline: -1}
 	for i, a := range argv {
 		if n, err := strconv.ParseInt(a, 10, 64); err == nil && (abs(n-now) <= semClockSpan || abs(n*1000-now) <= semClockSpan) {
 			s.Clocks = append(s.Clocks, i)
@@ -741,12 +781,11 @@ func uniq(xs ...int) []int {
 }
 
 // CounterRefusal is why a semaphore kept as a bare count of free permits
-// (Redisson's RSemaphore and RPermitExpirableSemaphore) is refused.
+// (Redisson's RSemaphore) is refused.
 const CounterRefusal = "a counting semaphore kept as a count of free permits (INCRBY and DECRBY of a key without expiry, as Redisson's " +
-	"RSemaphore and RPermitExpirableSemaphore keep theirs) has no majority meaning: a count moved on the masters that saw each command " +
-	"and not on the others cannot be summed into one, a permit counted that way never expires (a holder that dies keeps it for " +
-	"ever), and any client may give back a permit it never took; the proxy runs semaphores whose holders are members with a TTL and " +
-	"whose limit comes with each call (redis-semaphore's Semaphore), as slots of majority locks"
+	"RSemaphore keeps its permits) has no majority meaning: its permits have no holder and no expiry, so a permit whose holder dies " +
+	"is never returned, and any client may give back a permit it never took; the proxy serves semaphores whose permits have a holder " +
+	"and a lease (redis-semaphore's Semaphore, Redisson's RPermitExpirableSemaphore with a lease time), as slots of majority locks"
 
 // counts reports whether a script keeps a count in its first key, left
 // without an expiry: holding 5, it moves it by 1 or by one of its

@@ -203,7 +203,7 @@ func TestSemaphoresCache(t *testing.T) {
 // Semaphores kept as a bare count of free permits are recognized and
 // refused with why, in the style of Redisson's RSemaphore (take permits
 // while enough are free, give them back and announce it, set the count
-// up once) and of its RPermitExpirableSemaphore's acquire.
+// up once) and an acquire of expiring ids with no clock to read a lease from.
 func TestCounterSemaphoresAreRefusedWithWhy(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string

@@ -392,6 +392,11 @@ func (p *Program) RunKeyed(r *Runner, keys []string, lock int, argv []string, st
 	}
 	if ref := noTTL(st, res.State, wrote); ref != nil {
 		res.Ref = ref
+		// The reply too: a semaphore kept as a count without expiry is
+		// read by what it writes and answers (classify's permits.go).
+		if v, vref := toRESP(L.Get(-1), 0); vref == nil {
+			res.Reply = v
+		}
 		return res
 	}
 	v, ref := toRESP(L.Get(-1), 0)

@@ -550,7 +550,11 @@ final class RedissonCases {
                 s.add(cs.open(env.addr(i)).getSemaphore(name));
             }
             Main.check(s.get(0).trySetPermits(2), "trySetPermits(2) of a new semaphore returned false");
-            permitsLeft(m, "set permits", name, 2);
+            if (!env.proxied()) {
+                // Through the proxy the set-up stores a limit of its own
+                // (it is RPermitExpirableSemaphore's too), not the count.
+                permitsLeft(m, "set permits", name, 2);
+            }
             Main.check(s.get(0).tryAcquire(), "the first permit was refused");
             Main.check(s.get(1).tryAcquire(), "the second permit was refused");
             permitsLeft(m, "two holders", name, 0);
@@ -566,8 +570,48 @@ final class RedissonCases {
         }
     }
 
-    static void expirable(Main.Env env) throws Exception {
+    /**
+     * Checks the permits of an RPermitExpirableSemaphore on the masters:
+     * on one Redis, the count of free permits under its name; through the
+     * proxy, on a majority of masters, the limit it stored and the live
+     * permits (a hash field per permit id, "slot:deadline:nonce").
+     */
+    static void expirableLeft(Main.Env env, String step, String name, int limit, int taken) {
         Masters m = env.masters();
+        if (!env.proxied()) {
+            permitsLeft(m, step, name, limit - taken);
+            return;
+        }
+        Masters.eventually(step, () -> {
+            List<String> seen = m.each(j -> {
+                String lim = null;
+                for (String k : j.keys("redlock-proxy:semlimit:{*}" + name)) {
+                    lim = j.get(k);
+                }
+                int live = 0;
+                long now = System.currentTimeMillis();
+                for (String k : j.keys("redlock-proxy:sem:{*}" + name)) {
+                    for (String v : j.hgetAll(k).values()) {
+                        if (Long.parseLong(v.split(":")[1]) > now) {
+                            live++;
+                        }
+                    }
+                }
+                return lim + "/" + live + (j.exists(name) ? " and a count under the name" : "");
+            });
+            String want = limit + "/" + taken;
+            long n = seen.stream().filter(want::equals).count();
+            return n >= m.majority() ? null : name + ": limit/permits (want " + want + "): " + seen;
+        });
+    }
+
+    /**
+     * Permits with leases: two of two taken, a third refused, the shorter
+     * lease expires and its permit is given again, and releases; through
+     * the proxy, a permit without a lease is refused (it would never be
+     * returned if its holder died).
+     */
+    static void expirable(Main.Env env) throws Exception {
         try (Clients cs = new Clients()) {
             String name = Main.key("redisson");
             List<RPermitExpirableSemaphore> s = new ArrayList<>();
@@ -575,18 +619,32 @@ final class RedissonCases {
                 s.add(cs.open(env.addr(i)).getPermitExpirableSemaphore(name));
             }
             Main.check(s.get(0).trySetPermits(2), "trySetPermits(2) of a new semaphore returned false");
+            Main.check(!s.get(1).trySetPermits(3), "trySetPermits(3) of a semaphore set up returned true");
+            expirableLeft(env, "set up", name, 2, 0);
+            Main.check(s.get(2).availablePermits() == 2, "availablePermits() = " + s.get(2).availablePermits() + " of a new semaphore of 2");
             String p0 = s.get(0).tryAcquire(0, 10, TimeUnit.SECONDS);
             String p1 = s.get(1).tryAcquire(0, 1, TimeUnit.SECONDS);
             Main.check(p0 != null && p1 != null, "a permit of two was refused");
-            permitsLeft(m, "two holders", name, 0);
+            expirableLeft(env, "two holders", name, 2, 2);
             Main.check(s.get(2).tryAcquire(0, 10, TimeUnit.SECONDS) == null, "a third client got a permit of two");
+            Main.check(s.get(2).availablePermits() == 0, "availablePermits() = " + s.get(2).availablePermits() + " with two holders");
             Main.sleep(1300);
             String p2 = s.get(2).tryAcquire(0, 10, TimeUnit.SECONDS);
             Main.check(p2 != null, "the permit whose lease ended was not given again");
             Main.check(!s.get(1).tryRelease(p1), "the expired permit was released");
             Main.check(s.get(0).tryRelease(p0), "a held permit's release returned false");
+            expirableLeft(env, "one released", name, 2, 1);
+            Main.check(s.get(1).availablePermits() == 1, "availablePermits() = " + s.get(1).availablePermits() + " with one holder");
             Main.check(s.get(1).tryAcquire(0, 10, TimeUnit.SECONDS) != null, "a released permit was refused");
             Main.check(s.get(2).tryRelease(p2), "a held permit's release returned false");
+            if (env.proxied()) {
+                try {
+                    String forever = s.get(0).tryAcquire();
+                    Main.check(false, "a permit without a lease was granted: " + forever);
+                } catch (RuntimeException e) {
+                    Main.check(String.valueOf(e.getMessage()).contains("need a TTL above 0"), "a permit without a lease: " + e);
+                }
+            }
         }
     }
 

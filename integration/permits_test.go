@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+)
+
+// Semaphores kept as a count of free permits beside a set of permit ids
+// scored with their deadlines (Redisson's RPermitExpirableSemaphore; the
+// scripts here are the project's own with that behaviour, the library runs
+// in TestJavaRedissonThroughProxy): through the proxy the set-up stores the
+// limit on each master, and a permit is a slot (proxy/kind_sem.go).
+
+// permitsKeys are the count and the deadlines of the semaphore name.
+func permitsKeys(name string) []string { return []string{name, name + ":timeout"} }
+
+// permitsAcquire takes a permit id with a lease through cl: true if it
+// got one.
+func permitsAcquire(t *testing.T, cl *redis.Client, name, id string, lease time.Duration) bool {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	v, err := cl.Eval(context.Background(), libscripts.PermitsAcquire, permitsKeys(name), id, now+lease.Milliseconds(), now).Result()
+	switch {
+	case err == redis.Nil:
+		return false
+	case err != nil:
+		t.Fatalf("acquire of %s by %s: %v", name, id, err)
+	case v != "OK":
+		t.Fatalf("acquire of %s by %s: %v; want OK or nil", name, id, v)
+	}
+	return true
+}
+
+// The case a plain majority gets wrong, for a semaphore whose limit was
+// set up once: three masters, a limit of 2, three clients each refused by
+// a different master. The control keeps the count on each master (the
+// library's own way) and takes a permit where 2 of 3 masters gave one:
+// three holders. Through the proxy the first two hold permits, the third
+// is refused and its partial acquire undone, and a permit whose lease
+// ended is given again.
+func TestPermitsThreeClientsEachRefusedByOneMaster(t *testing.T) {
+	servers := startRedis(t, 3)
+	var addrs, relayed []string
+	var relays []*faultnet.Relay
+	for _, s := range servers {
+		rl, err := faultnet.Listen(s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rl.Close() })
+		relays = append(relays, rl)
+		addrs = append(addrs, s.Addr)
+		relayed = append(relayed, rl.Addr())
+	}
+	direct := directClients(t, addrs)
+	const lease = 20 * time.Second
+
+	t.Run("control: a plain majority", func(t *testing.T) {
+		name := uniqueKey("permits-plain")
+		var conns []*redis.Client
+		for _, a := range relayed {
+			conns = append(conns, redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond}))
+		}
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for i, c := range conns {
+			if err := c.Eval(context.Background(), libscripts.PermitsSetup, permitsKeys(name), 2).Err(); err != nil {
+				t.Fatalf("set-up on master %d: %v", i, err)
+			}
+		}
+		plain := func(id string) bool {
+			granted := 0
+			now := time.Now().UnixMilli()
+			for _, c := range conns {
+				if v, err := c.Eval(context.Background(), libscripts.PermitsAcquire, permitsKeys(name), id, now+lease.Milliseconds(), now).Result(); err == nil && v == "OK" {
+					granted++
+				}
+			}
+			return granted >= 2
+		}
+		var got []bool
+		cutOff(relays[2], func() { got = append(got, plain("client-1")) })
+		cutOff(relays[0], func() { got = append(got, plain("client-2")) })
+		got = append(got, plain("client-3"))
+		holders := 0
+		for i, id := range []string{"client-1", "client-2", "client-3"} {
+			n := 0
+			for _, d := range direct {
+				if _, err := d.ZScore(context.Background(), name+":timeout", id).Result(); err == nil {
+					n++
+				}
+			}
+			if n >= 2 {
+				holders++
+			}
+			t.Logf("plain majority: %s told %v, held on %d of 3 masters", id, got[i], n)
+		}
+		if holders != 3 || !got[2] {
+			t.Fatalf("the plain majority gave %d holders of a limit-2 semaphore (third told %v); the control must show the third holder", holders, got[2])
+		}
+	})
+
+	t.Run("through the proxy", func(t *testing.T) {
+		a, _ := startApp(t, relayed, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
+		cl := proxyClient(t, a.Addr(), 2)
+		name := uniqueKey("permits-slots")
+		mustDo(t, cl, 1, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 2)
+		mustDo(t, cl, 0, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 3)
+		for i, d := range direct {
+			if n, _ := d.Exists(context.Background(), name).Result(); n != 0 {
+				t.Fatalf("master %d keeps a count under the name; the proxy keeps a limit of its own", i)
+			}
+		}
+		partition := func(m int, fn func()) {
+			before := a.Pool().Health()[m].Connects
+			cutOff(relays[m], fn)
+			waitFor(t, 10*time.Second, fmt.Sprintf("master %d to reconnect", m), func() error {
+				if h := a.Pool().Health()[m]; h.Connects == before || !h.Up {
+					return fmt.Errorf("%+v", h)
+				}
+				return nil
+			})
+		}
+		var got []bool
+		partition(2, func() { got = append(got, permitsAcquire(t, cl, name, "client-1", lease)) })
+		partition(0, func() { got = append(got, permitsAcquire(t, cl, name, "client-2", lease)) })
+		got = append(got, permitsAcquire(t, cl, name, "client-3", lease))
+		t.Logf("after the three: %s", describeSem(t, direct, name))
+		if !got[0] || !got[1] {
+			t.Fatalf("the first two clients got %v; want both admitted (each lost one master of three)", got[:2])
+		}
+		if got[2] {
+			t.Fatalf("client-3 was admitted: %s", describeSem(t, direct, name))
+		}
+		if h := semHolders(t, direct, name); len(h) != 2 || h["client-1"] == h["client-2"] {
+			t.Fatalf("holders %v; want client-1 and client-2 on two slots: %s", h, describeSem(t, direct, name))
+		}
+		mustDo(t, cl, 0, "EVAL", libscripts.PermitsAvailable, 2, name, name+":timeout")
+		// The partial acquire is undone where it took a slot.
+		waitFor(t, 5*time.Second, "client-3's failed attempt to be undone", func() error {
+			for i, d := range direct {
+				if _, ok := semPermits(t, d, name)["client-3"]; ok {
+					return fmt.Errorf("master %d still holds a slot for it: %s", i, describeSem(t, direct, name))
+				}
+			}
+			return nil
+		})
+		// A release frees its slot everywhere; a release of a permit not
+		// held answers 0.
+		mustDo(t, cl, 1, "EVAL", libscripts.PermitsRelease, 2, name, name+":timeout", "client-1")
+		mustDo(t, cl, 0, "EVAL", libscripts.PermitsRelease, 2, name, name+":timeout", "client-1")
+		mustDo(t, cl, 1, "EVAL", libscripts.PermitsAvailable, 2, name, name+":timeout")
+		// A permit with a short lease expires and its slot is given again.
+		if !permitsAcquire(t, cl, name, "short", 300*time.Millisecond) {
+			t.Fatalf("a free permit was refused: %s", describeSem(t, direct, name))
+		}
+		if permitsAcquire(t, cl, name, "client-3", lease) {
+			t.Fatalf("a third holder of a limit-2 semaphore: %s", describeSem(t, direct, name))
+		}
+		time.Sleep(500 * time.Millisecond)
+		if !permitsAcquire(t, cl, name, "client-3", lease) {
+			t.Fatalf("the expired permit's slot was not given again: %s", describeSem(t, direct, name))
+		}
+		if h := semHolders(t, direct, name); len(h) != 2 {
+			t.Fatalf("holders %v; want client-2 and client-3", h)
+		}
+		// Without a lease (a deadline centuries ahead) a permit is refused.
+		now := time.Now().UnixMilli()
+		mustDo(t, cl, errorPrefix("ERR redlock-proxy: a semaphore's permits need a TTL above 0"),
+			"EVAL", libscripts.PermitsAcquire, 2, name, name+":timeout", "forever", strconv.FormatInt(922337203685477, 10), now)
+	})
+}
+
+// Over five masters with two of them down, a semaphore set up before
+// keeps its limit: two holders, never three.
+func TestPermitsMinorityDown(t *testing.T) {
+	c := newCluster(t, 5)
+	cl := c.client(2)
+	name := uniqueKey("permits-five")
+	mustDo(t, cl, 1, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 2)
+	c.servers[3].Stop()
+	c.servers[4].Stop()
+	if !permitsAcquire(t, cl, name, "a", 10*time.Second) || !permitsAcquire(t, cl, name, "b", 10*time.Second) {
+		t.Fatalf("two permits of two with two masters of five down were refused: %s", describeSem(t, c.direct[:3], name))
+	}
+	if permitsAcquire(t, cl, name, "c", 10*time.Second) {
+		t.Fatalf("a third holder: %s", describeSem(t, c.direct[:3], name))
+	}
+	mustDo(t, cl, 0, "EVAL", libscripts.PermitsAvailable, 2, name, name+":timeout")
+	mustDo(t, cl, 1, "EVAL", libscripts.PermitsRelease, 2, name, name+":timeout", "a")
+	if !permitsAcquire(t, cl, name, "c", 10*time.Second) {
+		t.Fatalf("a released permit was refused: %s", describeSem(t, c.direct[:3], name))
+	}
+}
