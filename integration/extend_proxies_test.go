@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 )
 
 // A holder extends its lock through two proxies, one a few milliseconds
@@ -17,17 +15,7 @@ import (
 // the later extend's validity lasts, and every master keeps at least that.
 func TestExtendsThroughTwoProxiesNeverShortenTheLaterOne(t *testing.T) {
 	c := newCluster(t, 3) // the fast proxy, straight to the masters
-	var relayed []string
-	var relays []*faultnet.Relay
-	for _, s := range c.servers {
-		rl, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		relays = append(relays, rl)
-		relayed = append(relayed, rl.Addr())
-	}
+	relays, _, relayed := relayEach(t, c.servers)
 	slowApp, _ := startApp(t, relayed)
 	for _, rl := range relays {
 		rl.Delay(15 * time.Millisecond)

@@ -89,15 +89,7 @@ func retryThroughAnotherProxy(t *testing.T, name string) *sameTokenRetry {
 	c := newCluster(t, 3) // the second proxy, straight to the masters
 	r := &sameTokenRetry{t: t, c: c, key: uniqueKey(name)}
 	var relayed []string
-	for _, s := range c.servers {
-		rl, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		r.relays = append(r.relays, rl)
-		relayed = append(relayed, rl.Addr())
-	}
+	r.relays, _, relayed = relayEach(t, c.servers)
 	r.first, _ = startApp(t, relayed, backendTimeout(50*time.Millisecond))
 	ctx := context.Background()
 	viaFirst := proxyClient(t, r.first.Addr(), 2)

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
-	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
@@ -48,33 +47,13 @@ func permitsAcquire(t *testing.T, cl *redis.Client, name, id string, lease time.
 // is refused and its partial acquire undone, and a permit whose lease
 // ended is given again.
 func TestPermitsThreeClientsEachRefusedByOneMaster(t *testing.T) {
-	servers := startRedis(t, 3)
-	var addrs, relayed []string
-	var relays []*faultnet.Relay
-	for _, s := range servers {
-		rl, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		relays = append(relays, rl)
-		addrs = append(addrs, s.Addr)
-		relayed = append(relayed, rl.Addr())
-	}
+	relays, addrs, relayed := relayEach(t, startRedis(t, 3))
 	direct := directClients(t, addrs)
 	const lease = 20 * time.Second
 
 	t.Run("control: a plain majority", func(t *testing.T) {
 		name := uniqueKey("permits-plain")
-		var conns []*redis.Client
-		for _, a := range relayed {
-			conns = append(conns, redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond}))
-		}
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
+		conns := plainConns(t, relayed)
 		for i, c := range conns {
 			if err := c.Eval(context.Background(), libscripts.PermitsSetup, permitsKeys(name), 2).Err(); err != nil {
 				t.Fatalf("set-up on master %d: %v", i, err)

@@ -67,16 +67,7 @@ type rwRig struct {
 func newRWRig(t *testing.T) *rwRig {
 	r := &rwRig{t: t, scripts: redissonRW(t)}
 	var addrs []string
-	for _, s := range startRedis(t, 5) {
-		rl, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		r.relays = append(r.relays, rl)
-		addrs = append(addrs, s.Addr)
-		r.addrs = append(r.addrs, rl.Addr())
-	}
+	r.relays, addrs, r.addrs = relayEach(t, startRedis(t, 5))
 	r.direct = directClients(t, addrs)
 	r.app, _ = startApp(t, r.addrs, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
 	r.cl = proxyClient(t, r.app.Addr(), 2)

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // Counting semaphores through the proxy (proxy/kind_sem.go). The scripts
@@ -112,6 +113,37 @@ func directClients(t *testing.T, addrs []string) []*redis.Client {
 	return out
 }
 
+// relayEach puts a fault relay in front of each server, closed when the
+// test ends, and returns the relays, the servers' own addresses and the
+// relays' (in the servers' order).
+func relayEach(t *testing.T, servers []*redisproc.Server) (relays []*faultnet.Relay, addrs, relayed []string) {
+	t.Helper()
+	for _, s := range servers {
+		rl, err := faultnet.Listen(s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rl.Close() })
+		relays = append(relays, rl)
+		addrs = append(addrs, s.Addr)
+		relayed = append(relayed, rl.Addr())
+	}
+	return relays, addrs, relayed
+}
+
+// plainConns are one connection per master through its relay, as a
+// client-side Redlock keeps them (the controls' plain majority), with
+// short timeouts, closed when the test ends.
+func plainConns(t *testing.T, relayed []string) []*redis.Client {
+	var conns []*redis.Client
+	for _, a := range relayed {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	return conns
+}
+
 // cutOff makes relay rl a partition while fn runs, then drops whatever
 // it held (the master never sees it) and heals the link.
 func cutOff(rl *faultnet.Relay, fn func()) {
@@ -131,35 +163,13 @@ func cutOff(rl *faultnet.Relay, fn func()) {
 // the same faults against the same masters with the plain rule, from a
 // client of its own, and shows the third holder.
 func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
-	servers := startRedis(t, 3)
-	var addrs, relayed []string
-	var relays []*faultnet.Relay
-	for _, s := range servers {
-		rl, err := faultnet.Listen(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		relays = append(relays, rl)
-		addrs = append(addrs, s.Addr)
-		relayed = append(relayed, rl.Addr())
-	}
+	relays, addrs, relayed := relayEach(t, startRedis(t, 3))
 	direct := directClients(t, addrs)
 	const ttl = 20 * time.Second
 
 	t.Run("control: a plain majority", func(t *testing.T) {
 		key := uniqueKey("sem-plain")
-		// One connection per master through its relay, as a client-side
-		// Redlock semaphore keeps them.
-		var conns []*redis.Client
-		for _, a := range relayed {
-			conns = append(conns, redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond}))
-		}
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
+		conns := plainConns(t, relayed)
 		plain := func(token string) bool {
 			granted := 0
 			for _, c := range conns {
