@@ -129,7 +129,7 @@ echo "== staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test -race (unit and integration)"
-go test -race -count=1 -timeout 25m $(go list ./... | grep -v /bench/safety)
+go test -race -count=1 -parallel 4 -timeout 25m $(go list ./... | grep -v /bench/safety)
 
 # The safety harness judges timing (late grants, liveness): it runs alone,
 # not beside the integration tests on the same cores.

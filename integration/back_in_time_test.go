@@ -118,6 +118,7 @@ func startSecondProxyStrict(t *testing.T, c *cluster) string {
 // resync from their promoted replicas (losing L) and are promoted again,
 // all by hand, under the proxy's live connections.
 func TestFailbackDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	quick := []string{"--repl-diskless-sync-delay", "0"}
 	servers := startRedis(t, 3, quick...)
 	var replicas []*redisproc.Server
@@ -165,6 +166,7 @@ func TestFailbackDoesNotHandOutAHeldLock(t *testing.T) {
 // at runtime before A's grant, then killed and restarted with their durable
 // configuration. What the new run says of itself proves nothing.
 func TestRestartWithDurableSettingsAfterAppendonlyOffDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	servers := startRedis(t, 3, "--appendonly", "yes", "--appendfsync", "always")
 	b := newBackInTime(t, servers)
 	for _, m := range servers[:2] {
@@ -184,6 +186,7 @@ func TestRestartWithDurableSettingsAfterAppendonlyOffDoesNotHandOutAHeldLock(t *
 // Eviction switched on, a lock evicted, and the policy reverted at once,
 // within one periodic marker check.
 func TestEvictionSwitchedOnAndOffDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	b := newBackInTime(t, startRedis(t, 3))
 	b.acquire("evicted")
 	for _, m := range b.c.servers[:2] {
@@ -204,6 +207,7 @@ func TestEvictionSwitchedOnAndOffDoesNotHandOutAHeldLock(t *testing.T) {
 // policy, then reverted: the masters stay out for the hold from the last
 // moment they could evict, not from the revert's next check.
 func TestEvictionSeenThenRevertedDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	b := newBackInTime(t, startRedis(t, 3))
 	b.acquire("evicting")
 	for _, m := range b.c.servers[:2] {
@@ -222,6 +226,7 @@ func TestEvictionSeenThenRevertedDoesNotHandOutAHeldLock(t *testing.T) {
 // A flush of two masters, and B's acquire at once, before any periodic
 // check.
 func TestFlushDoesNotHandOutAHeldLockEvenAtOnce(t *testing.T) {
+	waits(t)
 	b := newBackInTime(t, startRedis(t, 3))
 	b.acquire("flushed")
 	for _, m := range b.c.servers[:2] {
@@ -255,6 +260,7 @@ func startRedisWithClocks(t *testing.T, n, shifted int) ([]*redisproc.Server, []
 // while A's validity lasts. B's acquire comes at once, before any
 // periodic check.
 func TestClockStepAheadDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
 	b := newBackInTime(t, servers)
 	b.acquire("clock-ahead")
@@ -276,6 +282,7 @@ func TestClockStepAheadDoesNotHandOutAHeldLock(t *testing.T) {
 // expires there 20 s early. No reading ever shows them ahead of where they
 // were before they were set back.
 func TestClockSetBackThenRightAgainDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
 	b := newBackInTime(t, servers)
 	for _, c := range clocks {
@@ -341,6 +348,7 @@ func swapBack(t *testing.T, masters []*redisproc.Server) {
 // before A's grant: the run, the replication ids, the counters and the
 // marker's epoch are all as they were; only its sequence is lower.
 func TestDataRolledBackWithinARunDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	b := newBackInTime(t, startRedis(t, 3))
 	snapshot(t, b.c.servers[:2])
 	b.acquire("rolled-back")
@@ -356,6 +364,7 @@ func TestDataRolledBackWithinARunDoesNotHandOutAHeldLock(t *testing.T) {
 // The copy brought back is older than a loss the masters recorded since:
 // its epoch is one that loss retired.
 func TestDataRolledBackToARetiredEpochDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	b := newBackInTime(t, startRedis(t, 3))
 	snapshot(t, b.c.servers[:2])
 	for _, m := range b.c.servers[:2] {
@@ -378,6 +387,7 @@ func TestDataRolledBackToARetiredEpochDoesNotHandOutAHeldLock(t *testing.T) {
 // before the masters' data goes back, and a proxy started after it learns
 // the masters' sequences from the master whose data did not go back.
 func TestProxyStartedAfterDataWentBackSeesIt(t *testing.T) {
+	waits(t)
 	servers := startRedis(t, 3)
 	strict := func(cfg *config.Config) {
 		cfg.MaxTTL = 10 * time.Second

@@ -275,6 +275,7 @@ return n`
 // keep counting, and the promoted ones count again once it ends. The
 // control, with restart_quarantine off, hands out the held lock.
 func TestClusterShardFailoverDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	cs := startClusters(t, 3, 3, 1, 1, 0)
 	const maxTTL = 2 * time.Second
 	s := proxyOverClusters(t, cs, func(c *config.Config) {
@@ -482,6 +483,7 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 // recorded on the masters. The control, restart_quarantine off, hands the
 // lock out a second time.
 func TestClusterLossFollowsItsSlotAcrossAResharding(t *testing.T) {
+	waits(t)
 	for _, tc := range []struct {
 		name   string
 		rule   string

@@ -103,6 +103,7 @@ func TestJSONLogsWriteReadableDurations(t *testing.T) {
 // SIGTERM /readyz turns 503 at once, while the listener still accepts and
 // serves clients for the delay; then it closes, and the process exits 0.
 func TestShutdownDelayDrainsBeforeTheListenerCloses(t *testing.T) {
+	waits(t)
 	servers := startRedis(t, 3)
 	addr, admin := freeAddr(t), freeAddr(t)
 	p := startProxyProcess(t, servers, addr, "-admin", admin, "-restart_quarantine", "run-id", "-shutdown_delay", "2s")

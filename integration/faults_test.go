@@ -135,6 +135,7 @@ func (c *cluster) waitRestarted(i int, restarts uint64) {
 // lock still held by a client cannot be granted again through it. With the
 // quarantine off (the control), it is.
 func TestRestartQuarantineKeepsLocksExclusive(t *testing.T) {
+	waits(t)
 	for _, mode := range []string{"strict", "run-id", "off"} {
 		t.Run(mode, func(t *testing.T) {
 			// TTLs long enough that A surely still holds its lock when B tries.
@@ -195,6 +196,7 @@ func TestRestartQuarantineKeepsLocksExclusive(t *testing.T) {
 // when the proxy first sees them: a proxy started with fresh masters
 // refuses locks until then.
 func TestStrictRestartRule(t *testing.T) {
+	waits(t)
 	// A hold of about 5s leaves a slow CI machine room to set the cluster up
 	// before the first check.
 	c := newCluster(t, 3, func(cfg *config.Config) {

@@ -61,6 +61,7 @@ func (c *cluster) restartEmpty(i int) {
 // and restarted empty counts again within seconds: once every lock it may
 // have held has expired, not after the ceiling.
 func TestShortLocksLetARestartedMasterCountAgainWithinSeconds(t *testing.T) {
+	waits(t)
 	c := vouched(t, startRedis(t, 3), 10*time.Minute, "strict")
 	ctx := context.Background()
 	cl := c.client(2)
@@ -98,6 +99,7 @@ func TestShortLocksLetARestartedMasterCountAgainWithinSeconds(t *testing.T) {
 // (restart_quarantine off: no hold, no deadline read) shows the second
 // holder.
 func TestHeldLockOutlivesThreeMastersRestartedEmpty(t *testing.T) {
+	waits(t)
 	for _, rule := range []string{"strict", "off"} {
 		t.Run(rule, func(t *testing.T) {
 			c := vouched(t, startRedis(t, 5), 10*time.Minute, rule)
@@ -151,6 +153,7 @@ func TestHeldLockOutlivesThreeMastersRestartedEmpty(t *testing.T) {
 // Every master lost at once: no record is left anywhere, so each waits
 // the ceiling, max_ttl + drift, although only 1 s locks were in use.
 func TestEveryMasterLostAtOnceWaitsTheCeiling(t *testing.T) {
+	waits(t)
 	const maxTTL = 6 * time.Second
 	c := vouched(t, startRedis(t, 3), maxTTL, "strict")
 	ctx := context.Background()

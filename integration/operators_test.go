@@ -186,6 +186,7 @@ func TestBuildInfoInMetricsAndInfo(t *testing.T) {
 // once each quarantine has ended the quorum is reached (never "regained":
 // there was none before).
 func TestFreshMastersAtTheFirstStart(t *testing.T) {
+	waits(t)
 	servers := startRedis(t, 3)
 	var addrs []string
 	for _, s := range servers {

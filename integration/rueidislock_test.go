@@ -153,10 +153,12 @@ func (rc rueidislockConfig) hold(t *testing.T, lt lockTarget, validity time.Dura
 }
 
 func TestRueidislockAgainstLoneRedis(t *testing.T) {
+	waits(t)
 	testRueidislock(t, func(t *testing.T) lockTarget { return loneTarget(t) })
 }
 
 func TestRueidislockThroughProxy(t *testing.T) {
+	waits(t)
 	testRueidislock(t, proxyTarget)
 }
 

@@ -222,6 +222,7 @@ func failWhileHung(t *testing.T, c *cluster, key string, hang time.Duration) {
 // other master's record can tell the new proxy what the restarted one
 // lost: the rule alone decides.
 func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
+	waits(t)
 	for _, rule := range []string{"default", "run-id"} {
 		t.Run(rule, func(t *testing.T) {
 			// Long enough for the restarts, the new proxy's start and its

@@ -334,6 +334,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 // is valid, because the promoted masters are quarantined. The control,
 // restart_quarantine off, shows the check fails without the quarantine.
 func TestSentinelPromotionDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	for _, tc := range []struct {
 		name, rule string
 		second     bool // the second client gets the lock
@@ -402,6 +403,7 @@ func TestSentinelPromotionDoesNotHandOutAHeldLock(t *testing.T) {
 // holder, and each failover costs its group's vote for the quarantine
 // only.
 func TestSentinelGroupsFailOverOneAfterAnother(t *testing.T) {
+	waits(t)
 	groups := sentinelGroups(t, 3)
 	var logs syncBuffer
 	const maxTTL = time.Second
@@ -450,6 +452,7 @@ func TestSentinelGroupsFailOverOneAfterAnother(t *testing.T) {
 // again (its replication history changed), and each switch is logged
 // once.
 func TestSentinelFailoverAndFailback(t *testing.T) {
+	waits(t)
 	group := sentinelGroups(t, 1)[0]
 	plain := startRedis(t, 2)
 	var logs syncBuffer
@@ -504,6 +507,7 @@ func TestSentinelFailoverAndFailback(t *testing.T) {
 // one. While a second honest Sentinel lags (stopped), no master has a
 // majority, and the group's vote stops counting until it answers again.
 func TestSentinelThatLiesOrLags(t *testing.T) {
+	waits(t)
 	group := sentinelGroups(t, 1)[0]
 	plain := startRedis(t, 2)
 	old := group.Servers[0]
@@ -591,6 +595,7 @@ func TestSentinelOverTLSWithAuth(t *testing.T) {
 // tells it from the group's config epoch that M's marker records (after).
 // The control, restart_quarantine off, hands the lock out a second time.
 func TestSentinelFailbackToAMasterNeverDemotedDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
 	for _, tc := range []struct {
 		name   string
 		rule   string

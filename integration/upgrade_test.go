@@ -150,6 +150,7 @@ func (u *upgrade) groups(t *testing.T, oldGroup string) (old, via []locker) {
 // control); with it, never, and no update is lost. The old group is
 // go-redis by hand, then redsync with one pool.
 func TestUpgradeFromExcludesClientsStillOnTheOldRedis(t *testing.T) {
+	waits(t)
 	for _, oldGroup := range []string{"go-redis", "redsync"} {
 		t.Run(oldGroup, func(t *testing.T) {
 			control := newUpgrade(t, false)
@@ -276,6 +277,7 @@ func TestUpgradeFromDownRefusesLocks(t *testing.T) {
 // no client but the proxies for max_ttl + drift, counted from the last
 // direct client, and again "keep it" when one comes back.
 func TestUpgradeFromSaysWhenItCanBeDropped(t *testing.T) {
+	waits(t)
 	u := newUpgrade(t, true, func(cfg *config.Config) { cfg.MaxTTL = 2 * time.Second })
 	cl := u.c.client(2)
 	ctx := context.Background()
@@ -325,6 +327,7 @@ func TestUpgradeFromSaysWhenItCanBeDropped(t *testing.T) {
 // proxy clients' holds of the same key with upgrade_from, and do without
 // it (the control).
 func TestUpgradeFromExcludesRedisPyOnTheOldRedis(t *testing.T) {
+	waits(t)
 	argv, _ := requireRedisPy(t)
 	for _, named := range []bool{false, true} {
 		u := newUpgrade(t, named)
@@ -403,6 +406,7 @@ func TestUpgradeFromExcludesRedisPyOnTheOldRedis(t *testing.T) {
 // count no master that lost its data. The control, with the restart rule
 // off, grants L at once: the check can fail.
 func TestUpgradeFromOldRedisRestartedEmptyStillVetoes(t *testing.T) {
+	waits(t)
 	for _, rule := range []string{"strict", "off"} {
 		t.Run(rule, func(t *testing.T) {
 			// "strict" runs the run-id rule, which the strict rule

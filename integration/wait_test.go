@@ -38,3 +38,14 @@ func waitFor(t testing.TB, within time.Duration, what string, check func() error
 		time.Sleep(pollEvery)
 	}
 }
+
+// waits marks a test that spends most of its time waiting (a quarantine, a
+// lock's expiry, a failover, a library's renewal period) rather than
+// computing: it runs beside the other such tests (`go test -parallel`),
+// once the package's other tests are done. Such a test owns its servers
+// and proxies, changes no process-wide state, and judges no timing finer
+// than its own backend timeout.
+func waits(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}

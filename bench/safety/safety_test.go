@@ -72,6 +72,13 @@ var shortRuns = map[string]time.Duration{
 	// Issue 30's mixed TTLs under a 10 minute max_ttl.
 	"mixed-ttl":             15 * time.Second,
 	"control-mixed-ttl-off": 8 * time.Second,
+	// Issue 35's Sentinel and Cluster votes: one orchestrated round each.
+	"sentinel-failback-undemoted":             time.Second,
+	"control-sentinel-failback-undemoted-off": time.Second,
+	"cluster-loss-follows":                    time.Second,
+	"control-cluster-loss-follows-off":        time.Second,
+	"cluster-partition":                       time.Second,
+	"control-cluster-partition-off":           time.Second,
 	// Redis Cluster backends: one orchestrated round each.
 	"cluster-shards":             time.Second,
 	"control-cluster-shards-off": time.Second,
