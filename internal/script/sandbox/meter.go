@@ -24,6 +24,8 @@ type meter struct {
 	scan  bool
 	ref   *Stop
 	steps int
+	// maxStr bounds the strings watched (the program's).
+	maxStr int
 }
 
 func (m *meter) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -48,8 +50,8 @@ func (m *meter) Done() <-chan struct{} {
 	}
 	if m.scan {
 		for i := m.L.GetTop(); i > 0; i-- {
-			if s, ok := m.L.Get(i).(lua.LString); ok && len(s) > maxString {
-				m.ref = Refuse(RefuseBudget, "builds a string longer than %d bytes", maxString)
+			if s, ok := m.L.Get(i).(lua.LString); ok && len(s) > m.maxStr {
+				m.ref = Refuse(RefuseBudget, "builds a string longer than %d bytes", m.maxStr)
 				return closedCh
 			}
 		}

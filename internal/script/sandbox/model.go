@@ -106,6 +106,25 @@ type State struct {
 	Published []Message
 	// signals: where the run may push a signal (execSignal).
 	signals signals
+	// derived: the keys a run may build from its keys, and HKEYS' order
+	// (SideKeys.Derived, SideKeys.HKeys).
+	derived derived
+}
+
+// derived is what a run with SideKeys.Derived may do besides others.
+type derived struct {
+	prefixes []string
+	hkeys    int
+}
+
+// allows reports whether k is a key built from one of the prefixes.
+func (d derived) allows(k string) bool {
+	for _, p := range d.prefixes {
+		if len(k) > len(p) && k[len(p)] == ':' && strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Message is one PUBLISH or SPUBLISH of a script, or one element it
@@ -244,6 +263,9 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 		return v, ref
 	}
 	cmd, ok := LockCommands[name]
+	if name == "hkeys" && s.derived.hkeys != 0 {
+		cmd, ok = hkeysCommand, true
+	}
 	if !ok {
 		return resp.Value{}, Refuse(RefuseCommand, "calls %s, %s", quoteCmd(args[0]), OutsideReason(name))
 	}
@@ -253,12 +275,12 @@ func (s *State) exec(args []string, keys map[string]bool, touched map[string]boo
 	}
 	for _, i := range cmd.keyPositions(len(args)) {
 		k := args[i]
-		if !keys[k] {
+		if !keys[k] && !s.derived.allows(k) {
 			for kk := range keys {
 				if kk != "" && len(k) > len(kk) && strings.HasPrefix(k, kk) {
 					return resp.Value{}, Refuse(RefuseOther, "%s accesses key %s, which is not in KEYS: it builds it at run time from its key %s. "+
 						"The proxy runs a lock only in the keys a call names (it routes, checks and classifies a call by them), so a lock that "+
-						"keeps a key of its own per hold, built so, is supported only as a known library's (Redisson's RReadWriteLock, by its scripts' SHA1)",
+						"keeps a key of its own per hold, built so, is supported only as a read-write lock in Redisson's layout (recognized by what it does)",
 						strings.ToUpper(name), strconv.Quote(Short(k)), strconv.Quote(Short(kk)))
 				}
 			}

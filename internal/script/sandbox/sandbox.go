@@ -41,6 +41,10 @@ const (
 	maxReplyDepth = 32
 	// maxUnpack bounds the values unpack and string.byte may push.
 	maxUnpack = 1024
+	// maxDerivedString bounds every string of a program compiled by
+	// PrepareDerived, which may concatenate in loops: its runs build at
+	// most MaxSteps strings of this size.
+	maxDerivedString = 4 << 10
 )
 
 // Program is a script compiled for the sandbox.
@@ -48,6 +52,9 @@ type Program struct {
 	Sha    string
 	proto  *lua.FunctionProto
 	concat bool // uses "..": registers are watched for long strings
+	// maxStr bounds the strings a run builds (maxString, or
+	// maxDerivedString for PrepareDerived).
+	maxStr int
 	// strs are the script's string constants, in order, each once: the
 	// names a script may give a member of its own (a lock's marker).
 	Strs []string
@@ -68,7 +75,22 @@ func Compile(body []byte) (*Program, *Refusal) {
 }
 
 func Prepare(body []byte) (*Program, *Stop) {
-	p := &Program{Sha: Sha1(body)}
+	return prepare(body, false)
+}
+
+// PrepareDerived compiles a script that may concatenate strings inside
+// loops and functions (as scripts that build key names per hold do), for
+// runs with SideKeys.Derived only: every string such a run builds is
+// bounded by a few kilobytes instead.
+func PrepareDerived(body []byte) (*Program, *Stop) {
+	return prepare(body, true)
+}
+
+func prepare(body []byte, derived bool) (*Program, *Stop) {
+	p := &Program{Sha: Sha1(body), maxStr: maxString}
+	if derived {
+		p.maxStr = maxDerivedString
+	}
 	if len(body) > MaxScriptBytes {
 		return nil, Refuse(RefuseOther, "is longer than %d bytes", MaxScriptBytes)
 	}
@@ -76,7 +98,7 @@ func Prepare(body []byte) (*Program, *Stop) {
 	if err != nil {
 		return nil, Refuse(RefuseOther, "does not compile: %s", OneLine(err.Error()))
 	}
-	w := &walker{}
+	w := &walker{loopConcat: derived}
 	w.stmts(chunk, 0, false)
 	if w.ref != nil {
 		return nil, w.ref
@@ -327,7 +349,21 @@ type SideKeys struct {
 	Latch, Counter, Signal string
 	// detect: a run that looks for a signal list may push onto any key.
 	Detect bool
+	// Derived are prefixes: a key that starts with one and ':' may be
+	// used too (the keys a read-write lock names per hold, built at run
+	// time from the lock's name). HKeys is the order of HKEYS' reply
+	// (HKeysAsc, HKeysDesc); 0 refuses HKEYS, as for every other run.
+	Derived []string
+	HKeys   int
 }
+
+// The orders of HKEYS' reply in a run with SideKeys.HKeys: a script whose
+// outcome depends on the server's hash-table order is told apart by
+// running it in both.
+const (
+	HKeysAsc = iota + 1
+	HKeysDesc
+)
 
 // runKeyed executes the program once with r: KEYS is keys, of which the
 // first lock may be used as keys (the rest are arguments passed in KEYS),
@@ -335,10 +371,11 @@ type SideKeys struct {
 func (p *Program) RunKeyed(r *Runner, keys []string, lock int, argv []string, st *State, steps int, side SideKeys) (res Result) {
 	res.State = st.Clone()
 	res.State.signals = signals{key: side.Signal, any: side.Detect}
+	res.State.derived = derived{prefixes: side.Derived, hkeys: side.HKeys}
 	res.Touched = map[string]bool{}
 	L := r.L
 	L.SetTop(0)
-	m := &meter{L: L, left: steps, scan: p.concat}
+	m := &meter{L: L, left: steps, scan: p.concat, maxStr: p.maxStr}
 	keySet := make(map[string]bool, lock)
 	for _, k := range keys[:lock] {
 		keySet[k] = true

@@ -15,7 +15,10 @@ import (
 // 5.1, and a loop the concatenation rule would not see), and where
 // concatenation is used.
 type walker struct {
-	concats int
+	// loopConcat allows concatenation in loops and functions
+	// (PrepareDerived: its runs bound every string they build).
+	loopConcat bool
+	concats    int
 	ref     *Stop
 	strs    []string
 	lits    Literals // every constant, for the relations (relations.go)
@@ -153,7 +156,7 @@ func (w *walker) expr(e ast.Expr, d int, loop bool) {
 		w.expr(e.Lhs, d+1, loop)
 		w.expr(e.Rhs, d+1, loop)
 	case *ast.StringConcatOpExpr:
-		if loop {
+		if loop && !w.loopConcat {
 			w.fail("concatenates strings inside a loop or a function, which the classifier does not run (it could build strings without bound)")
 			return
 		}
