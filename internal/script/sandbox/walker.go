@@ -19,9 +19,9 @@ type walker struct {
 	// (PrepareDerived: its runs bound every string they build).
 	loopConcat bool
 	concats    int
-	ref     *Stop
-	strs    []string
-	lits    Literals // every constant, for the relations (relations.go)
+	ref        *Stop
+	strs       []string
+	lits       Literals // every constant, for the relations (relations.go)
 }
 
 func (w *walker) literal(ok bool) {
