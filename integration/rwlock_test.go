@@ -2,10 +2,9 @@ package integration
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,21 +31,28 @@ func redissonRW(t *testing.T) map[classify.RWRole]string {
 		t.Fatalf("Redisson's jar (run ./test.sh's mvn step once): %v", err)
 	}
 	out := map[classify.RWRole]string{}
-	for _, class := range []string{"org/redisson/RedissonReadLock.class", "org/redisson/RedissonWriteLock.class"} {
+	for _, class := range []string{"org/redisson/RedissonReadLock.class", "org/redisson/RedissonWriteLock.class", "org/redisson/renewal/ReadLockTask.class"} {
 		texts, err := jarscripts.Strings(jar, class, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range texts {
-			sum := sha1.Sum([]byte(s))
-			if l := classify.RWLockFact(hex.EncodeToString(sum[:])); l != nil {
-				out[l.Role] = s
+			if !strings.Contains(s, "redis.call") {
+				continue
+			}
+			for _, l := range classify.RWLayouts() {
+				if classify.RWRecognize([]byte(s), l) == "" {
+					if out[l.Role] != "" {
+						t.Fatalf("two %s scripts in %s", l.Role, jar)
+					}
+					out[l.Role] = s
+				}
 			}
 		}
 	}
-	for _, r := range []classify.RWRole{classify.RWReadAcquire, classify.RWWriteAcquire, classify.RWReadRelease, classify.RWWriteRelease} {
-		if out[r] == "" {
-			t.Fatalf("no %s script in %s", r, jar)
+	for _, l := range classify.RWLayouts() {
+		if out[l.Role] == "" {
+			t.Fatalf("no script of %s recognized in %s", l.Role, jar)
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
@@ -61,9 +62,14 @@ func runScript(c *client, e *classify.Entry, args [][]byte) {
 		c.replyErr(msgCrossSlot)
 		return
 	}
-	if lay := classify.RWLockFact(e.Sha); lay != nil {
-		startRWScript(c, lay, keys, argv)
-		return
+	lay := classify.RWLayout(len(keys), len(argv))
+	var rwWhy string
+	var rwDerived bool
+	if lay != nil {
+		if rwWhy, rwDerived = e.RWCheck(lay); rwWhy == "" {
+			startRWScript(c, lay, keys, argv)
+			return
+		}
 	}
 	cl := e.Lookup(keys, argv)
 	if cl == nil {
@@ -90,6 +96,9 @@ func runScript(c *client, e *classify.Entry, args [][]byte) {
 		reg := c.s.cfg.Scripts
 		var ref *sandbox.Refusal
 		cl, ref = reg.Classify(e, keys, argv)
+		if ref != nil && rwDerived {
+			ref = rwRefusal(ref, lay, rwWhy)
+		}
 		if ref != nil {
 			if arg, ok := reg.NoExpiry(e, keys, argv); ok {
 				c.replyErr(msgScriptNeedsExpiry(arg))
@@ -388,8 +397,8 @@ func handleScript(c *client, args [][]byte) {
 	switch {
 	case is(sub, "load") && len(args) == 3:
 		e := reg.Load(args[2], false)
-		// A read-write lock script is known by its SHA1 (classify.RWLockFact).
-		if !c.s.cfg.VoteUnknownScripts && classify.RWLockFact(e.Sha) == nil {
+		// A read-write lock script is one by what it does (classify.RWCheck).
+		if !c.s.cfg.VoteUnknownScripts && len(e.RWRoles()) == 0 {
 			if ref := reg.Check(e); ref != nil {
 				c.replyErr(msgRefused(ref))
 				return
@@ -446,17 +455,25 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 			return resp.ErrorValue(msgExplainNumkeys)
 		}
 		keys, argv := call[1:1+numkeys], call[1+numkeys:]
-		if lay := classify.RWLockFact(e.Sha); lay != nil {
-			add(lay.String())
-			if why := lay.Fits(keys, argv); why != "" {
-				add("refused: " + why)
+		lay := classify.RWLayout(len(keys), len(argv))
+		var rwWhy string
+		var rwDerived bool
+		if lay != nil {
+			if rwWhy, rwDerived = e.RWCheck(lay); rwWhy == "" {
+				add(lay.String())
+				if why := lay.Fits(keys, argv); why != "" {
+					add("refused: " + why)
+				}
+				return explainLines(lines)
 			}
-			return explainLines(lines)
 		}
 		cl := e.Lookup(keys, argv)
 		var ref *sandbox.Refusal
 		if cl == nil {
 			cl, ref = reg.Classify(e, keys, argv)
+			if ref != nil && rwDerived {
+				ref = rwRefusal(ref, lay, rwWhy)
+			}
 		}
 		if s := c.s.sems.Lookup(e.Sha, keys, argv); s != nil && cl == nil {
 			add(s.String())
@@ -472,8 +489,13 @@ func explain(c *client, target []byte, call [][]byte) resp.Value {
 		} else {
 			add(cl.Explain()...)
 		}
-	} else if lay := classify.RWLockFact(e.Sha); lay != nil {
-		add(lay.String())
+	} else if lays := e.RWRoles(); len(lays) > 0 {
+		for i, lay := range lays {
+			if i > 0 {
+				add("--")
+			}
+			add(lay.String())
+		}
 	} else {
 		classes, refusals := e.Known()
 		if ref := reg.Check(e); ref != nil && e.Body != nil {
@@ -522,4 +544,13 @@ func isSha1(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// rwRefusal adds to a refusal of a script that names keys after its lock,
+// as a read-write lock's do, why it is not the read-write lock operation
+// of its call's layout.
+func rwRefusal(ref *sandbox.Refusal, lay *classify.RWLock, why string) *sandbox.Refusal {
+	r := *ref
+	r.Reason = fmt.Sprintf("%s; as a read-write lock's %s (Redisson's layout): %s", r.Reason, lay.Role, why)
+	return &r
 }

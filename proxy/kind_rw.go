@@ -10,7 +10,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// Read-write locks (Redisson's RReadWriteLock, classify.RWLockFact): many
+// Read-write locks (Redisson's RReadWriteLock, classify.RWCheck): many
 // readers or one writer. Each master keeps the lock as Redisson does
 // (luascripts_rw.go) and applies the rule on its own: a read hold only
 // where no other holder has the write lock, a write hold only where the

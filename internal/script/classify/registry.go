@@ -52,6 +52,8 @@ type Entry struct {
 	refused  *sandbox.Refusal            // set when maxRefusalsPerScript was reached
 	logged   atomic.Bool
 	guarded  atomic.Pointer[guarded]
+	// rw: whether the script is each read-write lock operation (RWCheck).
+	rw [RWReadRenew + 1]atomic.Pointer[rwVerdict]
 }
 
 // guarded is an entry's text as the vote policy runs it, or why it may not

@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
@@ -11,13 +12,13 @@ import (
 // whose field "mode" is "read" or "write" and whose other fields are the
 // holders, each counting its holds (a writer's field is its name with
 // ":write"); each read hold has a lease of its own, a key named after
-// the lock, the holder and the hold's number. Its scripts build those
-// names at run time and walk the holders with HKEYS, which no probe of
-// the classifier can follow key by key, so they are recognized as library
-// facts: each text's SHA1 with its argument layout. The masters never run
-// them: the proxy runs its own scripts for the operation (proxy's
-// kind_rw.go), whose keys are the lock and the names derived from it
-// (RWLeasePrefix).
+// the lock, the holder and the hold's number. A script is one of the five
+// operations by what it does (RWRecognize, rwprobe.go), in that
+// operation's call layout (rwLayouts): the layout says which key and
+// argument is which, the probes that the script keeps the rule. The
+// masters never run it: the proxy runs its own scripts for the operation
+// (proxy's kind_rw.go), whose keys are the lock and the names derived from
+// it (RWLeasePrefix).
 
 // RWRole is what a read-write lock script does.
 type RWRole uint8
@@ -63,35 +64,79 @@ type RWLock struct {
 	TTL, Holder, Writer, Message, Publish, LatchTTL int
 }
 
-// rwFacts are Redisson's (3.52.0) read-write lock scripts by SHA1.
-var rwFacts = map[string]*RWLock{
+// rwLayouts are the call layouts of the operations, as Redisson (3.52)
+// calls its scripts; no two have the same numbers of keys and arguments.
+var rwLayouts = []*RWLock{
 	// RedissonReadLock.tryLockInnerAsync
-	"95553a6ff11176c18e71344e89d116b06fd6f753": {Role: RWReadAcquire, NKeys: 2, NArgs: 3,
+	{Role: RWReadAcquire, NKeys: 2, NArgs: 3,
 		Lock: 0, Channel: -1, Latch: -1, OwnLeases: 1, AllLeases: -1,
 		TTL: 0, Holder: 1, Writer: 2, Message: -1, Publish: -1, LatchTTL: -1},
 	// RedissonWriteLock.tryLockInnerAsync
-	"6306ba3bf1f563b284bed52d305fce615c6664d9": {Role: RWWriteAcquire, NKeys: 1, NArgs: 2,
+	{Role: RWWriteAcquire, NKeys: 1, NArgs: 2,
 		Lock: 0, Channel: -1, Latch: -1, OwnLeases: -1, AllLeases: -1,
 		TTL: 0, Holder: 1, Writer: 1, Message: -1, Publish: -1, LatchTTL: -1},
 	// RedissonReadLock.unlockInnerAsync
-	"6e1b10e11ac0a3ed8e902562ecd32ce01b553039": {Role: RWReadRelease, NKeys: 5, NArgs: 4,
+	{Role: RWReadRelease, NKeys: 5, NArgs: 4,
 		Lock: 0, Channel: 1, Latch: 4, OwnLeases: 2, AllLeases: 3,
 		TTL: -1, Holder: 1, Writer: -1, Message: 0, Publish: 2, LatchTTL: 3},
 	// RedissonWriteLock.unlockInnerAsync (ARGV[2], the lease, re-arms a
 	// lock whose holds are left)
-	"21f5fb0f8ddfa9be5c3e0c9757c128796add75c6": {Role: RWWriteRelease, NKeys: 3, NArgs: 5,
+	{Role: RWWriteRelease, NKeys: 3, NArgs: 5,
 		Lock: 0, Channel: 1, Latch: 2, OwnLeases: -1, AllLeases: -1,
 		TTL: 1, Holder: 2, Writer: 2, Message: 0, Publish: 3, LatchTTL: 4},
 	// renewal.ReadLockTask (the watchdog of read locks)
-	"1affef780a01e1406cb1968c62918f618d10d6a3": {Role: RWReadRenew, NKeys: 0, NArgs: -1,
+	{Role: RWReadRenew, NKeys: 0, NArgs: -1,
 		Lock: -1, Channel: -1, Latch: -1, OwnLeases: -1, AllLeases: -1,
 		TTL: 0, Holder: -1, Writer: -1, Message: -1, Publish: -1, LatchTTL: -1},
 }
 
-// RWLockFact returns the layout of a read-write lock script by its SHA1,
-// or nil.
-func RWLockFact(sha string) *RWLock {
-	return rwFacts[strings.ToLower(sha)]
+// RWLayout returns the layout of the operation a call of nkeys keys and
+// nargs arguments would be, or nil.
+func RWLayout(nkeys, nargs int) *RWLock {
+	for _, l := range rwLayouts {
+		if l.NKeys == nkeys && l.NArgs == nargs || l.NKeys == 0 && nkeys > 0 && nkeys%2 == 0 && nargs == 1+nkeys/2 {
+			return l
+		}
+	}
+	return nil
+}
+
+// RWLayouts lists the layouts of the five operations.
+func RWLayouts() []*RWLock { return slices.Clone(rwLayouts) }
+
+// RWCheck says whether the entry's script does what layout l's operation
+// does: "" when it does, else the probe that differed. It is worked out
+// once per script and operation. derived reports whether the script used
+// keys named after the lock's (as a read-write lock's do), so that a
+// refusal can tell why it is not one.
+func (e *Entry) RWCheck(l *RWLock) (why string, derived bool) {
+	if e.Body == nil {
+		return "its text is unknown here", false
+	}
+	if v := e.rw[l.Role].Load(); v != nil {
+		return v.why, v.derived
+	}
+	v := &rwVerdict{}
+	v.why, v.derived = rwRecognize(e.Body, l)
+	e.rw[l.Role].Store(v)
+	return v.why, v.derived
+}
+
+// rwVerdict is RWCheck's answer, kept on the entry.
+type rwVerdict struct {
+	why     string
+	derived bool
+}
+
+// RWRoles lists the layouts whose operation the entry's script does.
+func (e *Entry) RWRoles() []*RWLock {
+	var out []*RWLock
+	for _, l := range rwLayouts {
+		if why, _ := e.RWCheck(l); why == "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Fits says why a call does not fit the layout (its number of keys and

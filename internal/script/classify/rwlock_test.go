@@ -16,11 +16,17 @@ func bs(ss ...string) [][]byte {
 // A call fits a read-write lock layout only with Redisson's lease names,
 // derived from the lock's name.
 func TestRWLockCallsFitTheirLayout(t *testing.T) {
-	read := RWLockFact("95553A6FF11176C18E71344E89D116B06FD6F753")
-	unlock := RWLockFact("6e1b10e11ac0a3ed8e902562ecd32ce01b553039")
-	renew := RWLockFact("1affef780a01e1406cb1968c62918f618d10d6a3")
+	read, unlock, renew := RWLayout(2, 3), RWLayout(5, 4), RWLayout(4, 3)
 	if read == nil || read.Role != RWReadAcquire || unlock == nil || unlock.Role != RWReadRelease || renew == nil || renew.Role != RWReadRenew {
-		t.Fatalf("facts: %v %v %v", read, unlock, renew)
+		t.Fatalf("layouts: %v %v %v", read, unlock, renew)
+	}
+	if l := RWLayout(2, 2); l != renew {
+		t.Fatalf("RWLayout(2, 2) = %v, want the renewal's", l)
+	}
+	for _, shape := range [][2]int{{1, 1}, {2, 4}, {3, 2}, {0, 1}} {
+		if l := RWLayout(shape[0], shape[1]); l != nil {
+			t.Errorf("RWLayout%v = %v, want none", shape, l)
+		}
 	}
 	cases := []struct {
 		l          *RWLock
