@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -100,8 +101,21 @@ func TestRWRewordedScriptThroughProxy(t *testing.T) {
 	if got := r.write(key, "writer-w:write", 10000); got == "nil" {
 		t.Fatalf("a writer was granted a lock a reader holds")
 	}
+	// SCRIPT LOAD keeps a reworded write acquire, EVALSHA runs it, and
+	// SCRIPT EXPLAIN names its operation.
+	wa := reworded(r.scripts[classify.RWWriteAcquire])
+	sha, err := r.cl.ScriptLoad(ctx, wa).Result()
+	if err != nil {
+		t.Fatalf("SCRIPT LOAD of a reworded write acquire: %v", err)
+	}
+	if got := replyOf(r.cl.EvalSha(ctx, sha, []string{uniqueKey("rw-loaded")}, 10000, "writer-v:write").Result()); got != "nil" {
+		t.Fatalf("EVALSHA of the reworded write acquire: %s, want a grant (nil)", got)
+	}
+	if ex, err := r.cl.Do(ctx, "SCRIPT", "EXPLAIN", sha).Result(); err != nil || !strings.Contains(fmt.Sprint(ex), "rwlock-write-acquire keys=1 args=2") {
+		t.Fatalf("SCRIPT EXPLAIN: %v %v", ex, err)
+	}
 	bad := broken(t, r.scripts[classify.RWReadAcquire], "lockMode == 'write' and redis.call (", "lockMode == 'write' or redis.call (")
-	_, err := r.cl.Eval(ctx, bad, []string{uniqueKey("rw-bad"), "{x}:h:rwlock_timeout"}, 10000, "h", "h:write").Result()
+	_, err = r.cl.Eval(ctx, bad, []string{uniqueKey("rw-bad"), "{x}:h:rwlock_timeout"}, 10000, "h", "h:write").Result()
 	t.Logf("refused: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "rwlock-read-acquire") || !strings.Contains(err.Error(), "on another's write lock") {
 		t.Fatalf("a read acquire that ignores another's writer: %v, want a refusal naming the probe", err)

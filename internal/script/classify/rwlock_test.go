@@ -61,3 +61,47 @@ func TestRWLeasesInSlot(t *testing.T) {
 		}
 	}
 }
+
+// rwWriteAcquireText is a write acquire of this test's own, in Redisson's
+// layout (KEYS[1] the lock; ARGV the TTL and the writer), written
+// otherwise than Redisson's; before is put at its start.
+func rwWriteAcquireText(before string) string {
+	return before + `
+local lock, ttl, me = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+if redis.call('exists', lock) == 0 then
+  redis.call('hset', lock, 'mode', 'write', me, 1)
+  redis.call('pexpire', lock, ttl)
+  return nil
+end
+local left = redis.call('pttl', lock)
+if redis.call('hget', lock, 'mode') ~= 'write' or redis.call('hexists', lock, me) == 0 then
+  return left
+end
+redis.call('hincrby', lock, me, 1)
+redis.call('pexpire', lock, left + ttl)
+return nil`
+}
+
+// A write acquire is recognized by what it does, whatever its text; one
+// whose outcome hangs on HKEYS' order, or that lets a writer in beside
+// another's read hold, is not, and the refusal names the probe.
+func TestRWRecognizeByBehaviour(t *testing.T) {
+	wa := RWLayout(1, 2)
+	if why := RWRecognize([]byte(rwWriteAcquireText("")), wa); why != "" {
+		t.Fatalf("a write acquire of its own: %s", why)
+	}
+	for _, c := range []struct{ name, text, probe string }{
+		{"order", rwWriteAcquireText(`local first = redis.call('hkeys', KEYS[1])[1]
+if first ~= nil and first ~= 'mode' then return redis.call('pttl', KEYS[1]) end`), "on the caller's write lock"},
+		{"readers", strings.Replace(rwWriteAcquireText(""), "if redis.call('exists', lock) == 0 then", "if redis.call('exists', lock) == 0 or redis.call('hget', lock, 'mode') == 'read' then", 1), "on another's read hold"},
+		{"not a read-write lock", "return redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[1], 'nx')", "on a free lock"},
+	} {
+		why := RWRecognize([]byte(c.text), wa)
+		if !strings.Contains(why, c.probe) {
+			t.Errorf("%s: RWRecognize = %q, want a refusal %s", c.name, why, c.probe)
+		}
+	}
+	if why := RWRecognize([]byte(rwWriteAcquireText("")), RWLayout(2, 3)); why == "" {
+		t.Errorf("a write acquire is recognized as a read acquire")
+	}
+}
