@@ -54,10 +54,10 @@ type rwProbe struct {
 	latch  string
 }
 
-// rwProbes builds the battery for names n. Every holder's count is 1 in
-// the renewal's probes (renew: Redisson's renewal names the leases of a
-// hold past the first by another key).
-func rwProbes(n rwNames, renew bool) []rwProbe {
+// rwProbes builds the battery of role for names n. Every holder's count
+// is 1 in the renewal's probes: Redisson's renewal names the lease of a
+// holder's second hold after KEYS[3], not the lock's prefix.
+func rwProbes(n rwNames, role RWRole) []rwProbe {
 	ps := []rwProbe{
 		{name: "a free lock"},
 		{name: "another's read hold", hash: map[string]string{"mode": "read", n.b: "1"}, leases: map[string][]int64{n.b: {12_000}}},
@@ -69,14 +69,16 @@ func rwProbes(n rwNames, renew bool) []rwProbe {
 		{name: "the caller's write lock and its read hold", hash: map[string]string{"mode": "write", n.aw: "1", n.a: "1"}, leases: map[string][]int64{n.a: {15_000}}},
 		{name: "another's write lock and its read hold", hash: map[string]string{"mode": "write", n.bw: "1", n.b: "1"}, leases: map[string][]int64{n.b: {15_000}}},
 	}
-	if renew {
+	if role == RWReadRenew {
 		return ps
 	}
-	return append(ps,
+	ps = append(ps,
 		rwProbe{name: "the caller's two read holds", hash: map[string]string{"mode": "read", n.a: "2"}, leases: map[string][]int64{n.a: {15_000, 18_000}}},
-		rwProbe{name: "the caller's write lock entered twice", hash: map[string]string{"mode": "write", n.aw: "2"}},
-		rwProbe{name: "a release's latch", hash: map[string]string{"mode": "read", n.a: "1"}, leases: map[string][]int64{n.a: {15_000}}, latch: "0"},
-	)
+		rwProbe{name: "the caller's write lock entered twice", hash: map[string]string{"mode": "write", n.aw: "2"}})
+	if role == RWReadRelease || role == RWWriteRelease {
+		ps = append(ps, rwProbe{name: "a release's latch", hash: map[string]string{"mode": "read", n.a: "1"}, leases: map[string][]int64{n.a: {15_000}}, latch: "0"})
+	}
+	return ps
 }
 
 // rwCall is a probe call in a role's layout: its keys and arguments, the
@@ -105,8 +107,8 @@ func rwProbeCall(l *RWLock, n rwNames) rwCall {
 		c.keys = []string{rwProbeLock, "redisson_rwlock:" + p, c.latch}
 		c.argv = []string{rwMsg, ttl, n.aw, "PUBLISH", rwLatchTTL}
 	case RWReadRenew:
-		// One lock: Redisson's renewal names a lease by the key after
-		// the first lock's whatever the pair.
+		// One lock a call: Redisson's renewal names every pair's first
+		// leases after the first pair's prefix.
 		c.keys, c.argv = []string{rwProbeLock, p}, []string{ttl, n.a}
 	}
 	return c
@@ -155,10 +157,10 @@ func rwRecognize(body []byte, l *RWLock) (why string, derived bool) {
 	defer func() { r.Close() }()
 	for _, n := range rwNameSets {
 		c := rwProbeCall(l, n)
-		for _, pr := range rwProbes(n, l.Role == RWReadRenew) {
+		for _, pr := range rwProbes(n, l.Role) {
 			st := &sandbox.State{Now: rwProbeNow, Keys: map[string]sandbox.Item{}}
 			rwState(st, rwProbeLock, pr)
-			if pr.latch != "" && c.latch != "" {
+			if pr.latch != "" {
 				st.Keys[c.latch] = sandbox.Item{Type: sandbox.TypeString, Value: pr.latch, At: st.Now + rwLatchLeft}
 			}
 			want := rwModel(l.Role, c, n, st)
