@@ -406,9 +406,10 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 			return nil, fmt.Errorf("safety: %w", err)
 		}
 		p.ownDir = true
+		dir := p.dir // p is nil once an error is returned
 		defer func() {
 			if err != nil {
-				os.RemoveAll(p.dir)
+				os.RemoveAll(dir)
 			}
 		}()
 	}
