@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -414,14 +415,30 @@ func Prepare(sc Scenario, opt Options) (p *Prepared, err error) {
 		}()
 	}
 	began := time.Now()
-	p.c, err = StartCluster(ClusterConfig{
+	cfg := ClusterConfig{
 		Dir: p.dir, Backends: opt.Backends, Proxies: proxies, Slots: slots, Quarantine: opt.Quarantine,
 		MaxTTL: opt.MaxTTL, BackendTimeout: opt.BackendTimeout, Replicas: sc.Replicas || sc.Sentinels > 0, Sentinels: sc.Sentinels,
 		Durable: sc.Durable, Clocks: sc.Clocks, Shards: sc.Shards, BusCut: sc.BusCut, SlowPath: sc.SlowPath, ShutdownGrace: sc.ShutdownGrace, LocalFences: sc.LocalFences,
 		Groups: sc.Groups, OldRedis: sc.OldRedis || sc.UpgradeFrom, UpgradeFrom: sc.UpgradeFrom, OldVolatile: sc.OldVolatile, Vouch: sc.Vouch, Log: opt.ProxyLog,
-	})
-	if err != nil {
-		return nil, err
+	}
+	// A set-up that failed before any workload ran is tried once more on
+	// new ports: a port freed by another cluster's stopped process can be
+	// reached by that cluster's nodes or Sentinels still running (Redis
+	// Cluster's bus gossip, Sentinel hellos on a master of the same
+	// name), which the new one then mistakes for its own. The second
+	// failure is the one reported, with the first.
+	if p.c, err = StartCluster(cfg); err != nil {
+		first := err
+		opt.progress("  %s: starting the cluster failed, trying once more: %v", sc.Name, first)
+		// In a directory of its own: a node's files (a cluster's
+		// nodes.conf) must not come back on a port used again.
+		cfg.Dir = filepath.Join(p.dir, "again")
+		if err = os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("safety: %w", err)
+		}
+		if p.c, err = StartCluster(cfg); err != nil {
+			return nil, fmt.Errorf("%w (the first try: %v)", err, first)
+		}
 	}
 	p.took = time.Since(began)
 	return p, nil

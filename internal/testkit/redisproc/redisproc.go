@@ -102,6 +102,13 @@ func startOnFreePort(setup func(*Server)) (*Server, error) {
 		s := &Server{Port: port, bin: bin}
 		setup(s)
 		s.Addr = net.JoinHostPort(s.bindHost(), strconv.Itoa(port))
+		// A new server starts empty: a directory left by an earlier
+		// server on this port (one parent directory serves many) may hold
+		// its dump.rdb (a replica's full sync writes one), its append-only
+		// files or a cluster's nodes.conf, which this one would load.
+		if err := os.RemoveAll(s.Dir()); err != nil {
+			return nil, fmt.Errorf("redisproc: %w", err)
+		}
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
