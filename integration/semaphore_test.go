@@ -144,6 +144,29 @@ func plainConns(t *testing.T, relayed []string) []*redis.Client {
 	return conns
 }
 
+// requireThreePlainHolders is the plain-majority controls' verdict: three
+// clients (client-1..3, told got) each hold a permit of a limit-2
+// semaphore, a member of zkey on at least 2 of the 3 masters.
+func requireThreePlainHolders(t *testing.T, direct []*redis.Client, zkey string, got []bool) {
+	t.Helper()
+	holders := 0
+	for i, id := range []string{"client-1", "client-2", "client-3"} {
+		n := 0
+		for _, d := range direct {
+			if _, err := d.ZScore(context.Background(), zkey, id).Result(); err == nil {
+				n++
+			}
+		}
+		if n >= 2 {
+			holders++
+		}
+		t.Logf("plain majority: %s told %v, held on %d of 3 masters", id, got[i], n)
+	}
+	if holders != 3 || !got[2] {
+		t.Fatalf("the plain majority gave %d holders of a limit-2 semaphore (third told %v); the control must show the third holder", holders, got[2])
+	}
+}
+
 // cutOff makes relay rl a partition while fn runs, then drops whatever
 // it held (the master never sees it) and heals the link.
 func cutOff(rl *faultnet.Relay, fn func()) {
@@ -183,22 +206,7 @@ func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
 		cutOff(relays[2], func() { got = append(got, plain("client-1")) })
 		cutOff(relays[0], func() { got = append(got, plain("client-2")) })
 		got = append(got, plain("client-3"))
-		holders := 0
-		for i, tok := range []string{"client-1", "client-2", "client-3"} {
-			n := 0
-			for _, d := range direct {
-				if _, err := d.ZScore(context.Background(), key, tok).Result(); err == nil {
-					n++
-				}
-			}
-			if n >= 2 {
-				holders++
-			}
-			t.Logf("plain majority: %s told %v, held on %d of 3 masters", tok, got[i], n)
-		}
-		if holders != 3 || !got[2] {
-			t.Fatalf("the plain majority gave %d holders of a limit-2 semaphore (third told %v); the control must show the third holder", holders, got[2])
-		}
+		requireThreePlainHolders(t, direct, key, got)
 	})
 
 	t.Run("through the proxy", func(t *testing.T) {
