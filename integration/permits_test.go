@@ -87,16 +87,7 @@ func TestPermitsThreeClientsEachRefusedByOneMaster(t *testing.T) {
 				t.Fatalf("master %d keeps a count under the name; the proxy keeps a limit of its own", i)
 			}
 		}
-		partition := func(m int, fn func()) {
-			before := a.Pool().Health()[m].Connects
-			cutOff(relays[m], fn)
-			waitFor(t, 10*time.Second, fmt.Sprintf("master %d to reconnect", m), func() error {
-				if h := a.Pool().Health()[m]; h.Connects == before || !h.Up {
-					return fmt.Errorf("%+v", h)
-				}
-				return nil
-			})
-		}
+		partition := func(m int, fn func()) { cutOffUntilBack(t, a, relays[m], m, fn) }
 		var got []bool
 		partition(2, func() { got = append(got, permitsAcquire(t, cl, name, "client-1", lease)) })
 		partition(0, func() { got = append(got, permitsAcquire(t, cl, name, "client-2", lease)) })

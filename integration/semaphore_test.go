@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/faultnet"
@@ -167,6 +168,20 @@ func requireThreePlainHolders(t *testing.T, direct []*redis.Client, zkey string,
 	}
 }
 
+// cutOffUntilBack cuts master m off through its relay rl while fn runs
+// (cutOff), then waits until proxy a is connected to it again.
+func cutOffUntilBack(t *testing.T, a *app.App, rl *faultnet.Relay, m int, fn func()) {
+	t.Helper()
+	before := a.Pool().Health()[m].Connects
+	cutOff(rl, fn)
+	waitFor(t, 10*time.Second, fmt.Sprintf("master %d to reconnect", m), func() error {
+		if h := a.Pool().Health()[m]; h.Connects == before || !h.Up {
+			return fmt.Errorf("%+v", h)
+		}
+		return nil
+	})
+}
+
 // cutOff makes relay rl a partition while fn runs, then drops whatever
 // it held (the master never sees it) and heals the link.
 func cutOff(rl *faultnet.Relay, fn func()) {
@@ -213,18 +228,7 @@ func TestSemaphoreThreeClientsEachRefusedByOneMaster(t *testing.T) {
 		a, _ := startApp(t, relayed, func(c *config.Config) { c.BackendTimeout = 300 * time.Millisecond })
 		cl := proxyClient(t, a.Addr(), 2)
 		key := uniqueKey("sem-slots")
-		// partition cuts master m off while fn runs, then waits until the
-		// proxy is connected to it again.
-		partition := func(m int, fn func()) {
-			before := a.Pool().Health()[m].Connects
-			cutOff(relays[m], fn)
-			waitFor(t, 10*time.Second, fmt.Sprintf("master %d to reconnect", m), func() error {
-				if h := a.Pool().Health()[m]; h.Connects == before || !h.Up {
-					return fmt.Errorf("%+v", h)
-				}
-				return nil
-			})
-		}
+		partition := func(m int, fn func()) { cutOffUntilBack(t, a, relays[m], m, fn) }
 		var got []int64
 		partition(2, func() { got = append(got, semDo(t, cl, semAcquire, key, 2, "client-1", ttl)) })
 		t.Logf("after client-1: %s", describeSem(t, direct, key))
