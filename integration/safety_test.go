@@ -217,10 +217,11 @@ func failWhileHung(t *testing.T, c *cluster, key string, hang time.Duration) {
 // Under the default rule a proxy that starts after a master restarted does
 // not count it: every proxy decides from what the master reports. With
 // the opt-in run-id rule (the control) the new proxy trusts the masters it
-// sees for the first time and hands out a lock that is still held. The
-// one master that kept the lock is hung while the new proxy starts, so no
-// other master's record can tell the new proxy what the restarted one
-// lost: the rule alone decides.
+// sees for the first time and hands out a lock that is still held. No
+// other record may tell the new proxy what the restarted masters lost, so
+// that the rule alone decides: the first proxy stops before the restarts
+// (running, it would record them on the masters it reaches), and the one
+// master that kept the lock hangs while the new proxy starts.
 func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
 	waits(t)
 	for _, rule := range []string{"default", "run-id"} {
@@ -239,7 +240,7 @@ func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
 			servers := startRedis(t, 3)
 			servers[2].Kill() // M3 is down while P1 runs
 			addrs := []string{servers[0].Addr, servers[1].Addr, servers[2].Addr}
-			p1, _ := startAppUp(t, addrs, 2, set)
+			p1, stopP1 := startAppUp(t, addrs, 2, set)
 			a := proxyClient(t, p1.Addr(), 2)
 			ctx := context.Background()
 			key := uniqueKey("join")
@@ -247,6 +248,7 @@ func TestProxyStartedAfterAMasterRestartDoesNotCountIt(t *testing.T) {
 			// drift has passed since they started.
 			waitGrant(t, a, key, "A", maxTTL, 20*time.Second)
 			heldUntil := time.Now().Add(maxTTL)
+			stopP1()
 			if err := servers[2].Restart(); err != nil { // M3 starts, empty
 				t.Fatal(err)
 			}
