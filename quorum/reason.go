@@ -27,6 +27,10 @@ const (
 	ReasonSwitched   Reason = "switched"   // Sentinel: the group's master switched to it
 	ReasonMarked     Reason = "marked"     // a loss another check recorded, with no word
 	ReasonUnmarked   Reason = "unmarked"   // no marker check could run: a loss is assumed now
+	// ReasonVouched is no loss: it is the word of the record VOUCH writes
+	// (an operator vouched for the master as brand new), kept until a loss
+	// is recorded on top of it.
+	ReasonVouched Reason = "vouched"
 )
 
 // explanations say, for an operator, why a backend with each reason's
@@ -49,6 +53,7 @@ var explanations = map[Reason]string{
 	ReasonMoved:      "the slot of its replication marker left it (a resharding), or the marker moved to another slot: what its data went through meanwhile cannot be told",
 	ReasonMarked:     "it may have lost writes less than max_ttl + drift ago",
 	ReasonUnmarked:   "it may have lost writes less than max_ttl + drift ago",
+	ReasonVouched:    "an operator vouched for it as brand new (VOUCH) through a proxy whose max_ttl + drift is shorter than this one's: it waits the rest of this one's",
 }
 
 // Explain says why a backend quarantined for r may lack locks, for an

@@ -84,7 +84,7 @@ type Watch struct {
 	}
 	runID string
 	boot  time.Time // estimated start of the backend's current run
-	until time.Time // votes do not count before this instant (the ceiling); it only moves later
+	until time.Time // votes do not count before this instant (the ceiling); it only moves later, but for a vouched record
 	from  time.Time // the loss (or start) the quarantine in force counts from
 	why   Reason    // what the quarantine in force is for
 	// marked reports that until comes from the marker's records (a loss or
@@ -127,7 +127,9 @@ func bootAt(id Identity, now time.Time) time.Time {
 // Observe records the identity a backend reported at now, and reports
 // whether it restarted (or otherwise may have lost writes) since the last
 // observation, or cannot be shown not to have. It may be called again on a
-// live connection (a periodic check): the quarantine only ever grows.
+// live connection (a periodic check): the quarantine only ever grows,
+// unless the marker now holds the record VOUCH wrote, which ends the
+// quarantines of the records it replaced.
 func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	boot := bootAt(id, now)
 	defer func() {
@@ -172,6 +174,14 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		return restarted
 	}
 	w.anchorAt(m, now)
+	// The record VOUCH wrote, with no loss on top of it, replaces the
+	// records before it (the operator vouched that the master never held
+	// a lock): the quarantine they gave ends, and this Watch decides as one
+	// that first sees the master now. Only the record's own loss and start
+	// hold it, below. A quarantine no record gave (unmarked) stays.
+	if m.Why == ReasonVouched && m.Change == ReasonNone && w.marked {
+		w.until, w.from, w.why = time.Time{}, time.Time{}, ReasonNone
+	}
 	// The recorded loss first: where the start ends the hold within a
 	// second of it (a fresh master), the loss's reason is the one reported,
 	// so that masters in the same state give the same reason.

@@ -470,3 +470,50 @@ func TestHoldEndsEarlyOnlyForTheLossItWasComputedFor(t *testing.T) {
 		t.Fatal("an end computed for an earlier loss ends the hold of a later one")
 	}
 }
+
+// The record VOUCH writes ends the quarantine its first sight gave a fresh
+// master, at the check that reads it, as it would for a Watch that first
+// saw the master then; a loss recorded on top of it, or a quarantine no
+// record gave, is held as ever.
+func TestVouchedRecordEndsTheQuarantineOfTheRecordsBefore(t *testing.T) {
+	fresh := Identity{RunID: "r", Uptime: 2 * time.Second, Marker: &Marker{Change: ReasonNew, StartedAgo: time.Second, LostAt: 1000, StartedAt: 1000}}
+	long := hold + 2*time.Second
+	vouched := func(now time.Time, change Reason) Identity {
+		return Identity{RunID: "r", Uptime: 3 * time.Second, Marker: &Marker{Change: change, Why: ReasonVouched,
+			LostAgo: long, StartedAgo: long, LostAt: 2000, StartedAt: 2000}}
+	}
+	now := at(time.Second)
+
+	w := Watch{Rule: RestartRule{Hold: hold}}
+	w.Observe(fresh, t0)
+	checkQuarantine(t, &w, at(hold))
+	w.Observe(vouched(now, ReasonNone), now)
+	checkQuarantine(t, &w, time.Time{})
+	if _, ok := w.Anchor(); ok && w.Early() {
+		t.Error("a vouched master is left with an early end to wait for")
+	}
+
+	// A proxy with a longer hold than the one that vouched waits the rest
+	// of its own, from the record's instants.
+	longer := Watch{Rule: RestartRule{Hold: 2 * hold}}
+	longer.Observe(fresh, t0)
+	longer.Observe(vouched(now, ReasonNone), now)
+	checkQuarantine(t, &longer, now.Add(2*hold-long))
+
+	// A loss recorded on top of the vouched record gives the record its
+	// word, and a quarantine that the checks after it keep.
+	later := at(5 * time.Second)
+	loss := Identity{RunID: "r", Uptime: 7 * time.Second, Marker: &Marker{Change: ReasonEvicted, Why: ReasonEvicted,
+		StartedAgo: long, LostAt: 7000, StartedAt: 2000}}
+	w.Observe(loss, later)
+	checkQuarantine(t, &w, later.Add(hold))
+	loss.Marker.Change, loss.Marker.LostAgo = ReasonNone, time.Second
+	w.Observe(loss, later.Add(time.Second))
+	checkQuarantine(t, &w, later.Add(hold))
+
+	// A quarantine no marker gave stays.
+	unmarked := Watch{Rule: RestartRule{Hold: hold}}
+	unmarked.Observe(ident("r", 2*time.Second), t0)
+	unmarked.Observe(vouched(now, ReasonNone), now)
+	checkQuarantine(t, &unmarked, at(hold))
+}
