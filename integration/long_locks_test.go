@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // A loss costs only the locks the master may have held: its hold ends
@@ -246,5 +247,60 @@ func TestVouchIsRefusedOverMastersThatHoldKeysOrWereUsed(t *testing.T) {
 		if !c.counting(i) {
 			t.Fatalf("master %d stopped counting after a refused VOUCH", i)
 		}
+	}
+}
+
+// VOUCH over brand-new masters makes every one of them count before it
+// answers: a SET NX sent the moment it returns is granted on all of them,
+// with no wait for a periodic check. Another proxy over the same masters,
+// started before the VOUCH, takes the vouched record at its next check:
+// the record of a long grant made since on the other masters does not hold
+// a vouched master out. Each round starts fresh masters and proxies, since
+// the order in which the links read their vouched markers varies.
+func TestVouchedMastersCountWhenVouchAnswers(t *testing.T) {
+	waits(t)
+	const n, rounds, ttl = 3, 4, time.Minute
+	strict := func(cfg *config.Config) { cfg.RestartQuarantine = "strict" }
+	allCount := func(hs []netio.Health) error {
+		for i, h := range hs {
+			if !h.Counts(time.Now()) {
+				return fmt.Errorf("master %d does not count: %+v", i, h)
+			}
+		}
+		return nil
+	}
+	for round := range rounds {
+		servers := startRedis(t, n)
+		c := clusterOver(t, servers, strict)
+		var addrs []string
+		for _, s := range servers {
+			addrs = append(addrs, s.Addr)
+		}
+		other, stopOther := startApp(t, addrs, strict)
+		ctx := context.Background()
+		px := c.client(2)
+		if err := px.Do(ctx, "VOUCH").Err(); err != nil {
+			t.Fatalf("round %d: VOUCH over brand-new masters: %v", round, err)
+		}
+		if err := allCount(c.app.Pool().Health()); err != nil {
+			t.Fatalf("round %d: when VOUCH answers, %v", round, err)
+		}
+		key := uniqueKey("vouch-at-once")
+		if ok, err := px.SetNX(ctx, key, "A", ttl).Result(); !ok || err != nil {
+			t.Fatalf("round %d: SET NX the moment VOUCH answered = %v, %v", round, ok, err)
+		}
+		if h := c.holders(key, "A"); len(h) != n {
+			t.Fatalf("round %d: the grant is held on masters %v; want all %d", round, h, n)
+		}
+		// Well before the grant's deadline, which the other masters'
+		// records hold.
+		waitFor(t, ttl/4, "the other proxy's masters to count", func() error {
+			return allCount(other.Pool().Health())
+		})
+		if err := allCount(c.app.Pool().Health()); err != nil {
+			t.Fatalf("round %d: after the periodic checks, %v", round, err)
+		}
+		stopOther()
+		c.stopApp()
 	}
 }

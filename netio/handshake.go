@@ -42,6 +42,8 @@ type handshake struct {
 	key  string
 	loss quorum.Reason
 	sent time.Time
+	// applied, when set, is closed once a marker check's reply is applied.
+	applied chan struct{}
 }
 
 // handshakeLocked queues what opens every connection: AUTH, CLIENT ID (so a
@@ -113,6 +115,9 @@ func (h *handshake) Receive(tag int, r Result) {
 	l := h.l
 	if tag == hsCheck {
 		l.checked(h, r)
+		if h.applied != nil {
+			close(h.applied)
+		}
 		return
 	}
 	l.mu.Lock()

@@ -264,7 +264,12 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 }
 
 // check runs the periodic marker check on a live, verified connection.
-func (l *Link) check() {
+func (l *Link) check() { l.checkThen(nil) }
+
+// checkThen runs a marker check and closes applied (when set) once the
+// link has applied its reply, or at once when there is no connection to
+// check on.
+func (l *Link) checkThen(applied chan struct{}) {
 	l.mu.Lock()
 	gen, ok := l.gen, l.conn != nil && l.ready
 	var b []byte
@@ -274,10 +279,13 @@ func (l *Link) check() {
 		// with this check's pairs.
 		l.opt.book.seen(l.cont.epoch, l.proxyID, l.cont.seq, time.Now())
 		b = l.appendMarker(nil, "EVALSHA", markerScript.Sha)
-		h = &handshake{l: l, gen: gen, key: l.mkey, loss: l.lossWhy, sent: time.Now()}
+		h = &handshake{l: l, gen: gen, key: l.mkey, loss: l.lossWhy, sent: time.Now(), applied: applied}
 	}
 	l.mu.Unlock()
 	if !ok {
+		if applied != nil {
+			close(applied)
+		}
 		return
 	}
 	l.Send(b, markerScript, h, hsCheck, time.Now().Add(l.opt.DialTimeout))

@@ -18,9 +18,10 @@ import (
 // Cluster, each group's master) is checked first, and only when none holds
 // a key or a marker that shows use (a grant recorded, a loss other than
 // its first sight) is each marker written as if the hold had passed. The
-// risk is the operator's: masters that did lose locks which other masters
-// still hold would count at once. The upgrade's old Redis is never vouched
-// for.
+// vouched record replaces the first sight's (quorum.Watch ends the hold
+// that gave), and the vouch answers once every master counts. The risk is
+// the operator's: masters that did lose locks which other masters still
+// hold would count at once. The upgrade's old Redis is never vouched for.
 
 //go:embed vouch.lua
 var vouchLua []byte
@@ -66,9 +67,6 @@ func (l *Link) vouchRun(ctx context.Context, mode string) error {
 	case r.V.Elems[0].Int != 1:
 		return fmt.Errorf("%s: %s: %w", l.opt.Addr, r.V.Elems[1].Str, ErrVouchRefused)
 	}
-	if mode == "write" {
-		l.check() // the link reads the vouched marker now
-	}
 	return nil
 }
 
@@ -108,8 +106,82 @@ func (p *Pool) Vouch(ctx context.Context) (int, error) {
 	}
 	for i, l := range links {
 		if err := l.vouchRun(ctx, "write"); err != nil {
-			return i, err
+			return i, incomplete{fmt.Errorf("%d of %d masters vouched for, then %w", i, len(links), err)}
 		}
 	}
+	if err := countAll(ctx, links); err != nil {
+		return len(links), incomplete{fmt.Errorf("%d masters vouched for, but not all count yet: %w", len(links), err)}
+	}
 	return len(links), nil
+}
+
+// ErrVouchIncomplete is returned (errors.Is) when some markers were
+// written, but not all, or some master did not count before the vouch's
+// time was up.
+var ErrVouchIncomplete = errors.New("vouch incomplete")
+
+// incomplete is an error of a vouch that wrote markers: its text is the
+// error's, and it is ErrVouchIncomplete.
+type incomplete struct{ err error }
+
+func (e incomplete) Error() string        { return e.err.Error() }
+func (e incomplete) Unwrap() error        { return e.err }
+func (e incomplete) Is(target error) bool { return target == ErrVouchIncomplete }
+
+// countAll waits until every link counts, or says which do not when ctx
+// ends first. Each link reads its marker again (the vouched record ends
+// its quarantine: quorum.Watch) and the reply is applied before the link
+// is looked at, so a command sent once it returns finds every vouched
+// master counting. One that does not count yet (its tables not yet vetted
+// just after the start, its connection being opened again) is checked
+// again soon.
+func countAll(ctx context.Context, links []*Link) error {
+	waiting := links
+	for {
+		applied := make([]chan struct{}, len(waiting))
+		for i, l := range waiting {
+			applied[i] = make(chan struct{})
+			l.checkThen(applied[i])
+		}
+		for _, a := range applied {
+			select {
+			case <-a:
+			case <-ctx.Done():
+				return notCounting(waiting)
+			}
+		}
+		var out []*Link
+		for _, l := range waiting {
+			if !l.Health().Counts(time.Now()) {
+				out = append(out, l)
+			}
+		}
+		if waiting = out; len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-time.After(vetRetry):
+		case <-ctx.Done():
+			return notCounting(waiting)
+		}
+	}
+}
+
+// notCounting names each link that does not count, and what keeps it out
+// (nil when every one counts).
+func notCounting(links []*Link) error {
+	var errs []error
+	for _, l := range links {
+		h := l.Health()
+		switch s, _ := h.State(time.Now()); s {
+		case StateCounting:
+		case StateQuarantined:
+			errs = append(errs, fmt.Errorf("%s is %s: %s", l.opt.Addr, s, h.QuarantineReason))
+		case StateDown:
+			errs = append(errs, fmt.Errorf("%s is %s: %s", l.opt.Addr, s, h.LastError))
+		default:
+			errs = append(errs, fmt.Errorf("%s is %s", l.opt.Addr, s))
+		}
+	}
+	return errors.Join(errs...) // nil when they all came to count as the time was up
 }
