@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
+	"github.com/redlock-proxy/redlock-proxy/netio"
 )
 
 // vouchCommands vouch for brand-new masters (netio's vouch.go): an
@@ -31,10 +33,14 @@ func handleVouch(c *client, _ [][]byte) {
 	n, err := v.Vouch(ctx)
 	if err != nil {
 		why := strings.ReplaceAll(err.Error(), "\n", "; ")
-		c.s.cfg.Logger.Warn("VOUCH refused: "+why, "client", c.nc.RemoteAddr().String())
-		c.replyErr(msgVouchRefused(why))
+		what, msg := "refused", msgVouchRefused(why)
+		if errors.Is(err, netio.ErrVouchIncomplete) {
+			what, msg = "incomplete", msgVouchIncomplete(why) // markers were written
+		}
+		c.s.cfg.Logger.Warn("VOUCH "+what+": "+why, "client", c.nc.RemoteAddr().String())
+		c.replyErr(msg)
 		return
 	}
-	c.s.cfg.Logger.Warn("VOUCH: "+strconv.Itoa(n)+" brand-new masters vouched for: they count at once", "client", c.nc.RemoteAddr().String())
+	c.s.cfg.Logger.Warn("VOUCH: "+strconv.Itoa(n)+" brand-new masters vouched for: they all count now", "client", c.nc.RemoteAddr().String())
 	c.reply(resp.Value{Kind: resp.KindSimple, Str: []byte("OK")})
 }

@@ -117,7 +117,7 @@ var docs = map[string]cmdDoc{
 	"config":  {"server", "CONFIG GET of the settings clients read while connecting; the proxy is configured by its flags or YAML file.", []docArg{str("subcommand"), opt(many(str("parameter")))}},
 	"command": {"server", "COMMAND, COUNT, INFO, LIST and DOCS of the commands this server serves.", []docArg{opt(str("subcommand")), opt(many(str("arg")))}},
 	"vouch": {"server", "Vouch for brand-new masters, so that they count at once instead of after max_ttl + drift: refused, writing nothing, " +
-		"unless every master of every backend holds no key and no sign of use. The risk is the operator's: masters that lost locks " +
+		"unless every master of every backend holds no key and no sign of use; it answers OK once they all count. The risk is the operator's: masters that lost locks " +
 		"which others still hold would count at once.", nil},
 	"wait": {"server", "Answers 0 at once: the backends have no replicas, and every lock command already waited for a majority of masters.", []docArg{integer("numreplicas"), integer("timeout")}},
 	"subscribe": {"pubsub", "Wait for lock releases on channels: a lock script's release message arrives once per release a majority of masters decided, " +

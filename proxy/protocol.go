@@ -126,6 +126,12 @@ func msgVouchRefused(why string) string {
 	return "ERR redlock-proxy: VOUCH refused, nothing written: " + why
 }
 
+// msgVouchIncomplete says what VOUCH wrote before it stopped, or which
+// vouched master does not count yet.
+func msgVouchIncomplete(why string) string {
+	return "ERR redlock-proxy: VOUCH incomplete: " + why
+}
+
 func msgTTLTooLong(ttlMs, maxMs int64) string {
 	return fmt.Sprintf("ERR redlock-proxy: TTL of %d ms exceeds max_ttl (%d ms); a longer TTL would outlast the restart quarantine", ttlMs, maxMs)
 }
