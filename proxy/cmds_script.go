@@ -355,7 +355,7 @@ func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte
 		}
 	}
 	c.cmd = cl.AppendReference(c.cmd[:0], keys, argv, a)
-	c.startOp(o, c.cmd, cl.ReferenceFor(a))
+	c.startOp(o, c.cmd, cl.ReferenceFor(len(keys), a))
 	if fenced && !a.ReadOnly {
 		// Its reply shows the grant's number: FENCE follows (fenced.go).
 		c.slots[len(c.slots)-1].chain = chainGrant
