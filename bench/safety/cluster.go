@@ -277,16 +277,17 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 
 // vouch sends VOUCH through the first proxy, as an operator would, until
 // it is answered OK or d has passed (a master the proxy has not read yet
-// is refused).
+// is refused). VOUCH waits up to 10 s for the masters to count, so each
+// call is given longer: its own answer, incomplete or not, says why.
 func (c *Cluster) vouch(d time.Duration) error {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: c.ProxyAddr(0), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
-		DialTimeout: time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: time.Second,
+		DialTimeout: time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: time.Second,
 	})
 	defer rdb.Close()
 	deadline := time.Now().Add(d)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		err := rdb.Do(ctx, "VOUCH").Err()
 		cancel()
 		if err == nil {
