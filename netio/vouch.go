@@ -32,8 +32,10 @@ var vouchScript = resp.NewScript(vouchLua)
 var ErrVouchRefused = errors.New("vouch refused")
 
 // vouchRun runs the vouch script on the link's master, in the given mode,
-// and says why not when it refuses.
-func (l *Link) vouchRun(ctx context.Context, mode string) error {
+// and says why not when it refuses. The check returns what it saw (the
+// run and the marker's epoch), which the write is given: a master that
+// restarted or took a new record in between is refused then.
+func (l *Link) vouchRun(ctx context.Context, mode, seen string) (string, error) {
 	l.mu.Lock()
 	up, key := l.conn != nil && l.ready, l.mkey
 	sepoch := ""
@@ -42,14 +44,14 @@ func (l *Link) vouchRun(ctx context.Context, mode string) error {
 	}
 	l.mu.Unlock()
 	if !up {
-		return fmt.Errorf("%s is not connected: %w", l.opt.Addr, ErrVouchRefused)
+		return "", fmt.Errorf("%s is not connected: %w", l.opt.Addr, ErrVouchRefused)
 	}
 	cluster := ""
 	if l.opt.ClusterNode {
 		cluster = "1"
 	}
 	cmd := resp.AppendCommand(nil, "EVALSHA", vouchScript.Sha, "1", key, mode,
-		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10), cluster, sepoch)
+		strconv.FormatInt(l.opt.Restart.Hold.Milliseconds(), 10), cluster, sepoch, seen)
 	ch := make(chan Result, 1)
 	deadline := time.Now().Add(l.opt.DialTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -59,15 +61,17 @@ func (l *Link) vouchRun(ctx context.Context, mode string) error {
 	r := <-ch
 	switch {
 	case r.Err != nil:
-		return fmt.Errorf("%s: %w", l.opt.Addr, r.Err)
+		return "", fmt.Errorf("%s: %w", l.opt.Addr, r.Err)
 	case r.V.Kind == resp.KindError:
-		return fmt.Errorf("%s: %s", l.opt.Addr, r.V.Str)
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 2:
-		return fmt.Errorf("%s: unexpected reply %s", l.opt.Addr, r.V.String())
+		return "", fmt.Errorf("%s: %s", l.opt.Addr, r.V.Str)
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) < 2:
+		return "", fmt.Errorf("%s: unexpected reply %s", l.opt.Addr, r.V.String())
 	case r.V.Elems[0].Int != 1:
-		return fmt.Errorf("%s: %s: %w", l.opt.Addr, r.V.Elems[1].Str, ErrVouchRefused)
+		return "", fmt.Errorf("%s: %s: %w", l.opt.Addr, r.V.Elems[1].Str, ErrVouchRefused)
+	case len(r.V.Elems) != 3:
+		return "", fmt.Errorf("%s: unexpected reply %s", l.opt.Addr, r.V.String())
 	}
-	return nil
+	return string(r.V.Elems[2].Str), nil
 }
 
 // resultChan receives one result.
@@ -96,8 +100,10 @@ func (p *Pool) Vouch(ctx context.Context) (int, error) {
 		}
 	}
 	var refusals []error
-	for _, l := range links {
-		if err := l.vouchRun(ctx, "check"); err != nil {
+	seen := make([]string, len(links))
+	for i, l := range links {
+		var err error
+		if seen[i], err = l.vouchRun(ctx, "check", ""); err != nil {
 			refusals = append(refusals, err)
 		}
 	}
@@ -105,7 +111,7 @@ func (p *Pool) Vouch(ctx context.Context) (int, error) {
 		return 0, errors.Join(refusals...)
 	}
 	for i, l := range links {
-		if err := l.vouchRun(ctx, "write"); err != nil {
+		if _, err := l.vouchRun(ctx, "write", seen[i]); err != nil {
 			return i, incomplete{fmt.Errorf("%d of %d masters vouched for, then %w", i, len(links), err)}
 		}
 	}

@@ -87,6 +87,10 @@ type Watch struct {
 	until time.Time // votes do not count before this instant (the ceiling); it only moves later, but for a vouched record
 	from  time.Time // the loss (or start) the quarantine in force counts from
 	why   Reason    // what the quarantine in force is for
+	// runs reports that this Watch saw the backend in more than one run:
+	// a vouched record then does not end its quarantine (a restart may
+	// have lost what this proxy saw granted there).
+	runs bool
 	// marked reports that until comes from the marker's records (a loss or
 	// a start), which the other masters' records may end early.
 	marked bool
@@ -148,6 +152,9 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 		hold = id.Marker.Hold
 	}
 	restarted = w.seen && w.changedRun(id, boot)
+	if w.seen && id.RunID != w.runID {
+		w.runs = true
+	}
 	m := id.Marker
 	// since keeps the quarantine of a loss or a start the rule counts:
 	// under RuleRunID only one recorded after this Watch first saw the
@@ -178,8 +185,11 @@ func (w *Watch) Observe(id Identity, now time.Time) (restarted bool) {
 	// records before it (the operator vouched that the master never held
 	// a lock): the quarantine they gave ends, and this Watch decides as one
 	// that first sees the master now. Only the record's own loss and start
-	// hold it, below. A quarantine no record gave (unmarked) stays.
-	if m.Why == ReasonVouched && m.Change == ReasonNone && w.marked {
+	// hold it, below. A quarantine no record gave (unmarked) stays, and so
+	// does one of a Watch that saw another run of the master: a master
+	// restarted empty writes no word of its grants, so what this proxy saw
+	// there may be what the restart lost.
+	if m.Why == ReasonVouched && m.Change == ReasonNone && w.marked && !w.runs {
 		w.until, w.from, w.why = time.Time{}, time.Time{}, ReasonNone
 	}
 	// The recorded loss first: where the start ends the hold within a

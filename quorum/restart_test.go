@@ -517,3 +517,20 @@ func TestVouchedRecordEndsTheQuarantineOfTheRecordsBefore(t *testing.T) {
 	unmarked.Observe(vouched(now, ReasonNone), now)
 	checkQuarantine(t, &unmarked, at(hold))
 }
+
+// A Watch that saw the master in another run keeps the quarantine its
+// records gave when a vouched record appears: the restart may have lost
+// grants this proxy saw there, which the master's new record cannot show.
+func TestVouchedRecordLeavesTheQuarantineOfAnotherRun(t *testing.T) {
+	fresh := Identity{RunID: "r", Uptime: 2 * time.Second, Marker: &Marker{Change: ReasonNew, StartedAgo: time.Second, LostAt: 1000, StartedAt: 1000}}
+	restarted := Identity{RunID: "r2", Uptime: 2 * time.Second, Marker: &Marker{Change: ReasonNew, Why: ReasonNew, StartedAgo: time.Second, LostAt: 4000, StartedAt: 4000}}
+	long := hold + 2*time.Second
+	vouched := Identity{RunID: "r2", Uptime: 3 * time.Second, Marker: &Marker{Change: ReasonNone, Why: ReasonVouched,
+		LostAgo: long, StartedAgo: long, LostAt: 5000, StartedAt: 5000}}
+	w := Watch{Rule: RestartRule{Hold: hold}}
+	w.Observe(fresh, t0)
+	w.Observe(restarted, at(4*time.Second))
+	checkQuarantine(t, &w, at(4*time.Second).Add(hold))
+	w.Observe(vouched, at(5*time.Second))
+	checkQuarantine(t, &w, at(4*time.Second).Add(hold))
+}
