@@ -37,8 +37,13 @@ import (
 // plus clockRate of the time between readings (covered by the drift
 // allowance of validity), a jump on a master between its last reading and
 // a loss of all its connections that is undone before the next reading (a
-// restart in between is caught by the restart rule), and a master whose
-// clock runs fast from the moment it starts.
+// restart in between is caught by the restart rule), a master whose
+// clock runs fast from the moment it starts, and a clock set back and
+// forward again between two readings of this link while another proxy
+// granted a lock in between: the readings of this link agree, and the
+// other proxy, which read the clock set back, records the jump only at
+// its next reading (the harness's clock-step once saw a grant 2 ms after
+// such a step; the master keeps no reading that all proxies compare).
 
 // clockRate is the rate at which a master's clock may run ahead of the
 // proxy's without being taken for a jump: the default drift allowance per
