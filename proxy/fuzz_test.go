@@ -47,13 +47,18 @@ func (f fakeBackends) Undo(node int, u netio.UndoCmd, rcv netio.Receiver, tag in
 func (f fakeBackends) Veto() (netio.Health, bool) { return netio.Health{}, false }
 func (f fakeBackends) Health() []netio.Health     { return make([]netio.Health, f.n) }
 
+// releaseOneSha names the lean reference of a compact one-key release.
+var releaseOneSha = (&spec.Class{Role: spec.RoleRelease, Layout: spec.Layout{Tokens: []int{0}}}).ReferenceFor(1, spec.CallArgs{}).Sha
+
 // referenceHeld answers a reference script as a backend where every key
 // holds the caller's token with 1000 ms left, and the role acted. It reads
 // the command in place, without allocating (the benchmarks use it).
 func referenceHeld(cmd []byte) resp.Value {
 	nk, _ := resp.ParseInt(cmdArg(cmd, 2)) // lock keys and their companions
 	argv := 3 + int(nk)
-	if string(cmdArg(cmd, argv)) == "0" {
+	// The one-key release is always compact; its first argument is the
+	// ownership prefix, not the detail flag.
+	if string(cmdArg(cmd, argv)) == "0" || string(cmdArg(cmd, 1)) == releaseOneSha {
 		return resp.IntValue(1 + 2*int64(spec.CaseOwn))
 	}
 	nkeys, _ := resp.ParseInt(cmdArg(cmd, argv+6))
