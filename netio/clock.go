@@ -33,17 +33,27 @@ import (
 // expire early by the step forward) is seen like a single jump.
 //
 // A clock that jumps back makes keys live longer, which is safe, and is
-// not reported. What the check cannot see: a jump smaller than clockSlack
-// plus clockRate of the time between readings (covered by the drift
-// allowance of validity), a jump on a master between its last reading and
-// a loss of all its connections that is undone before the next reading (a
-// restart in between is caught by the restart rule), a master whose
-// clock runs fast from the moment it starts, and a clock set back and
-// forward again between two readings of this link while another proxy
-// granted a lock in between: the readings of this link agree, and the
-// other proxy, which read the clock set back, records the jump only at
-// its next reading (the harness's clock-step once saw a grant 2 ms after
-// such a step; the master keeps no reading that all proxies compare).
+// not reported. But a clock set back and forward again between two
+// readings of this link, while another proxy granted a lock meanwhile,
+// expires that lock early, and this link's readings agree. So the
+// master keeps its last reading of its clock in the marker, written by
+// every continuity check and marker check of every proxy, and counts the
+// readings found more than 20 ms below it (steps back), with the latest
+// step's size. Both checks answer the count: when it moved since this
+// link last read it and no reading of this link since was below the
+// floor by half that step or more (it never saw the clock set back), the
+// clock went back and came forward again between its readings, which is
+// taken as a jump ahead.
+//
+// What the check cannot see: a jump smaller than clockSlack plus
+// clockRate of the time between readings (covered by the drift
+// allowance of validity); a step back smaller than 20 ms, than the time
+// since the master's previous reading by any proxy, or than about twice
+// clockRate of the time between this link's readings, then undone; a jump
+// on a master between its last reading and a loss of all its connections
+// that is undone before the next reading (a restart in between is caught
+// by the restart rule); and a master whose clock runs fast from the
+// moment it starts.
 
 // clockRate is the rate at which a master's clock may run ahead of the
 // proxy's without being taken for a jump: the default drift allowance per
@@ -63,20 +73,33 @@ type clockWatch struct {
 	floor time.Duration // least high_j - clockRate*sent_j (as offsets from base)
 	base  time.Time     // the proxy's instant that offsets are taken from
 	last  time.Time     // the latest reading's sent: an older one is ignored
+	// The marker's count of steps back as last read (backKnown: read in
+	// this run), and the least margin (low - floor) of the readings since.
+	backKnown bool
+	back      int64
+	least     time.Duration
+}
+
+// backCount is the marker's count of steps back of the master's clock and
+// the latest step's size in ms, as a check answered them (ok).
+type backCount struct {
+	n, ms int64
+	ok    bool
 }
 
 // observe takes a reading of the master's clock (ms since the epoch), taken
-// by a check queued at sent whose reply was read at got, in the given run.
-// It reports how far the master's clock is ahead of where it can have been
+// by a check queued at sent whose reply was read at got, in the given run,
+// with the marker's count of steps back that the check answered. It
+// reports how far the master's clock is ahead of where it can have been
 // without a jump, when it jumped; after a jump the readings start again
 // from this one.
-func (w *clockWatch) observe(run string, masterMs int64, sent, got time.Time) (ahead time.Duration, jumped bool) {
+func (w *clockWatch) observe(run string, masterMs int64, b backCount, sent, got time.Time) (ahead time.Duration, jumped bool) {
 	if masterMs <= 0 || sent.IsZero() {
 		return 0, false
 	}
 	if !w.known || run != w.run {
-		w.run, w.known, w.base, w.last = run, true, sent, sent
-		w.floor = w.high(masterMs, sent)
+		w.run, w.known, w.base, w.last, w.backKnown = run, true, sent, sent, false
+		w.restart(masterMs, sent, b)
 		return 0, false
 	}
 	if sent.Before(w.last) {
@@ -86,13 +109,33 @@ func (w *clockWatch) observe(run string, masterMs int64, sent, got time.Time) (a
 	}
 	w.last = sent
 	low := time.Duration(masterMs)*time.Millisecond - got.Sub(w.base) - scaled(got.Sub(w.base))
-	if ahead = low - w.floor - clockSlack; ahead > 0 {
-		w.base = sent
-		w.floor = w.high(masterMs, sent)
+	margin := low - w.floor
+	if ahead = margin - clockSlack; ahead > 0 {
+		w.restart(masterMs, sent, b)
 		return ahead, true
 	}
+	w.least = min(w.least, margin)
+	if b.ok && w.backKnown && b.n > w.back && w.least > -time.Duration(b.ms)*time.Millisecond/2 {
+		// Set back and forward again since this link's last readings:
+		// keys written meanwhile expire early by the step forward.
+		w.restart(masterMs, sent, b)
+		return time.Duration(b.ms) * time.Millisecond, true
+	}
 	w.floor = min(w.floor, w.high(masterMs, sent))
+	if b.ok {
+		w.back, w.backKnown, w.least = b.n, true, 0
+	}
 	return 0, false
+}
+
+// restart takes a reading as the only one the next are compared with.
+func (w *clockWatch) restart(masterMs int64, sent time.Time, b backCount) {
+	w.base = sent
+	w.floor = w.high(masterMs, sent)
+	w.least = 0
+	if b.ok {
+		w.back, w.backKnown = b.n, true
+	}
 }
 
 // high is high_j - clockRate*sent_j of a reading, from the watch's base.
@@ -107,11 +150,11 @@ func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * c
 // clockReadLocked applies a reading of the master's clock (see clockWatch)
 // when a restart rule applies. On a jump the link notes the loss, to be
 // recorded by the next marker check, and nothing counts until then.
-func (l *Link) clockReadLocked(run string, masterMs int64, sent, got time.Time) (ahead time.Duration, jumped bool) {
+func (l *Link) clockReadLocked(run string, masterMs int64, b backCount, sent, got time.Time) (ahead time.Duration, jumped bool) {
 	if !l.markerRule() {
 		return 0, false
 	}
-	if ahead, jumped = l.clock.observe(run, masterMs, sent, got); jumped {
+	if ahead, jumped = l.clock.observe(run, masterMs, b, sent, got); jumped {
 		l.seeLossLocked(quorum.ReasonClock)
 		l.cont.broken = true
 		l.health.ClockJumps++

@@ -14,6 +14,7 @@ type clockSim struct {
 	proxy  time.Time // the proxy's monotonic now
 	master float64   // the master's clock, ms
 	rate   float64   // how much faster the master's clock runs (0.005: 0.5%)
+	back   backCount // the marker's count of steps back the checks answer
 }
 
 func newClockSim(t *testing.T, rate float64) *clockSim {
@@ -33,7 +34,7 @@ func (s *clockSim) read(rtt time.Duration) (time.Duration, bool) {
 	s.pass(rtt / 2)
 	ms := int64(s.master)
 	s.pass(rtt - rtt/2)
-	return s.w.observe("run", ms, sent, s.proxy)
+	return s.w.observe("run", ms, s.back, sent, s.proxy)
 }
 
 func (s *clockSim) quiet(n int, every, rtt time.Duration) {
@@ -83,7 +84,7 @@ func TestClockWatchStartsAgainWithANewRun(t *testing.T) {
 	s.master += 60000
 	sent := s.proxy
 	s.pass(time.Millisecond)
-	if _, jumped := s.w.observe("another run", int64(s.master), sent, s.proxy); jumped {
+	if _, jumped := s.w.observe("another run", int64(s.master), s.back, sent, s.proxy); jumped {
 		t.Fatal("a new run's first reading was compared with the old run's")
 	}
 	s.quiet(10, 100*time.Millisecond, time.Millisecond)
@@ -91,7 +92,7 @@ func TestClockWatchStartsAgainWithANewRun(t *testing.T) {
 
 func TestClockWatchIgnoresAMissingReading(t *testing.T) {
 	var w clockWatch
-	if _, jumped := w.observe("run", 0, time.Now(), time.Now()); jumped || w.known {
+	if _, jumped := w.observe("run", 0, backCount{}, time.Now(), time.Now()); jumped || w.known {
 		t.Fatal("a reading of 0 ms was taken")
 	}
 }
@@ -100,8 +101,56 @@ func TestClockWatchIgnoresAReadingOlderThanTheLast(t *testing.T) {
 	s := newClockSim(t, -0.05) // a slow clock: its offset falls with time
 	s.quiet(5, 100*time.Millisecond, time.Millisecond)
 	old := s.proxy.Add(-10 * time.Second) // queued 10 s before the last reading
-	if _, jumped := s.w.observe("run", int64(s.master)+500, old, old.Add(time.Millisecond)); jumped {
+	if _, jumped := s.w.observe("run", int64(s.master)+500, s.back, old, old.Add(time.Millisecond)); jumped {
 		t.Fatal("a reading older than the last was compared as a later one")
 	}
 	s.quiet(5, 100*time.Millisecond, time.Millisecond)
+}
+
+// Another proxy's check read the clock set back 20 s (the marker counted
+// the step), and the clock was set right again before this link read it:
+// its own readings agree, the count moved, and none of its readings since
+// it last read the count was below the floor. That is a jump.
+func TestClockWatchSeesAStepBackItMissedThroughTheCount(t *testing.T) {
+	s := newClockSim(t, 0)
+	s.back = backCount{n: 3, ms: 40, ok: true}
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+	s.back = backCount{n: 4, ms: 20000, ok: true}
+	if ahead, jumped := s.read(time.Millisecond); !jumped || ahead != 20*time.Second {
+		t.Fatalf("a step back of 20 s counted by another proxy, undone before this link read the clock: ahead %v, jumped %v", ahead, jumped)
+	}
+	s.quiet(10, 100*time.Millisecond, time.Millisecond) // the count is the new reference
+}
+
+// A link that read the clock set back itself (in the reading that answers
+// the new count, or in one since it last read the count) takes the count
+// for no jump: the clock going forward again shows in its own readings.
+func TestClockWatchTakesAStepBackItSawForNoJump(t *testing.T) {
+	for _, seenBefore := range []bool{false, true} {
+		s := newClockSim(t, 0)
+		s.back = backCount{n: 0, ok: true}
+		s.quiet(10, 100*time.Millisecond, time.Millisecond)
+		s.master -= 20000
+		if seenBefore {
+			// A reading that does not answer the count yet.
+			s.back.ok = false
+			s.quiet(1, 100*time.Millisecond, time.Millisecond)
+		}
+		s.back = backCount{n: 1, ms: 20000, ok: true}
+		s.quiet(10, 100*time.Millisecond, time.Millisecond)
+		s.master += 20000
+		if ahead, jumped := s.read(time.Millisecond); !jumped || ahead < 19*time.Second {
+			t.Fatalf("seen before the count: %v; the clock forward again: ahead %v, jumped %v", seenBefore, ahead, jumped)
+		}
+	}
+}
+
+// The first reading of a run records the count, whatever it is; a count
+// that falls (the marker written anew after a loss) is no step.
+func TestClockWatchRecordsTheCountOfANewRunAndAFallingOne(t *testing.T) {
+	s := newClockSim(t, 0)
+	s.back = backCount{n: 7, ms: 5000, ok: true}
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
+	s.back = backCount{n: 0, ok: true}
+	s.quiet(10, 100*time.Millisecond, time.Millisecond)
 }

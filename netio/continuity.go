@@ -26,7 +26,8 @@ import (
 // per command.
 
 // contScript is the check itself (continuity.lua): it answers {the
-// master's clock in ms, for the clock check; the marker's new sequence}
+// master's clock in ms, for the clock check; the marker's new sequence;
+// the count of steps back of that clock and the latest one's size in ms}
 // when the data went on unbroken since the marker check whose findings it
 // is given, and records the deadline of the longest TTL before it.
 //
@@ -142,8 +143,8 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		return hs, false, false, 0 // its receiver already released what it held
 	}
 	// Unbroken, the check answers the master's clock (ms), which the clock
-	// check reads, and this proxy's new count.
-	ok = v.Kind == resp.KindArray && len(v.Elems) == 2 && v.Elems[0].Int > 0
+	// check reads, this proxy's new count, and the clock's steps back.
+	ok = v.Kind == resp.KindArray && len(v.Elems) == 4 && v.Elems[0].Int > 0
 	if ok {
 		l.cont.seq = max(l.cont.seq, v.Elems[1].Int)
 		rcv, _ := e.rcv.(contReceiver)
@@ -151,7 +152,7 @@ func (l *Link) checkedReplyLocked(e entry, v resp.Value, counts bool, now time.T
 		// The reader's instant may be older than this reply's last bytes
 		// (it is taken once per read from the socket): the reading's end
 		// is taken now.
-		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Elems[0].Int, rcv.sent, time.Now()); jumped {
+		if ahead, jumped = l.clockReadLocked(l.cont.run, v.Elems[0].Int, backCount{n: v.Elems[2].Int, ms: v.Elems[3].Int, ok: true}, rcv.sent, time.Now()); jumped {
 			ok = false
 		}
 	}

@@ -5,7 +5,8 @@
 -- [5] this proxy's id, [6] the highest count of this proxy's checks it saw
 -- answered in that epoch, [7] the longest TTL in ms among the commands
 -- before it that set one (0: none).
--- It answers {the master's clock in ms, this proxy's new count} when
+-- It answers {the master's clock in ms, this proxy's new count, the
+-- marker's count of clock steps back, the latest step's size in ms} when
 -- the data went on unbroken since, and records the TTL's deadline; 0
 -- otherwise.
 --
@@ -31,7 +32,7 @@ end
 -- writes, so no other proxy's checks can hide what this one saw): a copy
 -- of the data from before a check it saw answered has a lower one.
 local f = 'c:' .. ARGV[5]
-local m = redis.call('HMGET', KEYS[1], 'epoch', f, 'until')
+local m = redis.call('HMGET', KEYS[1], 'epoch', f, 'until', 'clk', 'back', 'backms')
 if m[1] ~= ARGV[2] or (tonumber(m[2]) or 0) < tonumber(ARGV[6]) then return 0 end
 stats = stats or redis.call('INFO', 'stats')
 -- A server whose INFO has no evicted_keys was read as 0 evictions.
@@ -41,15 +42,27 @@ if ARGV[3] ~= '*' and not string.find(stats, '\nevicted_keys:' .. ARGV[3] .. '\r
 end
 local _, e = string.find(stats, '\ntotal_commands_processed:', 1, true)
 if (tonumber(e and string.match(stats, '^%d+', e + 1)) or 0) < tonumber(ARGV[4]) then return 0 end
-local seq = redis.call('HINCRBY', KEYS[1], f, 1)
+local seq = (tonumber(m[2]) or 0) + 1
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The master's last reading of its clock (by any proxy's check, or a
+-- marker check): one below it by more than 20 ms shows the clock set
+-- back since. A proxy that read it neither back nor forward again would
+-- see no jump in its own readings; the count tells it (clock.go).
+local back, backms = tonumber(m[5]) or 0, tonumber(m[6]) or 0
+local w = {'HSET', KEYS[1], f, seq, 'clk', now}
+local clk = tonumber(m[4])
+if clk and clk - now > 20 then
+  back, backms = back + 1, clk - now
+  w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'back', back, 'backms', backms
+end
 -- The record of the latest deadline is written half a second beyond the
 -- grant's, so that the checks of the next half second (every write at a
--- steady load) find it covered and write nothing: a lost master's hold
--- then ends at most that much later than its last lock.
+-- steady load) find it covered and write nothing more: a lost master's
+-- hold then ends at most that much later than its last lock.
 local ttl = tonumber(ARGV[7])
 if ttl > 0 and now + ttl > (tonumber(m[3]) or 0) then
-  redis.call('HSET', KEYS[1], 'until', now + ttl + 500)
+  w[#w + 1], w[#w + 2] = 'until', now + ttl + 500
 end
-return {now, seq}
+redis.call(unpack(w))
+return {now, seq, back, backms}

@@ -317,8 +317,8 @@ func TestContinuityScriptRefusesEachBreak(t *testing.T) {
 
 	a := good()
 	a[2] = "*" // the upgrade's old Redis: evictions are no loss
-	if v := check(a); v.Kind != resp.KindArray || len(v.Elems) != 2 || v.Elems[1].Int != 8 {
-		t.Fatalf("an unbroken check answered %s; want {clock, 8}", v.String())
+	if v := check(a); v.Kind != resp.KindArray || len(v.Elems) != 4 || v.Elems[1].Int != 8 || v.Elems[2].Int != 0 {
+		t.Fatalf("an unbroken check answered %s; want {clock, 8, 0, 0}", v.String())
 	}
 
 	// The record: a 10 s TTL writes clock + 10.5 s; a shorter one that it
@@ -350,6 +350,32 @@ func TestContinuityScriptRefusesEachBreak(t *testing.T) {
 		t.Fatalf("until = %d after a 60 s grant at %d", u, v.Elems[0].Int)
 	}
 
+	// The master's last reading of its clock: a check that finds it more
+	// than 20 ms ahead of its own counts a step back, with its size, and
+	// every check writes its own reading.
+	clk := func() int64 {
+		n, _ := strconv.ParseInt(string(r.Do("HGET", mkey, "clk").Str), 10, 64)
+		return n
+	}
+	if c := clk(); c != v.Elems[0].Int {
+		t.Fatalf("clk = %d after a check that read %d", c, v.Elems[0].Int)
+	}
+	r.Do("HSET", mkey, "clk", strconv.FormatInt(v.Elems[0].Int+30000, 10))
+	a = good()
+	a[5] = "11"
+	v = check(a)
+	if len(v.Elems) != 4 || v.Elems[2].Int != 1 || v.Elems[3].Int < 29000 || v.Elems[3].Int > 30000 {
+		t.Fatalf("a check 30 s behind the last reading answered %s; want {clock, 12, 1, ~30000}", v.String())
+	}
+	if c := clk(); c != v.Elems[0].Int {
+		t.Fatalf("clk = %d after a check that read %d", c, v.Elems[0].Int)
+	}
+	a = good()
+	a[5] = "12"
+	if v = check(a); len(v.Elems) != 4 || v.Elems[2].Int != 1 {
+		t.Fatalf("a check after it answered %s; want the count of 1 kept", v.String())
+	}
+
 	// A replica: whatever else matches, the check answers 0 and writes
 	// nothing (a replica that accepts writes would still be replaced by
 	// its master's data).
@@ -357,7 +383,7 @@ func TestContinuityScriptRefusesEachBreak(t *testing.T) {
 	r.Do("REPLICAOF", "127.0.0.1", "1")
 	defer r.Do("REPLICAOF", "NO", "ONE")
 	a = good()
-	a[0], a[5] = replid, "11"
+	a[0], a[5] = replid, "13"
 	if v := check(a); v.Kind != resp.KindInt || v.Int != 0 {
 		t.Fatalf("on a replica the check answered %s; want 0", v.String())
 	}

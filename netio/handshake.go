@@ -253,7 +253,7 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 	var jumped, rolled bool
 	if mr != nil {
 		rolled = l.markerReadLocked(h, mr, now)
-		ahead, jumped = l.clockReadLocked(id.RunID, mr.clock, h.sent, now)
+		ahead, jumped = l.clockReadLocked(id.RunID, mr.clock, mr.back, h.sent, now)
 		until = l.watch.QuarantinedUntil()
 	}
 	// Undos that came while the identity check ran go out before any

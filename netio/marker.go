@@ -87,7 +87,8 @@ const MarkerKey = "redlock-proxy:marker"
 // started (ms), why the latest loss was recorded, now (ms of its clock),
 // each proxy's count (pairs), ms left of the latest recorded deadline, whole (1 or 0), the
 // longest settle time in ms any proxy asked for, the table of other
-// epochs (pairs)}.
+// epochs (pairs), the count of steps back of its clock and the latest
+// one's size in ms (see clock.go)}.
 //
 //go:embed marker.lua
 var markerLua []byte
@@ -214,6 +215,7 @@ type markerReply struct {
 	role  string
 	cont  contState // what the continuity checks that follow compare
 	clock int64     // the master's clock (ms) as the script ran
+	back  backCount // the marker's count of steps back of that clock
 	// The record of grant deadlines: the time left of its latest, and
 	// whether it is whole (see book.go); the longest settle time any proxy
 	// asked for; and what the master was told of other epochs.
@@ -231,7 +233,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		return mr, "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
 		return mr, l.checkFailed("marker script", string(r.V.Str))
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 21:
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 23:
 		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
@@ -256,6 +258,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 	}
 	mr.cont.seq = mr.counts[l.proxyID]
 	mr.clock = e[15].Int
+	mr.back = backCount{n: e[21].Int, ms: e[22].Int, ok: true}
 	mr.left, mr.whole, mr.settle = ms(e[17]), e[18].Int == 1, ms(e[19])
 	for _, v := range e[20].Elems {
 		mr.table = append(mr.table, string(v.Str))
@@ -329,7 +332,7 @@ func (l *Link) checked(h *handshake, r Result) {
 		l.health.Restarts++
 	}
 	rolled := l.markerReadLocked(h, &mr, now)
-	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, h.sent, now)
+	ahead, jumped := l.clockReadLocked(mr.id.RunID, mr.clock, mr.back, h.sent, now)
 	until := l.watch.QuarantinedUntil()
 	l.mu.Unlock()
 	switch {
