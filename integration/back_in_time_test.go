@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/app"
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
@@ -42,10 +43,16 @@ func newBackInTime(t *testing.T, servers []*redisproc.Server) *backInTime {
 // quarantines fresh masters for max_ttl + drift).
 func waitAllCount(t *testing.T, c *cluster) {
 	t.Helper()
+	waitAppCounts(t, c.app)
+}
+
+// waitAppCounts waits until every master's votes count in proxy a.
+func waitAppCounts(t *testing.T, a *app.App) {
+	t.Helper()
 	waitFor(t, 20*time.Second, "the masters all to count", func() error {
-		for _, h := range c.app.Pool().Health() {
+		for _, h := range a.Pool().Health() {
 			if !h.Counts(time.Now()) {
-				return fmt.Errorf("%+v", c.app.Pool().Health())
+				return fmt.Errorf("%+v", a.Pool().Health())
 			}
 		}
 		return nil
@@ -102,6 +109,13 @@ func (b *backInTime) rivalGets(cl *redis.Client) bool {
 // startSecondProxyStrict runs another proxy with the cluster's settings.
 func startSecondProxyStrict(t *testing.T, c *cluster) string {
 	t.Helper()
+	return startSecondProxyStrictApp(t, c).Addr()
+}
+
+// startSecondProxyStrictApp is startSecondProxyStrict that returns the
+// proxy.
+func startSecondProxyStrictApp(t *testing.T, c *cluster) *app.App {
+	t.Helper()
 	var addrs []string
 	for _, s := range c.servers {
 		addrs = append(addrs, s.Addr)
@@ -111,7 +125,7 @@ func startSecondProxyStrict(t *testing.T, c *cluster) string {
 		cfg.BackendTimeout = 200 * time.Millisecond
 		cfg.RestartQuarantine = "strict"
 	})
-	return a.Addr()
+	return a
 }
 
 // A failover to replicas no proxy uses, then a failback: masters 0 and 1
@@ -297,6 +311,41 @@ func TestClockSetBackThenRightAgainDoesNotHandOutAHeldLock(t *testing.T) {
 		}
 	}
 	b.lost("a clock set back 20 s, then right again")
+}
+
+// Two proxies, P0 and P1, over the same masters, both counting them and
+// both having read their clocks. The wall clocks of masters 0 and 1 are
+// set back 20 s, A takes its lock through P0 at once (P0 reads the clocks
+// set back), and they are set right again at once: A's lock expires there
+// 20 s early. P1 read the clocks before the step back and reads them next
+// after the step forward: its own readings agree. B's acquire through P1
+// comes at once, before any periodic check of P0 records the loss.
+func TestClockSetBackThenRightAgainBetweenAnotherProxysReadings(t *testing.T) {
+	waits(t)
+	servers, clocks := startRedisWithClocks(t, 3, 2)
+	b := newBackInTime(t, servers)
+	p1 := startSecondProxyStrictApp(t, b.c)
+	waitAppCounts(t, p1)
+	viaP1 := proxyClient(t, p1.Addr(), 2)
+	if ok, err := viaP1.SetNX(context.Background(), uniqueKey("other"), "C", time.Second).Result(); !ok || err != nil {
+		t.Fatalf("a grant through P1 before the steps = %v, %v", ok, err)
+	}
+	shift := func(d time.Duration) {
+		for _, c := range clocks {
+			if err := c.Shift(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	shift(-20 * time.Second)
+	b.acquire("clock-back-forward-two-proxies")
+	shift(20 * time.Second)
+	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
+		t.Fatalf("after the clocks were set right again, A's lock is on masters %v; want only on master 2 (the test shows nothing)", h)
+	}
+	if b.rivalGets(viaP1) {
+		t.Fatalf("B got L through P1 while A's lock, taken through P0, was still valid (P1's health %+v)", p1.Pool().Health())
+	}
 }
 
 // Two backend entries that reach one server (two names for one address)
