@@ -127,14 +127,16 @@ if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started 
 end
 -- The master's last reading of its clock, kept as the continuity check
 -- keeps it (continuity.lua): written at every marker check too, so that a
--- step back is counted though no grant came since the last reading.
+-- step back is counted though no grant came since the last reading. A
+-- master that refuses writes (out of memory, too few replicas) still
+-- answers its marker check: the reading is then not kept.
 local back, backms = tonumber(m[15]) or 0, tonumber(m[16]) or 0
 local clk = tonumber(m[14])
 if clk and clk - now > 20 then
   back, backms = back + 1, clk - now
-  redis.call('HSET', KEYS[1], 'clk', now, 'back', back, 'backms', backms)
+  redis.pcall('HSET', KEYS[1], 'clk', now, 'back', back, 'backms', backms)
 else
-  redis.call('HSET', KEYS[1], 'clk', now)
+  redis.pcall('HSET', KEYS[1], 'clk', now)
 end
 -- Each proxy's count of its continuity checks in this epoch ('c:PROXY'),
 -- and what proxies told this master of the other markers' epochs
