@@ -54,10 +54,7 @@ func (l *Link) run() {
 		} else {
 			l.mu.Lock()
 			l.health.LastError = err.Error()
-			from := ""
-			if addr != "" {
-				from = l.switchedLocked()
-			}
+			from := l.switchedLocked(addr)
 			l.mu.Unlock()
 			if from != "" {
 				l.log.Warn(l.switchLine(from, addr)+"; it is not reachable yet", "err", err)

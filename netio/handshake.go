@@ -266,7 +266,8 @@ func (l *Link) identify(gen uint64, id quorum.Identity, role string, mr *markerR
 		l.health.Restarts++
 	}
 	l.counting = l.vetted && l.watch.Counts(now) && l.confirmedLocked(now)
-	from, addr := l.switchedLocked(), l.connAddr
+	addr := l.connAddr
+	from := l.switchedLocked(addr)
 	wc, buf := l.takeWriteLocked()
 	l.mu.Unlock()
 	l.write(wc, buf)

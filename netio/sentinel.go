@@ -556,18 +556,28 @@ func (l *Link) sentinelHealthLocked(now time.Time) *SentinelHealth {
 	return h
 }
 
-// switchedLocked takes the switch not yet logged: the master before it.
-func (l *Link) switchedLocked() string {
-	if l.follower == nil {
+// switchedLocked takes the switch not yet logged, for a line about addr:
+// the master before it. The switch stays pending when addr is no longer
+// the master a majority names: a dial to an address a newer round has
+// replaced says nothing of the switch to the new one, whose connection
+// logs it.
+func (l *Link) switchedLocked(addr string) string {
+	f := l.follower
+	if f == nil || addr != f.master {
 		return ""
 	}
-	from := l.follower.pending
-	l.follower.pending = ""
+	from := f.pending
+	f.pending = ""
 	return from
 }
 
-// switchLine is the log line of a switch.
+// switchLine is the log line of a switch. A new config epoch that names
+// the same master (a failover under way, before the Sentinels name the
+// promoted replica) is a switch too, worded as what it is.
 func (l *Link) switchLine(from, to string) string {
+	if from == to {
+		return fmt.Sprintf("backend %s: Sentinels moved master %s to a new config epoch (a failover under way?)", l.follower.opt.Name, to)
+	}
 	return fmt.Sprintf("backend %s: Sentinel switched master %s -> %s", l.follower.opt.Name, from, to)
 }
 

@@ -185,3 +185,34 @@ func TestSentinelsUnreachableStopTheVoteWithinTheLease(t *testing.T) {
 	}
 	waitFor(t, "the votes to count again", func() bool { return counts(t, l) })
 }
+
+// A switch is logged once, against the master it switched to: a dial to
+// an address a newer round has replaced does not take it, and a new
+// config epoch at the same master is worded as such.
+func TestSwitchIsLoggedAgainstTheMasterItSwitchedTo(t *testing.T) {
+	l := NewLink(Options{Addr: "sentinel://locks-a", Sentinel: &SentinelOptions{Addrs: []string{"127.0.0.1:1"}, Name: "locks-a"}})
+	defer l.Close()
+	now := time.Now()
+	l.applyRound(round{at: now, master: "10.0.0.1:6379", epoch: 1, agree: 1, reachable: 1})
+	// The Sentinels move to a new epoch before they name the promoted
+	// replica, then name it.
+	l.applyRound(round{at: now, master: "10.0.0.1:6379", epoch: 2, agree: 1, reachable: 1})
+	l.applyRound(round{at: now, master: "10.0.0.2:6379", epoch: 2, agree: 1, reachable: 1})
+	l.mu.Lock()
+	stale := l.switchedLocked("10.0.0.1:6379") // a dial to the old master, started before the last round, failed
+	from := l.switchedLocked("10.0.0.2:6379")  // the new master's connection
+	again := l.switchedLocked("10.0.0.2:6379")
+	l.mu.Unlock()
+	if stale != "" {
+		t.Errorf("a dial to the replaced master took the switch (from %q)", stale)
+	}
+	if from != "10.0.0.1:6379" || again != "" {
+		t.Errorf("the new master's connection took %q, then %q; want the old master once", from, again)
+	}
+	if got := l.switchLine(from, "10.0.0.2:6379"); got != "backend locks-a: Sentinel switched master 10.0.0.1:6379 -> 10.0.0.2:6379" {
+		t.Errorf("switch line %q", got)
+	}
+	if got := l.switchLine("10.0.0.2:6379", "10.0.0.2:6379"); strings.Contains(got, "->") || !strings.Contains(got, "new config epoch") {
+		t.Errorf("an epoch-only switch is worded %q", got)
+	}
+}
