@@ -206,6 +206,10 @@ func (h *handshake) Receive(tag int, r Result) {
 // checkFailed words an error reply to one of the link's checks, pointing
 // at the setting that fixes it where there is one.
 func (l *Link) checkFailed(what, reply string) string {
+	reply = scriptReply(reply)
+	if why := writeRefusal(reply); why != "" {
+		return why
+	}
 	why := "the identity check (" + what + ") failed: " + reply
 	if strings.Contains(reply, "redlock-proxy:") {
 		return "it is a redlock-proxy, not a Redis master (" + why + "); point backends at the Redis masters themselves"
@@ -218,6 +222,39 @@ func (l *Link) checkFailed(what, reply string) string {
 		}
 	}
 	return why
+}
+
+// scriptReply is an error a script's call of Redis gave, without the
+// script's SHA and line that Redis 7 appends (", script: SHA, on
+// @user_script:N."): the line differs between calls that failed alike,
+// and a repeated failure is logged once (noteFailure) only when its words
+// are the same.
+func scriptReply(reply string) string {
+	if i := strings.LastIndex(reply, " script: "); i >= 0 && strings.Contains(reply[i:], ", on @user_script:") {
+		return strings.TrimRight(reply[:i], " ")
+	}
+	return reply
+}
+
+// writeRefusal words an error by which a master refuses writes, the same
+// whichever of the link's checks met it (so that a refusal that lasts is
+// logged once, see noteFailure), or returns "" for any other error. The
+// marker and the continuity check write to the master, so its votes
+// cannot count until it accepts writes again; nothing is recorded as lost
+// meanwhile.
+func writeRefusal(reply string) string {
+	var why string
+	switch {
+	case strings.HasPrefix(reply, "OOM"):
+		why = "its memory is over maxmemory and its policy evicts nothing it may (noeviction, or volatile-* with no key left that has a TTL)"
+	case strings.HasPrefix(reply, "MISCONF"):
+		why = "its last background save failed and stop-writes-on-bgsave-error is set"
+	case strings.HasPrefix(reply, "NOREPLICAS"):
+		why = "fewer replicas than min-replicas-to-write are in reach"
+	default:
+		return ""
+	}
+	return "the master refuses writes: " + why + "; its votes do not count until it accepts them again (" + strings.TrimSpace(reply) + ")"
 }
 
 // authRefusal reports whether a reply refuses the proxy's credentials or

@@ -474,6 +474,12 @@ func (l *Link) deliverReply(c net.Conn, r *reply, spare []held) []held {
 		switch {
 		case r.ahead > 0:
 			l.clockJumped(r.ahead)
+		case r.recheck && r.isErr && writeRefusal(scriptReply(string(r.v.Str))) != "":
+			// Refused, not failed: a master that refuses writes (out of
+			// memory, say) refuses every check until it accepts them, and
+			// is logged as unusable, once a minute while it stays so.
+			l.noteFailure(writeRefusal(scriptReply(string(r.v.Str))))
+			l.check()
 		case r.recheck:
 			l.log.Warn("backend's continuity check failed: its data may have gone back since the last check (a flush, a failover, an eviction); the grants before it do not count, and it is checked again now")
 			l.check()

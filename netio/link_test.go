@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,5 +366,31 @@ func TestAcceptAndCloseBacksOff(t *testing.T) {
 	l.Close()
 	if n := accepted.Load(); n > 20 {
 		t.Fatalf("%d connections in one second: no backoff", n)
+	}
+}
+
+// A script's error is worded without the line Redis names, so that one
+// refusal met at two lines is logged as one; a refusal of writes says so,
+// whichever check met it, and other errors are not taken for one.
+func TestRefusedWritesAreWordedAlikeFromAnyCheck(t *testing.T) {
+	a := scriptReply("OOM command not allowed when used memory > 'maxmemory'. script: c8a019a5c667cfd60a5a119a621d5505eb119f08, on @user_script:149.")
+	b := scriptReply("OOM command not allowed when used memory > 'maxmemory'. script: c8a019a5c667cfd60a5a119a621d5505eb119f08, on @user_script:153.")
+	if a != b || strings.Contains(a, "user_script") {
+		t.Errorf("script errors %q and %q; want the same words, without the line", a, b)
+	}
+	l := NewLink(Options{Addr: "127.0.0.1:1"})
+	defer l.Close()
+	for _, reply := range []string{a, "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", "NOREPLICAS Not enough good replicas to write."} {
+		if why := l.checkFailed("marker script", reply); !strings.HasPrefix(why, "the master refuses writes: ") || why != writeRefusal(reply) {
+			t.Errorf("%q worded %q", reply, why)
+		}
+	}
+	for _, reply := range []string{"ERR unknown command", "NOSCRIPT No matching script.", "BUSY Redis is busy running a script."} {
+		if writeRefusal(reply) != "" {
+			t.Errorf("%q taken for a refusal of writes", reply)
+		}
+	}
+	if got := scriptReply("ERR no script here"); got != "ERR no script here" {
+		t.Errorf("a plain error became %q", got)
 	}
 }
