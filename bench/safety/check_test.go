@@ -592,3 +592,36 @@ func TestParseLeftUndos(t *testing.T) {
 		}
 	}
 }
+
+// The losses of the run that first showed restored records compounding
+// their drift: each loss whose records were read after another master's
+// hold was bounded (and its record restored) may read through it.
+func TestRestoreHopsFollowTheChainOfRestoredRecords(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	losses := []loss{
+		{master: 1, at: at(909), detected: at(950), bounded: at(1500), next: at(5841)},
+		{master: 0, at: at(1342), detected: at(2600), bounded: at(3000), next: at(7234)},
+		{master: 3, at: at(4549), detected: at(4600), bounded: at(5000)},
+		{master: 1, at: at(5841), detected: at(5870), bounded: at(6300)},
+		{master: 0, at: at(7234), detected: at(7266), bounded: at(7800)},
+		// Listed last, read first (before any other was bounded): one hop,
+		// and every other loss may read through its restored record.
+		{master: 2, at: at(100), detected: at(150), bounded: at(1400)},
+	}
+	got := restoreHops(losses)
+	want := []int{2, 3, 4, 5, 6, 1}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("hops %v, want %v", got, want)
+		}
+	}
+	// Not bounded yet: the records are read by the judge's latest time.
+	late := restoreHops([]loss{
+		{master: 1, at: at(0), detected: at(50), bounded: at(1000)},
+		{master: 2, at: at(100), detected: at(150)},
+	})
+	if late[1] != 2 {
+		t.Errorf("a loss not bounded, read after another's bound: %d hops, want 2", late[1])
+	}
+}

@@ -3,6 +3,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app"
@@ -299,6 +300,42 @@ func (e *Env) minutesHolder(ctx context.Context) {
 	}
 }
 
+// restoreHops says, for each loss, how many masters' clocks a reading of
+// the records that bound its hold may have passed through, each with its
+// own drift. Once the others' readings bound a lost master's hold, its
+// own record is restored from them, and it stays on that master (also
+// after it counts again) for later losses to read: its time left was
+// converted at the drift rate when it was read, and is converted again
+// when it is read from the master it was restored to, whose clock may run
+// at another rate (the contract's records). So a loss counts one hop, plus
+// the most any loss of another master bounded before this one's records
+// were read counts.
+func restoreHops(losses []loss) []int {
+	read := make([]time.Time, len(losses))
+	order := make([]int, len(losses))
+	for i, l := range losses {
+		read[i], order[i] = l.bounded, i
+		if read[i].IsZero() {
+			read[i] = l.detected.Add(holdReads + 2*holdSlack)
+		}
+	}
+	// A loss read through another's restored record was read after that
+	// one was bounded, that is after that one's own reading: in the order
+	// of their readings, each one's hops are known before they are needed.
+	sort.SliceStable(order, func(a, b int) bool { return read[order[a]].Before(read[order[b]]) })
+	hops := make([]int, len(losses))
+	for _, i := range order {
+		hops[i] = 1
+		for _, j := range order {
+			o := losses[j]
+			if j != i && o.master != losses[i].master && !o.bounded.IsZero() && o.bounded.Before(read[i]) {
+				hops[i] = max(hops[i], hops[j]+1)
+			}
+		}
+	}
+	return hops
+}
+
 // judgeHolds compares each loss's hold with what the other masters'
 // records can show: the latest deadline (return + TTL) of an acquire or
 // extend sent through a proxy before the proxies bounded the hold by those
@@ -306,7 +343,8 @@ func (e *Env) minutesHolder(ctx context.Context) {
 // the other masters cannot tell apart). They must do so within holdReads
 // and twice holdSlack of seeing the loss (marker checks sent at least the
 // settle time after it). The master must count again by that deadline, its
-// drift and holdSlack; one still held at the end of the run (or lost
+// drift once per restored record the reading may have passed through
+// (restoreHops) and holdSlack; one still held at the end of the run (or lost
 // again) must not have been given a later end. Each loss is reported
 // against the ceiling.
 func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
@@ -321,7 +359,8 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 	}
 	ops := h.Ops()
 	ceiling := env.C.Hold()
-	for _, l := range losses {
+	hops := restoreHops(losses)
+	for i, l := range losses {
 		late := l.detected.Add(holdReads + 2*holdSlack)
 		bound, read := l.at, l.bounded
 		if read.IsZero() || read.After(late) {
@@ -334,7 +373,7 @@ func judgeHolds(rep *Report, env *Env, h *History, end time.Time) {
 				}
 			}
 		}
-		due := bound.Add(Drift(bound.Sub(l.at)) + holdSlack)
+		due := bound.Add(time.Duration(hops[i])*Drift(bound.Sub(l.at)) + holdSlack)
 		line := fmt.Sprintf("master %d, %s at %s, seen by every proxy %v later: the latest deadline of a lock sent before the records were read %v after the loss",
 			l.master, l.what, h.rel(l.at), l.detected.Sub(l.at).Round(time.Millisecond), bound.Sub(l.at).Round(time.Millisecond))
 		if !l.bounded.IsZero() && l.bounded.After(late) {
