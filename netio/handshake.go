@@ -224,12 +224,23 @@ func (l *Link) checkFailed(what, reply string) string {
 	return why
 }
 
-// scriptReply is an error a script's call of Redis gave, without the
-// script's SHA and line that Redis 7 appends (", script: SHA, on
-// @user_script:N."): the line differs between calls that failed alike,
-// and a repeated failure is logged once (noteFailure) only when its words
-// are the same.
+// scriptReply is an error a script's call of Redis gave, without where
+// Redis says it came from: Redis 7 appends the script's SHA and line
+// (", script: SHA, on @user_script:N."), Redis 6 puts them first ("ERR
+// Error running script (call to f_SHA): @user_script:N: @user_script: N:
+// -OOM ..."). The line differs between calls that failed alike, and a
+// repeated failure is logged once (noteFailure) only when its words are
+// the same.
 func scriptReply(reply string) string {
+	if strings.HasPrefix(reply, "ERR Error running script (call to f_") {
+		const at = "@user_script: "
+		if i := strings.LastIndex(reply, at); i >= 0 {
+			if _, msg, ok := strings.Cut(reply[i+len(at):], ": "); ok {
+				return strings.TrimPrefix(msg, "-")
+			}
+		}
+		return reply
+	}
 	if i := strings.LastIndex(reply, " script: "); i >= 0 && strings.Contains(reply[i:], ", on @user_script:") {
 		return strings.TrimRight(reply[:i], " ")
 	}

@@ -378,6 +378,10 @@ func TestRefusedWritesAreWordedAlikeFromAnyCheck(t *testing.T) {
 	if a != b || strings.Contains(a, "user_script") {
 		t.Errorf("script errors %q and %q; want the same words, without the line", a, b)
 	}
+	// Redis 6 words it the other way round.
+	if c := scriptReply("ERR Error running script (call to f_c8a019a5c667cfd60a5a119a621d5505eb119f08): @user_script:123: @user_script: 123: -OOM command not allowed when used memory > 'maxmemory'."); c != a {
+		t.Errorf("Redis 6's script error worded %q; want %q", c, a)
+	}
 	l := NewLink(Options{Addr: "127.0.0.1:1"})
 	defer l.Close()
 	for _, reply := range []string{a, "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", "NOREPLICAS Not enough good replicas to write."} {
