@@ -458,10 +458,7 @@ func TestProxyStartedAfterDataWentBackSeesIt(t *testing.T) {
 	if h := first.holders(key, "A"); len(h) != 1 || h[0] != 2 {
 		t.Fatalf("A's lock is on masters %v; want only on master 2", h)
 	}
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	second, _ := startApp(t, addrs, strict)
 	b := &backInTime{t: t, key: key, heldUntil: heldUntil}
 	if b.rivalGets(proxyClient(t, second.Addr(), 2)) {

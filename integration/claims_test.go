@@ -85,10 +85,7 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 // reach a master that was slow to answer, and exits 0 within the 5 s grace.
 func TestSIGINTShutdownFinishesUndosInTime(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	ctx := context.Background()
 	key := uniqueKey("sigint")
 	// Another client's lock is on masters 1 and 2: an attempt is refused

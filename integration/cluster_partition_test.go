@@ -47,10 +47,7 @@ func TestClusterReplacedMasterStopsCountingBeforeItsReplacementCounts(t *testing
 			plain := startRedis(t, 2)
 			const maxTTL = 3 * time.Second
 			proxy := func(seeds ...*redisproc.Server) *app.App {
-				var addrs []string
-				for _, s := range seeds {
-					addrs = append(addrs, s.Addr)
-				}
+				addrs := addrsOf(seeds)
 				p, _ := startApp(t, []string{"cluster://" + strings.Join(addrs, ","), plain[0].Addr, plain[1].Addr}, func(cfg *config.Config) {
 					cfg.MaxTTL, cfg.RestartQuarantine = maxTTL, tc.rule
 				})

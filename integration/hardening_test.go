@@ -169,10 +169,7 @@ func TestClientAuthentication(t *testing.T) {
 // the clients'.
 func TestBackendCredentials(t *testing.T) {
 	servers := startRedis(t, 3, "--requirepass", "backendpass")
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	a, _ := startApp(t, addrs, func(cfg *config.Config) {
 		cfg.BackendPassword = "backendpass"
 		cfg.RequirePass = "clientpass"
@@ -312,10 +309,7 @@ const shutdownBound = 5*time.Second + time.Second
 // started, and exits 0 within the grace the docs promise.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	bin := buildBinary(t)
 	port, _ := redisproc.FreePort()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)

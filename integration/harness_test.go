@@ -60,6 +60,15 @@ func startRedis(t testing.TB, n int, extra ...string) []*redisproc.Server {
 	return servers
 }
 
+// addrsOf is the servers' addresses, in order.
+func addrsOf(servers []*redisproc.Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
 // newCluster starts n backends and a proxy over them. mutate may adjust the
 // configuration before it is validated.
 func newCluster(t testing.TB, n int, mutate ...func(*config.Config)) *cluster {
@@ -338,10 +347,7 @@ type proxyProcess struct {
 // with the extra flags given, and kills it at cleanup if it still runs.
 func startProxyProcess(t *testing.T, servers []*redisproc.Server, addr string, extra ...string) *proxyProcess {
 	t.Helper()
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	args := append([]string{"-listen", addr, "-backends", strings.Join(addrs, ",")}, extra...)
 	p := &proxyProcess{cmd: exec.Command(buildBinary(t), args...), logs: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Stderr = p.logs

@@ -272,10 +272,7 @@ func TestVouchedMastersCountWhenVouchAnswers(t *testing.T) {
 	for round := range rounds {
 		servers := startRedis(t, n)
 		c := clusterOver(t, servers, strict)
-		var addrs []string
-		for _, s := range servers {
-			addrs = append(addrs, s.Addr)
-		}
+		addrs := addrsOf(servers)
 		other, stopOther := startApp(t, addrs, strict)
 		ctx := context.Background()
 		px := c.client(2)

@@ -20,10 +20,7 @@ import (
 // reachable, and the reason given is the TLS setting, not "unreachable".
 func TestBackendTLSAgainstPlainTextMasters(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	cs := newCerts(t)
 	var logs syncBuffer
 	a := startLogged(t, addrs, &logs, func(cfg *config.Config) {
@@ -127,10 +124,7 @@ func TestInfoStatsCountsGrantsAndReleasesApart(t *testing.T) {
 // beyond it unless asked for; /metrics is served either way.
 func TestPprofOnlyWhereAsked(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	for _, tt := range []struct {
 		admin, pprof string
 		served       bool
@@ -188,10 +182,7 @@ func TestBuildInfoInMetricsAndInfo(t *testing.T) {
 func TestFreshMastersAtTheFirstStart(t *testing.T) {
 	waits(t)
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	var logs syncBuffer
 	a := startLogged(t, addrs, &logs, func(cfg *config.Config) {
 		cfg.RestartQuarantine = "strict"

@@ -259,10 +259,7 @@ func TestDashboardAndAlertsMatchMetrics(t *testing.T) {
 // command at the default level.
 func TestStructuredLogs(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	cfg := config.Default()
 	cfg.Listen, cfg.Admin = "127.0.0.1:0", ""
 	cfg.Backends = addrs

@@ -108,10 +108,7 @@ func TestContainerImage(t *testing.T) {
 	}
 
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	port, _ := redisproc.FreePort()
 	adminPort, _ := redisproc.FreePort()
 	addr, admin := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", adminPort)

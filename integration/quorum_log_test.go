@@ -71,10 +71,7 @@ func countLines(logs *syncBuffer, s string) int {
 // over, one INFO says it is regained.
 func TestLostAndRegainedQuorumAreLogged(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	var logs syncBuffer
 	a := startLogged(t, addrs, &logs, func(cfg *config.Config) {
 		cfg.BackendTimeout = 100 * time.Millisecond

@@ -19,10 +19,7 @@ import (
 // nothing recorded as lost.
 func TestMasterThatRefusesWritesIsLoggedOnceAndCountsAgain(t *testing.T) {
 	servers := startRedis(t, 3)
-	var addrs []string
-	for _, s := range servers {
-		addrs = append(addrs, s.Addr)
-	}
+	addrs := addrsOf(servers)
 	var logs syncBuffer
 	a := startLogged(t, addrs, &logs, func(cfg *config.Config) {
 		cfg.MaxTTL = 2 * time.Second
