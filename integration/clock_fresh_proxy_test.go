@@ -100,8 +100,9 @@ func TestClockStepAheadWhileNoProxyRunsDoesNotHandOutAHeldLock(t *testing.T) {
 // at once. P1 read the clocks before the first step and reads them next
 // after the step forward, and the marker's count has not moved: B's
 // acquire through P1 comes before P0's next periodic check. When P1's
-// periodic check happens to read the clocks while they are back, P1 sees
-// the jump itself and the run shows nothing: it is tried again.
+// periodic check happens to read the clocks while they are back (it sees
+// a jump with no step back counted), the run shows nothing: it is tried
+// again.
 func TestClockSetBackInSmallStepsThenRightAgainBetweenAnotherProxysReadings(t *testing.T) {
 	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
@@ -161,13 +162,11 @@ func TestClockSetBackInSmallStepsThenRightAgainBetweenAnotherProxysReadings(t *t
 		if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
 			t.Fatalf("after the clocks were set right again, A's lock is on masters %v; want only on master 2 (the test shows nothing)", h)
 		}
-		if after := backCount(); after != before {
-			t.Logf("the marker's count of steps back moved from %q to %q", before, after)
-		}
+		counted := backCount() != before
 		if rivalGetsBefore(viaP1, b.key, b.heldUntil) {
 			t.Fatalf("B got L through P1 while A's lock, taken through P0, was still valid (the clocks went back %v in steps of %v)", steps*step, step)
 		}
-		if p1.Pool().Health()[0].ClockJumps == jumps {
+		if counted || p1.Pool().Health()[0].ClockJumps == jumps {
 			return
 		}
 		t.Logf("P1 read the clocks while they were back (try %d): again", try)
