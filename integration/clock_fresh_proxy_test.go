@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/testkit/redisproc"
 )
 
 // The clock check of a proxy compares each reading of a master's clock
@@ -25,24 +27,11 @@ func TestClockSetBackThenRightAgainWhileNoProxyRunsDoesNotHandOutAHeldLock(t *te
 	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
 	b := newBackInTime(t, servers)
-	shift := func(d time.Duration) {
-		for _, c := range clocks {
-			if err := c.Shift(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	shift(-20 * time.Second)
+	shiftClocks(t, clocks, -20*time.Second)
 	b.acquire("clock-back-proxy-restarted")
 	b.c.stopApp()
-	shift(20 * time.Second)
-	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
-		t.Fatalf("after the clocks were set right again, A's lock is on masters %v; want only on master 2 (the test shows nothing)", h)
-	}
-	p1 := startSecondProxyStrictApp(t, b.c)
-	if b.rivalGets(proxyClient(t, p1.Addr(), 2)) {
-		t.Fatalf("B got L through a proxy started after the clocks were set right again, while A's lock was still valid")
-	}
+	shiftClocks(t, clocks, 20*time.Second)
+	b.lostToNewProxy("the clocks were set right again")
 }
 
 // As above, but P0 goes on running: P1 starts just after the clocks are
@@ -52,20 +41,10 @@ func TestClockSetBackThenRightAgainBeforeAProxyStartsDoesNotHandOutAHeldLock(t *
 	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
 	b := newBackInTime(t, servers)
-	shift := func(d time.Duration) {
-		for _, c := range clocks {
-			if err := c.Shift(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	shift(-20 * time.Second)
+	shiftClocks(t, clocks, -20*time.Second)
 	b.acquire("clock-back-proxy-joins")
-	shift(20 * time.Second)
-	p1 := startSecondProxyStrictApp(t, b.c)
-	if b.rivalGets(proxyClient(t, p1.Addr(), 2)) {
-		t.Fatalf("B got L through a proxy started after the clocks were set right again, while A's lock was still valid")
-	}
+	shiftClocks(t, clocks, 20*time.Second)
+	b.lostToNewProxy("the clocks were set right again")
 }
 
 // The plain step ahead, while no proxy runs: A takes its lock through P0,
@@ -77,18 +56,8 @@ func TestClockStepAheadWhileNoProxyRunsDoesNotHandOutAHeldLock(t *testing.T) {
 	b := newBackInTime(t, servers)
 	b.acquire("clock-ahead-proxy-restarted")
 	b.c.stopApp()
-	for _, c := range clocks {
-		if err := c.Shift(30 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
-		t.Fatalf("after the step ahead, A's lock is on masters %v; want only on master 2 (the test shows nothing)", h)
-	}
-	p1 := startSecondProxyStrictApp(t, b.c)
-	if b.rivalGets(proxyClient(t, p1.Addr(), 2)) {
-		t.Fatalf("B got L through a proxy started after the step ahead, while A's lock was still valid")
-	}
+	shiftClocks(t, clocks, 30*time.Second)
+	b.lostToNewProxy("the step ahead")
 }
 
 // Two proxies, P0 and P1, over the same masters, both counting them and
@@ -110,13 +79,7 @@ func TestClockSetBackInSmallStepsThenRightAgainBetweenAnotherProxysReadings(t *t
 	p1 := startSecondProxyStrictApp(t, b.c)
 	viaP0, viaP1 := b.c.client(2), proxyClient(t, p1.Addr(), 2)
 	ctx := context.Background()
-	shift := func(d time.Duration) {
-		for _, c := range clocks {
-			if err := c.Shift(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	shift := func(d time.Duration) { shiftClocks(t, clocks, d) }
 	backCount := func() string {
 		v, _ := b.c.direct[0].HGet(ctx, "redlock-proxy:marker", "back").Result()
 		return v
@@ -185,4 +148,26 @@ func rivalGetsBefore(cl *redis.Client, key string, heldUntil time.Time) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// shiftClocks moves every clock by d.
+func shiftClocks(t *testing.T, clocks []*redisproc.Clock, d time.Duration) {
+	t.Helper()
+	for _, c := range clocks {
+		if err := c.Shift(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lostToNewProxy checks that masters 0 and 1 no longer hold L (the fault
+// did what it should), then that B is refused through a proxy started now.
+func (b *backInTime) lostToNewProxy(after string) {
+	b.t.Helper()
+	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
+		b.t.Fatalf("after %s, A's lock is on masters %v; want only on master 2 (the test shows nothing)", after, h)
+	}
+	if b.rivalGets(proxyClient(b.t, startSecondProxyStrict(b.t, b.c), 2)) {
+		b.t.Fatalf("B got L through a proxy started after %s, while A's lock was still valid", after)
+	}
 }
