@@ -61,19 +61,19 @@ func TestBookReadsAClusterWholeOnlyWhenEveryShardIs(t *testing.T) {
 	b := newBook(3)
 	b.setCluster(1, []string{"m:a", "m:b"})
 	r := quorum.Reading{Sent: t0, Got: t0, Left: time.Second, Whole: true}
-	b.read(1, "m:a", r)
+	b.read(1, "m:a", r, 0)
 	if _, ok := b.backends[1].reading(); ok {
 		t.Fatal("a cluster with a shard unread has a reading")
 	}
 	later := r
 	later.Left = 5 * time.Second
-	b.read(1, "m:b", later)
+	b.read(1, "m:b", later, 0)
 	got, ok := b.backends[1].reading()
 	if !ok || !got.Whole || got.Got.Add(got.Left) != t0.Add(5*time.Second) {
 		t.Fatalf("cluster reading %+v, %v; want whole, bounded by the latest shard's", got, ok)
 	}
 	later.Whole = false
-	b.read(1, "m:b", later)
+	b.read(1, "m:b", later, 0)
 	if got, _ := b.backends[1].reading(); got.Whole {
 		t.Fatal("a cluster with a shard not whole reads whole")
 	}
@@ -85,5 +85,25 @@ func TestEpochBeforeComparesOneRunsEpochs(t *testing.T) {
 	}
 	if epochBefore("a:100.5", "b:200.0") {
 		t.Error("epochs of two runs are compared")
+	}
+}
+
+// A bound waits the longest settle time any master reported, not only the
+// one its caller knows (the lost master's own marker may be gone): a
+// reading sent before it is no reading.
+func TestBookBoundWaitsTheLongestSettleAnyMasterReported(t *testing.T) {
+	lost := time.Unix(1000, 0)
+	b := newBook(3)
+	early := quorum.Reading{Sent: lost.Add(time.Second), Got: lost.Add(time.Second), Whole: true}
+	b.read(1, "m", early, 10*time.Second) // a slower proxy's settle, in master 1's marker
+	b.read(2, "m", early, 200*time.Millisecond)
+	if _, ok := b.end(0, lost, 200*time.Millisecond); ok {
+		t.Fatal("readings sent 1 s after the loss bound it, while a proxy's grant may take 10 s to land")
+	}
+	late := quorum.Reading{Sent: lost.Add(11 * time.Second), Got: lost.Add(11 * time.Second), Whole: true}
+	b.read(1, "m", late, 10*time.Second)
+	b.read(2, "m", late, 200*time.Millisecond)
+	if _, ok := b.end(0, lost, 200*time.Millisecond); !ok {
+		t.Fatal("readings sent after the longest settle time do not bound the loss")
 	}
 }
