@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+)
+
+// The hold of a lost master ends once the other masters' records show every
+// lock it may have held has expired. Each test here holds a lock A on
+// masters 0 and 1 only (master 2 holds a stray key at A's grant, which
+// expires soon after), restarts master 0 empty, and then tries a second
+// holder B while A's lock is valid: B would hold master 0 (empty, counting
+// again) and master 2, a majority. B must never get the lock while A's is
+// valid.
+
+// stray puts on master i a key another client set, for ttl: master i
+// refuses A's grant, and is free again for B once it expires.
+func (c *cluster) stray(i int, key string, ttl time.Duration) {
+	c.t.Helper()
+	if err := c.direct[i].Set(context.Background(), key, "stray", ttl).Err(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// guardedLockScript takes KEYS[1] for ARGV[1] with a TTL of ARGV[2] ms if it
+// is free, and counts the grants in KEYS[2]: no classified role, so only
+// unknown_scripts: vote runs it (through the guard, which lets it write its
+// own keys with an expiry of at most max_ttl).
+const guardedLockScript = `local ok = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+if ok then
+  redis.call('incr', KEYS[2])
+  redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return ok`
+
+// A lock taken by a script run under unknown_scripts: vote is a grant like
+// any other: its votes are checked for continuity, and a master that loses
+// it must stay out of the count until it expired. With SET NX PX the other
+// masters' records bound the hold; with the voted script they must too
+// (the script's keys live up to max_ttl, the TTL the guard allows). The
+// control, restart_quarantine off, shows the sequence yields a second
+// holder when nothing holds the restarted master out.
+func TestVotedScriptLockOutlivesAMasterRestartedEmpty(t *testing.T) {
+	waits(t)
+	const ttl = 8 * time.Second
+	for _, tc := range []struct {
+		name, rule string
+		voted      bool
+	}{
+		{"set-nx", "strict", false},
+		{"voted-script", "strict", true},
+		{"voted-script-control", "off", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clusterOver(t, startRedis(t, 3), func(cfg *config.Config) {
+				cfg.MaxTTL = 10 * time.Minute
+				cfg.BackendTimeout = 200 * time.Millisecond
+				cfg.RestartQuarantine = tc.rule
+				cfg.UnknownScripts = "vote"
+			})
+			ctx := context.Background()
+			cl := c.client(2)
+			if tc.rule != "off" {
+				if err := cl.Do(ctx, "VOUCH").Err(); err != nil {
+					t.Fatalf("VOUCH over brand-new masters: %v", err)
+				}
+			}
+			waitAllCount(t, c)
+			key := uniqueKey("voted-lock")
+			take := func(token string, ttl time.Duration) (bool, error) {
+				if !tc.voted {
+					return cl.SetNX(ctx, key, token, ttl).Result()
+				}
+				v, err := cl.Eval(ctx, guardedLockScript, []string{key, key + ":grants"}, token, ttl.Milliseconds()).Result()
+				if err == redis.Nil || err != nil && strings.Contains(err.Error(), "no majority") {
+					return false, nil // refused, or no majority agreed
+				}
+				return v == "OK", err
+			}
+			c.stray(2, key, 1500*time.Millisecond)
+			if ok, err := take("A", ttl); !ok || err != nil {
+				t.Fatalf("A's grant = %v, %v", ok, err)
+			}
+			validUntil := time.Now().Add(ttl - 300*time.Millisecond)
+			if h := c.holders(key, "A"); len(h) != 2 || h[0] != 0 || h[1] != 1 {
+				t.Fatalf("A's lock is held on masters %v; want [0 1]", h)
+			}
+			c.restartEmpty(0)
+			// B's attempts are short-lived, each with its own token: a voted
+			// script has no undo, so what a failed attempt left on a master
+			// is gone before the next.
+			for i := 0; time.Now().Before(validUntil); i++ {
+				b := fmt.Sprintf("B%d", i)
+				ok, err := take(b, 300*time.Millisecond)
+				if err != nil {
+					t.Fatalf("B's attempt: %v", err)
+				}
+				if ok && time.Now().Before(validUntil) {
+					if tc.rule == "off" {
+						return // the control saw the second holder
+					}
+					t.Fatalf("B got the lock %v before A's expired (held on %v, A's on %v; master 0 restarted empty)",
+						time.Until(validUntil).Round(time.Millisecond), c.holders(key, b), c.holders(key, "A"))
+				}
+				time.Sleep(400 * time.Millisecond)
+			}
+			if tc.rule == "off" {
+				t.Fatal("control: with no hold B never got the lock while A held it; the test shows nothing")
+			}
+		})
+	}
+}
