@@ -117,3 +117,69 @@ func TestVotedScriptLockOutlivesAMasterRestartedEmpty(t *testing.T) {
 		})
 	}
 }
+
+// A reentrant lock's release that leaves holds re-arms the lock to its TTL
+// argument and answers "still held": the lock's deadline moves on as an
+// extend's does, so the other masters' records must show it. A takes the
+// lock twice for 2 s (on masters 0 and 1), leaves once re-arming it for
+// 10 s, and master 0 restarts empty: B, another owner, must not take it
+// while A's re-armed lock is valid. The control (restart_quarantine off)
+// shows the second owner.
+func TestReentrantReleaseReArmBoundsARestartedMastersHold(t *testing.T) {
+	waits(t)
+	enter, exit := reentrant(t)
+	const first, rearmed = 2 * time.Second, 10 * time.Second
+	const owner, other = "6f1c2e7a-52b8-4a42:41", "9d0b7c11-0e4f-4c55:7"
+	for _, rule := range []string{"strict", "off"} {
+		t.Run(rule, func(t *testing.T) {
+			c := clusterOver(t, startRedis(t, 3), func(cfg *config.Config) {
+				cfg.MaxTTL = 10 * time.Minute
+				cfg.BackendTimeout = 200 * time.Millisecond
+				cfg.RestartQuarantine = rule
+			})
+			ctx := context.Background()
+			cl := c.client(2)
+			if rule != "off" {
+				if err := cl.Do(ctx, "VOUCH").Err(); err != nil {
+					t.Fatalf("VOUCH over brand-new masters: %v", err)
+				}
+			}
+			waitAllCount(t, c)
+			key := uniqueKey("reentrant-rearm")
+			c.stray(2, key, 500*time.Millisecond)
+			for _, step := range []string{"take", "enter again"} {
+				if err := cl.Eval(ctx, enter, []string{key}, first.Milliseconds(), owner).Err(); err != redis.Nil {
+					t.Fatalf("A's %s = %v; want nil (held)", step, err)
+				}
+			}
+			if h := c.holds(key, owner); h[0] != 2 || h[1] != 2 {
+				t.Fatalf("A's holds on the masters: %v; want 2 on masters 0 and 1", h)
+			}
+			waitFor(t, 2*time.Second, "the stray key on master 2 to expire", func() error {
+				return holds(c.direct[2].Exists(ctx, key).Val() == 0)
+			})
+			if v, err := cl.Eval(ctx, exit, []string{key}, rearmed.Milliseconds(), owner).Result(); err != nil || v != int64(0) {
+				t.Fatalf("A leaves once = %v, %v; want 0 (still held)", v, err)
+			}
+			validUntil := time.Now().Add(rearmed - 300*time.Millisecond)
+			c.restartEmpty(0)
+			for time.Now().Before(validUntil) {
+				err := cl.Eval(ctx, enter, []string{key}, 300, other).Err()
+				if err != nil && err != redis.Nil {
+					t.Fatalf("B's take: %v", err)
+				}
+				if err == redis.Nil && time.Now().Before(validUntil) {
+					if rule == "off" {
+						return // the control saw the second owner
+					}
+					t.Fatalf("B took the lock %v before A's re-armed lock expired (B's holds %v, A's %v; master 0 restarted empty)",
+						time.Until(validUntil).Round(time.Millisecond), c.holds(key, other), c.holds(key, owner))
+				}
+				time.Sleep(400 * time.Millisecond)
+			}
+			if rule == "off" {
+				t.Fatal("control: with no hold B never took the lock while A held it; the test shows nothing")
+			}
+		})
+	}
+}
