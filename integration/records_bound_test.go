@@ -59,20 +59,9 @@ func TestVotedScriptLockOutlivesAMasterRestartedEmpty(t *testing.T) {
 		{"voted-script-control", "off", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := clusterOver(t, startRedis(t, 3), func(cfg *config.Config) {
-				cfg.MaxTTL = 10 * time.Minute
-				cfg.BackendTimeout = 200 * time.Millisecond
-				cfg.RestartQuarantine = tc.rule
-				cfg.UnknownScripts = "vote"
-			})
+			c := vouched(t, startRedis(t, 3), 10*time.Minute, tc.rule, func(cfg *config.Config) { cfg.UnknownScripts = "vote" })
 			ctx := context.Background()
 			cl := c.client(2)
-			if tc.rule != "off" {
-				if err := cl.Do(ctx, "VOUCH").Err(); err != nil {
-					t.Fatalf("VOUCH over brand-new masters: %v", err)
-				}
-			}
-			waitAllCount(t, c)
 			key := uniqueKey("voted-lock")
 			take := func(token string, ttl time.Duration) (bool, error) {
 				if !tc.voted {
@@ -132,19 +121,9 @@ func TestReentrantReleaseReArmBoundsARestartedMastersHold(t *testing.T) {
 	const owner, other = "6f1c2e7a-52b8-4a42:41", "9d0b7c11-0e4f-4c55:7"
 	for _, rule := range []string{"strict", "off"} {
 		t.Run(rule, func(t *testing.T) {
-			c := clusterOver(t, startRedis(t, 3), func(cfg *config.Config) {
-				cfg.MaxTTL = 10 * time.Minute
-				cfg.BackendTimeout = 200 * time.Millisecond
-				cfg.RestartQuarantine = rule
-			})
+			c := vouched(t, startRedis(t, 3), 10*time.Minute, rule)
 			ctx := context.Background()
 			cl := c.client(2)
-			if rule != "off" {
-				if err := cl.Do(ctx, "VOUCH").Err(); err != nil {
-					t.Fatalf("VOUCH over brand-new masters: %v", err)
-				}
-			}
-			waitAllCount(t, c)
 			key := uniqueKey("reentrant-rearm")
 			c.stray(2, key, 500*time.Millisecond)
 			for _, step := range []string{"take", "enter again"} {
