@@ -145,6 +145,9 @@ func startVote(c *client, e *classify.Entry, args [][]byte) {
 	}
 	c.reserve(1)
 	o := c.s.eng.newOp("vote", ruleVote, c.done)
+	// What TTL it leaves is unknown: the guard lets it set up to max_ttl,
+	// so that is the deadline its masters record.
+	o.longest = c.s.cfg.MaxTTL
 	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
 	c.startOp(o, c.cmd, sc)
 }

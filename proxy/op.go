@@ -90,8 +90,9 @@ type op struct {
 	rw    *rwCall       // a read-write lock's operation (kind_rw.go)
 	ttl   time.Duration // requested TTL (acquire, extend)
 	// longest is the longest TTL it may leave on a key (an additive extend
-	// adds to what is left, up to max_ttl); zero: ttl. Each master records
-	// its deadline with the grant (netio.Records).
+	// adds to what is left, up to max_ttl; a voted script, up to max_ttl);
+	// zero: ttl. Each master records its deadline with the grant
+	// (netio.Records).
 	longest time.Duration
 	undoCmd []byte       // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script // the script undoCmd runs, when not undoScript
