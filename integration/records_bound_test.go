@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 )
 
 // The hold of a lost master ends once the other masters' records show every
@@ -158,6 +159,79 @@ func TestReentrantReleaseReArmBoundsARestartedMastersHold(t *testing.T) {
 			}
 			if rule == "off" {
 				t.Fatal("control: with no hold B never took the lock while A held it; the test shows nothing")
+			}
+		})
+	}
+}
+
+// A read-write lock's write release that leaves write holds re-arms the
+// lock to its lease (Redisson's unlock, ARGV[2]), never shorter: its
+// deadline must reach the other masters' records too. A write grant
+// records max_ttl (a re-entry adds to what is left), so the re-arm passes
+// that record only when it comes late in the lock's life: with max_ttl
+// 4 s, A takes the write lock twice for 2 s (on masters 0 and 1; the lock
+// lives 4 s), leaves once 2.5 s later re-arming it for 4 s, and master 0
+// restarts empty. B then asks for a read lock for 300 ms (a read grant
+// records its own TTL, not max_ttl, so B's tries move no record past
+// A's): it must not get it while A's re-armed write lock is valid. The
+// control (restart_quarantine off) shows B's read beside A's write.
+func TestRWWriteReleaseReArmBoundsARestartedMastersHold(t *testing.T) {
+	waits(t)
+	scripts := redissonRW(t)
+	const maxTTL, first = 4 * time.Second, 2 * time.Second
+	const writer, reader = "6f1c2e7a-52b8-4a42:41:write", "9d0b7c11-0e4f-4c55:7"
+	for _, rule := range []string{"strict", "off"} {
+		t.Run(rule, func(t *testing.T) {
+			c := vouched(t, startRedis(t, 3), maxTTL, rule)
+			ctx := context.Background()
+			cl := c.client(2)
+			key := uniqueKey("rw-rearm")
+			// Another writer's lock on master 2 refuses A's grants there.
+			if err := c.direct[2].HSet(ctx, key, "mode", "write", "stray:write", 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.direct[2].PExpire(ctx, key, 500*time.Millisecond)
+			taken := time.Now()
+			for _, step := range []string{"take", "enter again"} {
+				got := replyOf(cl.Eval(ctx, scripts[classify.RWWriteAcquire], []string{key}, first.Milliseconds(), writer).Result())
+				if got != "nil" {
+					t.Fatalf("A's %s = %s; want nil (held)", step, got)
+				}
+			}
+			for i := 0; i < 2; i++ {
+				if got := c.direct[i].HGet(ctx, key, writer).Val(); got != "2" {
+					t.Fatalf("A's holds on master %d: %q; want 2", i, got)
+				}
+			}
+			waitFor(t, 2*time.Second, "the stray lock on master 2 to expire", func() error {
+				return holds(c.direct[2].Exists(ctx, key).Val() == 0)
+			})
+			time.Sleep(time.Until(taken.Add(maxTTL - 1500*time.Millisecond)))
+			unlock := replyOf(cl.Eval(ctx, scripts[classify.RWWriteRelease],
+				[]string{key, "redisson_rwlock:{" + key + "}", "{" + key + "}:unlock_latch"},
+				0, maxTTL.Milliseconds(), writer, "publish", 3000).Result())
+			if unlock != "0" {
+				t.Fatalf("A leaves once = %s; want 0 (still held)", unlock)
+			}
+			validUntil := time.Now().Add(maxTTL - 300*time.Millisecond)
+			c.restartEmpty(0)
+			for time.Now().Before(validUntil) {
+				got := replyOf(cl.Eval(ctx, scripts[classify.RWReadAcquire],
+					[]string{key, "{" + key + "}:" + reader + ":rwlock_timeout"}, 300, reader, reader+":write").Result())
+				if strings.HasPrefix(got, "error") {
+					t.Fatalf("B's read: %s", got)
+				}
+				if got == "nil" && time.Now().Before(validUntil) {
+					if rule == "off" {
+						return // the control saw B's read beside A's write
+					}
+					t.Fatalf("B got a read lock %v before A's re-armed write lock expired (masters hold %v, %v, %v; master 0 restarted empty)",
+						time.Until(validUntil).Round(time.Millisecond), c.direct[0].HGetAll(ctx, key).Val(), c.direct[1].HGetAll(ctx, key).Val(), c.direct[2].HGetAll(ctx, key).Val())
+				}
+				time.Sleep(400 * time.Millisecond)
+			}
+			if rule == "off" {
+				t.Fatal("control: B never got a read lock while A held the write lock; the test shows nothing")
 			}
 		})
 	}

@@ -329,6 +329,10 @@ func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte
 		a.Nonce = newNonce()
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
+		if cl.Role == spec.RoleRelease {
+			// A release that leaves holds re-arms the lock to its TTL.
+			o.longest = time.Duration(a.TTLms) * time.Millisecond
+		}
 	}
 	if cl.Notice != nil && cl.Notice.List {
 		o.sc.signalTTL = min(cl.Notice.SignalTTL(argv), c.s.cfg.MaxTTL)
