@@ -47,7 +47,7 @@ const (
 	// backend showed, after running it, that its data went on unbroken
 	// (netio.Checked). Releases and reads cannot hand a lock to a second
 	// holder; extends are checked too (effValidity), for the deadline they
-	// record.
+	// record, and so are releases that re-arm what they leave (longest).
 	effTakes effect = 1 << iota
 	// effVeto: it can hand out or lengthen a lock, so under an upgrade its
 	// success needs the old Redis's grant too (veto.go).
