@@ -184,12 +184,7 @@ func TestScriptReleaseByMajority(t *testing.T) {
 // is sent with neither (no continuity check follows it). A voted script,
 // whose TTL is unknown, records max_ttl.
 func TestChecksAndRecordsOfReleasesAndVotes(t *testing.T) {
-	const voted = `local ok = redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])
-if ok then
-  redis.call("incr", KEYS[2])
-  redis.call("pexpire", KEYS[2], ARGV[2])
-end
-return ok`
+	const voted = `redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) return redis.call("get", KEYS[1])`
 	var leave libscripts.Counted
 	for _, sc := range libscripts.Reentrant() {
 		if sc.Name == "leave once" {
@@ -203,7 +198,7 @@ return ok`
 	}{
 		{"compare-and-delete", evalArgs(releaseText, []string{"k"}, "tok"), 0},
 		{"reentrant, holds left", evalArgs(leave.Text, []string{"r"}, "30000", "6f1c2e7a-52b8-4a42:41"), netio.Checked | netio.Records(30*time.Second)},
-		{"voted", evalArgs(voted, []string{"v", "n"}, "tok", "1000"), netio.Checked | netio.Records(7*time.Minute)},
+		{"voted", evalArgs(voted, []string{"v"}, "tok", "1000"), netio.Checked | netio.Records(7*time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newModelBackends(3)
