@@ -31,8 +31,13 @@ import (
 // Links call it with their own lock held; it never calls back into a link
 // or a cluster.
 type book struct {
-	id       string // this proxy's, in the markers' counts (random per pool)
-	mu       sync.Mutex
+	id string // this proxy's, in the markers' counts (random per pool)
+	mu sync.Mutex
+	// settle is the longest settle time any backend's marker reported (the
+	// longest backend_timeout of any proxy that used it): a lost master's
+	// own marker may be gone with its data, and a grant of a slower proxy
+	// may still be on its way to the others for that long.
+	settle   time.Duration
 	n        int
 	backends []bookBackend // by node
 	epochs   map[string]*epochSeen
@@ -96,13 +101,14 @@ func (b *book) setCluster(node int, markers []string) {
 }
 
 // read records a reading of node's marker at key, and that its table was
-// read.
-func (b *book) read(node int, key string, r quorum.Reading) {
+// read, with the settle time that marker reported.
+func (b *book) read(node int, key string, r quorum.Reading, settle time.Duration) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.settle = max(b.settle, settle)
 	bb := &b.backends[node]
 	if bb.readings == nil {
 		bb.readings = map[string]quorum.Reading{}
@@ -121,6 +127,7 @@ func (b *book) end(node int, lost time.Time, settle time.Duration) (time.Time, b
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	settle = max(settle, b.settle)
 	others := make([]quorum.Reading, 0, b.n)
 	for i := range b.backends {
 		if i == node {

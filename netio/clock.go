@@ -1,6 +1,7 @@
 package netio
 
 import (
+	_ "embed"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -36,14 +37,18 @@ import (
 // not reported. But a clock set back and forward again between two
 // readings of this link, while another proxy granted a lock meanwhile,
 // expires that lock early, and this link's readings agree. So the
-// master keeps its last reading of its clock in the marker, written by
-// every continuity check and marker check of every proxy, and counts the
-// readings found more than 20 ms below it (steps back), with the latest
-// step's size. Both checks answer the count: when it moved since this
-// link last read it and no reading of this link since was below the
-// floor by half that step or more (it never saw the clock set back), the
-// clock went back and came forward again between its readings, which is
-// taken as a jump ahead.
+// master keeps its readings of its clock in the marker, written by every
+// continuity check and marker check of every proxy, and counts its steps
+// back (clockstep.lua: within an episode in which the clock is behind its
+// highest reading, each reading more than 20 ms below the one before or
+// below the lowest counted, so that small steps add up), with the depth.
+// Both checks answer the count: when it moved since this link last read
+// it and no reading of this link since was below the floor by half that
+// depth or more (it never saw the clock set back), the clock went back
+// and came forward again between its readings, which is taken as a jump
+// ahead. A link reading the master for the first time has no readings
+// to compare: it takes a clock the master found behind within the hold
+// (the marker check answers the latest such reading) as a jump.
 //
 // What the check cannot see: a jump smaller than clockSlack plus
 // clockRate of the time between readings (covered by the drift
@@ -52,8 +57,9 @@ import (
 // clockRate of the time between this link's readings, then undone; a jump
 // on a master between its last reading and a loss of all its connections
 // that is undone before the next reading (a restart in between is caught
-// by the restart rule); and a master whose clock runs fast from the
-// moment it starts.
+// by the restart rule); a jump ahead with no step back before it, made
+// before this link's first reading; and a master whose clock runs fast
+// from the moment it starts.
 
 // clockRate is the rate at which a master's clock may run ahead of the
 // proxy's without being taken for a jump: the default drift allowance per
@@ -78,13 +84,34 @@ type clockWatch struct {
 	backKnown bool
 	back      int64
 	least     time.Duration
+	// recent is how long after the master last found its clock behind a
+	// link reading it for the first time takes that as a jump: the hold
+	// (max_ttl + drift), as long as a lock granted then may last. unseen
+	// says the last jump was taken so.
+	recent time.Duration
+	unseen bool
 }
 
-// backCount is the marker's count of steps back of the master's clock and
-// the latest step's size in ms, as a check answered them (ok).
+// backCount is the marker's count of steps back of the master's clock,
+// the latest step's depth in ms and the latest reading found behind (ms
+// since the epoch, 0: none; a marker check's answer only), as a check
+// answered them (ok).
 type backCount struct {
-	n, ms int64
-	ok    bool
+	n, ms, behind int64
+	ok            bool
+}
+
+// clockStepLua is the master's record of its clock's steps back
+// (clockstep.lua), which the continuity check and the marker check both
+// run first.
+//
+//go:embed clockstep.lua
+var clockStepLua []byte
+
+// withClockStep is a script's text with the step rule before it.
+func withClockStep(body []byte) []byte {
+	out := append(append([]byte{}, clockStepLua...), '\n')
+	return append(out, body...)
 }
 
 // observe takes a reading of the master's clock (ms since the epoch), taken
@@ -98,8 +125,17 @@ func (w *clockWatch) observe(run string, masterMs int64, b backCount, sent, got 
 		return 0, false
 	}
 	if !w.known || run != w.run {
+		fresh := !w.known
 		w.run, w.known, w.base, w.last, w.backKnown = run, true, sent, sent, false
 		w.restart(masterMs, sent, b)
+		if fresh && b.ok && b.behind > 0 && masterMs-b.behind < (w.recent+time.Duration(b.ms)*time.Millisecond).Milliseconds() {
+			// This link never read the clock before, and the master found
+			// it behind lately: set right again since (which expires the
+			// keys written while it was behind) or not, this link cannot
+			// tell from time gone by, so it takes it as a jump.
+			w.unseen = true
+			return time.Duration(b.ms) * time.Millisecond, true
+		}
 		return 0, false
 	}
 	if sent.Before(w.last) {
@@ -165,6 +201,16 @@ func (l *Link) clockReadLocked(run string, masterMs int64, b backCount, sent, go
 // clockJumped logs a jump of the master's clock and runs the marker check
 // that records it for every proxy.
 func (l *Link) clockJumped(ahead time.Duration) {
+	l.mu.Lock()
+	unseen := l.clock.unseen
+	l.clock.unseen = false
+	l.mu.Unlock()
+	if unseen {
+		l.log.Warn("backend's clock was found set back lately, before this proxy first read it: if it was set right again since, keys written meanwhile expired early, which this proxy cannot tell, so it takes it as a jump: its votes stop counting for the hold",
+			"behind_by", ahead.Round(time.Millisecond))
+		l.check()
+		return
+	}
 	l.log.Warn("backend's clock jumped ahead, which expires its keys early: the grants before the reading do not count, and its votes stop counting for the hold",
 		"ahead", ahead.Round(time.Millisecond))
 	l.check()

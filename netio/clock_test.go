@@ -154,3 +154,33 @@ func TestClockWatchRecordsTheCountOfANewRunAndAFallingOne(t *testing.T) {
 	s.back = backCount{n: 0, ok: true}
 	s.quiet(10, 100*time.Millisecond, time.Millisecond)
 }
+
+// A link reading a master for the first time takes a clock the master
+// found behind within the hold (plus the depth it was behind) for a jump:
+// it cannot tell one set right again since from time gone by. Not one
+// found behind longer ago, and not at a later reading.
+func TestClockWatchTakesARecentStepBackForAJumpAtItsFirstReading(t *testing.T) {
+	now := time.Now()
+	const master = int64(1_000_000_000)
+	for _, c := range []struct {
+		name      string
+		behindAgo time.Duration
+		want      bool
+	}{
+		{"found behind 30 s before", 30 * time.Second, true},
+		{"found behind before the hold and the depth", 7 * time.Minute, false},
+		{"never found behind", 0, false},
+	} {
+		w := clockWatch{recent: 5 * time.Minute}
+		b := backCount{n: 1, ms: 20000, ok: true}
+		if c.behindAgo > 0 {
+			b.behind = master - c.behindAgo.Milliseconds()
+		}
+		if _, jumped := w.observe("run", master, b, now, now.Add(time.Millisecond)); jumped != c.want {
+			t.Errorf("%s: jumped %v at the first reading, want %v", c.name, jumped, c.want)
+		}
+		if _, jumped := w.observe("run", master+100, b, now.Add(100*time.Millisecond), now.Add(101*time.Millisecond)); jumped {
+			t.Errorf("%s: the rule for a first reading applied to a later one", c.name)
+		}
+	}
+}

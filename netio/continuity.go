@@ -32,7 +32,10 @@ import (
 // is given, and records the deadline of the longest TTL before it.
 //
 //go:embed continuity.lua
-var contLua []byte
+var contBody []byte
+
+// contLua is the check's text: the clock's step rule, then the check.
+var contLua = withClockStep(contBody)
 
 var contScript = resp.NewScript(contLua)
 

@@ -32,7 +32,7 @@ end
 -- writes, so no other proxy's checks can hide what this one saw): a copy
 -- of the data from before a check it saw answered has a lower one.
 local f = 'c:' .. ARGV[5]
-local m = redis.call('HMGET', KEYS[1], 'epoch', f, 'until', 'clk', 'back', 'backms')
+local m = redis.call('HMGET', KEYS[1], 'epoch', f, 'until', 'clk', 'back', 'backms', 'hi', 'lo', 'behind')
 if m[1] ~= ARGV[2] or (tonumber(m[2]) or 0) < tonumber(ARGV[6]) then return 0 end
 stats = stats or redis.call('INFO', 'stats')
 -- A server whose INFO has no evicted_keys was read as 0 evictions.
@@ -45,17 +45,13 @@ if (tonumber(e and string.match(stats, '^%d+', e + 1)) or 0) < tonumber(ARGV[4])
 local seq = (tonumber(m[2]) or 0) + 1
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- The master's last reading of its clock (by any proxy's check, or a
--- marker check): one below it by more than 20 ms shows the clock set
--- back since. A proxy that read it neither back nor forward again would
--- see no jump in its own readings; the count tells it (clock.go).
-local back, backms = tonumber(m[5]) or 0, tonumber(m[6]) or 0
+-- The master's clock readings and its steps back (clockstep.lua): a
+-- proxy that read it neither back nor forward again would see no jump in
+-- its own readings; the count tells it (clock.go).
+local back, backms, _, set, ended = clockStep(now, tonumber(m[4]), tonumber(m[7]), tonumber(m[8]),
+  tonumber(m[5]) or 0, tonumber(m[6]) or 0, tonumber(m[9]) or 0)
 local w = {'HSET', KEYS[1], f, seq, 'clk', now}
-local clk = tonumber(m[4])
-if clk and clk - now > 20 then
-  back, backms = back + 1, clk - now
-  w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'back', back, 'backms', backms
-end
+for i = 1, #set do w[#w + 1] = set[i] end
 -- The record of the latest deadline is written half a second beyond the
 -- grant's, so that the checks of the next half second (every write at a
 -- steady load) find it covered and write nothing more: a lost master's
@@ -65,4 +61,5 @@ if ttl > 0 and now + ttl > (tonumber(m[3]) or 0) then
   w[#w + 1], w[#w + 2] = 'until', now + ttl + 500
 end
 redis.call(unpack(w))
+if ended then redis.call('HDEL', KEYS[1], 'hi', 'lo') end
 return {now, seq, back, backms}

@@ -227,6 +227,7 @@ func NewLink(opt Options) *Link {
 	l.errDown, l.errTimeout, l.errLost, l.errOverloaded, l.errClosed, l.errAbandoned, l.errExpired =
 		mk(ErrDown), mk(ErrTimeout), mk(ErrConnLost), mk(ErrOverloaded), mk(ErrClosed), mk(ErrAbandoned), mk(ErrExpired)
 	l.watch.Rule = opt.Restart
+	l.clock.recent = opt.Restart.Hold
 	l.redial = make(chan struct{}, 1)
 	if opt.Sentinel != nil {
 		l.follower = newFollower(*opt.Sentinel)

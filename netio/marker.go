@@ -88,10 +88,13 @@ const MarkerKey = "redlock-proxy:marker"
 // each proxy's count (pairs), ms left of the latest recorded deadline, whole (1 or 0), the
 // longest settle time in ms any proxy asked for, the table of other
 // epochs (pairs), the count of steps back of its clock and the latest
-// one's size in ms (see clock.go)}.
+// one's size in ms, the latest reading of it found behind (see clock.go)}.
 //
 //go:embed marker.lua
-var markerLua []byte
+var markerBody []byte
+
+// markerLua is the script's text: the clock's step rule, then the check.
+var markerLua = withClockStep(markerBody)
 
 var markerScript = resp.NewScript(markerLua)
 
@@ -233,7 +236,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 		return mr, "no answer to the identity check: " + r.Err.Error()
 	case r.V.Kind == resp.KindError:
 		return mr, l.checkFailed("marker script", string(r.V.Str))
-	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 23:
+	case r.V.Kind != resp.KindArray || len(r.V.Elems) != 24:
 		return mr, "the identity check (marker script) got " + r.V.String()
 	}
 	e := r.V.Elems
@@ -258,7 +261,7 @@ func (l *Link) parseMarker(r Result) (mr markerReply, why string) {
 	}
 	mr.cont.seq = mr.counts[l.proxyID]
 	mr.clock = e[15].Int
-	mr.back = backCount{n: e[21].Int, ms: e[22].Int, ok: true}
+	mr.back = backCount{n: e[21].Int, ms: e[22].Int, behind: e[23].Int, ok: true}
 	mr.left, mr.whole, mr.settle = ms(e[17]), e[18].Int == 1, ms(e[19])
 	for _, v := range e[20].Elems {
 		mr.table = append(mr.table, string(v.Str))

@@ -28,13 +28,13 @@ if (tonumber(field(memory, 'maxmemory')) or 0) > 0 and field(memory, 'maxmemory_
   evicts = field(memory, 'maxmemory_policy') or '?'
 end
 if role ~= 'master' then
-  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0, {}, 0, 0, 0, {}, 0, 0}
+  return {role, '', 0, 0, 0, runid, uptime, evicts, '', replid, evicted, cmds, 0, 0, '', 0, {}, 0, 0, 0, {}, 0, 0, 0}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replid2 = field(repl, 'master_replid2') or ''
 local m = redis.call('HMGET', KEYS[1], 'replid', 'lost', 'run', 'started', 'hold', 'evicted', 'epoch', 'why', 'node',
-  'until', 'whole', 'settle', 'sepoch', 'clk', 'back', 'backms')
+  'until', 'whole', 'settle', 'sepoch', 'clk', 'back', 'backms', 'hi', 'lo', 'behind')
 local node = ''
 if ARGV[4] == '1' then node = redis.call('CLUSTER', 'MYID') end
 local hold = math.max(tonumber(m[5]) or 0, tonumber(ARGV[1]) or 0)
@@ -125,19 +125,15 @@ if change ~= '' or m[1] ~= replid or m[3] ~= runid or tonumber(m[4]) ~= started 
   if node ~= '' then redis.call('HSET', KEYS[1], 'node', node) end
   if sepoch then redis.call('HSET', KEYS[1], 'sepoch', sepoch) end
 end
--- The master's last reading of its clock, kept as the continuity check
--- keeps it (continuity.lua): written at every marker check too, so that a
--- step back is counted though no grant came since the last reading. A
--- master that refuses writes (out of memory, too few replicas) still
--- answers its marker check: the reading is then not kept.
-local back, backms = tonumber(m[15]) or 0, tonumber(m[16]) or 0
-local clk = tonumber(m[14])
-if clk and clk - now > 20 then
-  back, backms = back + 1, clk - now
-  redis.pcall('HSET', KEYS[1], 'clk', now, 'back', back, 'backms', backms)
-else
-  redis.pcall('HSET', KEYS[1], 'clk', now)
-end
+-- The master's clock readings and its steps back, kept as the continuity
+-- check keeps them (clockstep.lua): written at every marker check too, so
+-- that a step back is counted though no grant came since the last
+-- reading. A master that refuses writes (out of memory, too few replicas)
+-- still answers its marker check: the reading is then not kept.
+local back, backms, behind, set, ended = clockStep(now, tonumber(m[14]), tonumber(m[17]), tonumber(m[18]),
+  tonumber(m[15]) or 0, tonumber(m[16]) or 0, tonumber(m[19]) or 0)
+redis.pcall('HSET', KEYS[1], 'clk', now, unpack(set))
+if ended then redis.pcall('HDEL', KEYS[1], 'hi', 'lo') end
 -- Each proxy's count of its continuity checks in this epoch ('c:PROXY'),
 -- and what proxies told this master of the other markers' epochs
 -- ('s:EPOCH|PROXY', the highest count seen, or 's:EPOCH', 'R'): a proxy
@@ -181,4 +177,4 @@ end
 local isWhole = 0
 if whole == epoch then isWhole = 1 end
 return {role, change, now - lost, now - started, hold, runid, uptime, evicts, epoch, replid, evicted, cmds, lost, started,
-  why, now, counts, untilms - now, isWhole, settle, seen, back, backms}
+  why, now, counts, untilms - now, isWhole, settle, seen, back, backms, behind}

@@ -70,7 +70,7 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 		l.restore.epoch = ""
 	}
 	whole := mr.whole && m.Change == quorum.ReasonNone && !rolled && !l.cont.broken && l.lossWhy == quorum.ReasonNone && l.confirmedLocked(now)
-	b.read(l.opt.Index, h.key, quorum.Reading{Sent: h.sent, Got: now, Left: mr.left, Whole: whole})
+	b.read(l.opt.Index, h.key, quorum.Reading{Sent: h.sent, Got: now, Left: mr.left, Whole: whole}, mr.settle)
 	l.holdEndLocked(now, max(mr.settle, l.settle()), mr.whole)
 	return rolled
 }
