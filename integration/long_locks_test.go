@@ -20,16 +20,16 @@ import (
 // once the other masters' records of grant deadlines show they have all
 // expired, and lasts max_ttl + drift only where no record can tell.
 
-// vouched starts a proxy under the strict rule over servers, with
-// max_ttl, and vouches for the brand-new masters so that they count at
-// once.
-func vouched(t *testing.T, servers []*redisproc.Server, maxTTL time.Duration, rule string) *cluster {
+// vouched starts a proxy under rule over servers, with max_ttl (and what
+// mutate sets besides), and vouches for the brand-new masters so that they
+// count at once.
+func vouched(t *testing.T, servers []*redisproc.Server, maxTTL time.Duration, rule string, mutate ...func(*config.Config)) *cluster {
 	t.Helper()
-	c := clusterOver(t, servers, func(cfg *config.Config) {
+	c := clusterOver(t, servers, append([]func(*config.Config){func(cfg *config.Config) {
 		cfg.MaxTTL = maxTTL
 		cfg.BackendTimeout = 200 * time.Millisecond
 		cfg.RestartQuarantine = rule
-	})
+	}}, mutate...)...)
 	if rule != "off" {
 		if err := c.client(2).Do(context.Background(), "VOUCH").Err(); err != nil {
 			t.Fatalf("VOUCH over brand-new masters: %v", err)

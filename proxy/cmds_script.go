@@ -145,6 +145,9 @@ func startVote(c *client, e *classify.Entry, args [][]byte) {
 	}
 	c.reserve(1)
 	o := c.s.eng.newOp("vote", ruleVote, c.done)
+	// What TTL it leaves is unknown: the guard lets it set up to max_ttl,
+	// so that is the deadline its masters record.
+	o.longest = c.s.cfg.MaxTTL
 	c.cmd = appendEvalSha(c.cmd[:0], sc.Sha, args[2:])
 	c.startOp(o, c.cmd, sc)
 }
@@ -326,6 +329,10 @@ func startPreparedOp(c *client, name string, call classCall, keys, argv [][]byte
 		a.Nonce = newNonce()
 		o.sc.nonce = a.Nonce
 		o.awaitAll = true
+		if cl.Role == spec.RoleRelease {
+			// A release that leaves holds re-arms the lock to its TTL.
+			o.longest = time.Duration(a.TTLms) * time.Millisecond
+		}
 	}
 	if cl.Notice != nil && cl.Notice.List {
 		o.sc.signalTTL = min(cl.Notice.SignalTTL(argv), c.s.cfg.MaxTTL)

@@ -230,6 +230,10 @@ func startRWScript(c *client, lay *classify.RWLock, keys, argv [][]byte) {
 			sc = rwReadReleaseScript
 			cmd = appendEvalShaKeys(c.cmd[:0], sc, [][]byte{key, latch}, string(holder), itoa(latchTTL))
 		} else {
+			// Where write holds are left it re-arms the lock to its TTL:
+			// that deadline is recorded as a grant's. A read release only
+			// shortens the lock to leases already recorded.
+			o.longest = ttl
 			sc = rwWriteReleaseScript
 			cmd = appendEvalShaKeys(c.cmd[:0], sc, [][]byte{key, latch}, string(holder), itoa(ttl.Milliseconds()), itoa(latchTTL))
 		}

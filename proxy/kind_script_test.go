@@ -26,10 +26,11 @@ type modelBackends struct {
 	states []*sandbox.State
 	down   map[int]bool
 	sent   [][]string // per node: the SHA1s of the scripts run
+	flags  [][]netio.SendFlags
 }
 
 func newModelBackends(n int) *modelBackends {
-	m := &modelBackends{down: map[int]bool{}, sent: make([][]string, n)}
+	m := &modelBackends{down: map[int]bool{}, sent: make([][]string, n), flags: make([][]netio.SendFlags, n)}
 	for i := 0; i < n; i++ {
 		m.states = append(m.states, &sandbox.State{Now: 1_700_000_000_000, Keys: map[string]sandbox.Item{}})
 	}
@@ -68,6 +69,7 @@ func (m *modelBackends) Send(node int, cmd []byte, sc *resp.Script, rcv netio.Re
 			}
 		}
 		m.sent[node] = append(m.sent[node], sc.Sha)
+		m.flags[node] = append(m.flags[node], flags)
 		var st *sandbox.State
 		var err error
 		v, st, err = sandbox.Eval(sc.Body, keys, argv, m.states[node])
@@ -173,6 +175,41 @@ func TestScriptReleaseByMajority(t *testing.T) {
 		if len(sent) != 2 || sent[0] != release || sent[1] != release {
 			t.Fatalf("node %d ran %q; want the one-key reference release (%s) twice", n, sent, release)
 		}
+	}
+}
+
+// A release that may re-arm a lock is sent as a grant is, checked and
+// recording its TTL: a reentrant release that leaves holds re-arms the
+// lock to its TTL argument. A compare-and-delete release, which cannot,
+// is sent with neither (no continuity check follows it). A voted script,
+// whose TTL is unknown, records max_ttl.
+func TestChecksAndRecordsOfReleasesAndVotes(t *testing.T) {
+	const voted = `redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) return redis.call("get", KEYS[1])`
+	var leave libscripts.Counted
+	for _, sc := range libscripts.Reentrant() {
+		if sc.Name == "leave once" {
+			leave = sc
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want netio.SendFlags
+	}{
+		{"compare-and-delete", evalArgs(releaseText, []string{"k"}, "tok"), 0},
+		{"reentrant, holds left", evalArgs(leave.Text, []string{"r"}, "30000", "6f1c2e7a-52b8-4a42:41"), netio.Checked | netio.Records(30*time.Second)},
+		{"voted", evalArgs(voted, []string{"v"}, "tok", "1000"), netio.Checked | netio.Records(7*time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newModelBackends(3)
+			s := New(Config{Logger: discardLogger(), VoteUnknownScripts: true, MaxTTL: 7 * time.Minute}, m)
+			do(t, s, tc.args...)
+			for n, fl := range m.flags {
+				if len(fl) == 0 || fl[0] != tc.want {
+					t.Fatalf("node %d was sent flags %#x; want %#x first", n, fl, tc.want)
+				}
+			}
+		})
 	}
 }
 

@@ -47,7 +47,7 @@ const (
 	// backend showed, after running it, that its data went on unbroken
 	// (netio.Checked). Releases and reads cannot hand a lock to a second
 	// holder; extends are checked too (effValidity), for the deadline they
-	// record.
+	// record, and so are releases that re-arm what they leave (longest).
 	effTakes effect = 1 << iota
 	// effVeto: it can hand out or lengthen a lock, so under an upgrade its
 	// success needs the old Redis's grant too (veto.go).
@@ -90,8 +90,9 @@ type op struct {
 	rw    *rwCall       // a read-write lock's operation (kind_rw.go)
 	ttl   time.Duration // requested TTL (acquire, extend)
 	// longest is the longest TTL it may leave on a key (an additive extend
-	// adds to what is left, up to max_ttl); zero: ttl. Each master records
-	// its deadline with the grant (netio.Records).
+	// adds to what is left, up to max_ttl; a voted script, up to max_ttl; a
+	// release that leaves holds re-arms the lock); zero: ttl. Each master
+	// records its deadline (netio.Records).
 	longest time.Duration
 	undoCmd []byte       // compare-and-delete of this attempt's keys and token
 	undoSc  *resp.Script // the script undoCmd runs, when not undoScript
@@ -196,11 +197,11 @@ func (e *engine) start(o *op, cmd []byte, sc *resp.Script) {
 		deadline = minTime(deadline, o.t1.Add(o.ttl))
 	}
 	flags := o.flags
-	if eff := o.rules.effects(o); eff&(effTakes|effValidity) != 0 {
-		// A grant or an extend: its votes count once each master showed
-		// its data went on unbroken, and the deadline it sets is recorded
-		// there, so that another master's loss costs only the locks it may
-		// have held.
+	if eff := o.rules.effects(o); eff&(effTakes|effValidity) != 0 || o.longest > 0 {
+		// A grant, an extend, or a release that re-arms what it leaves:
+		// its votes count once each master showed its data went on
+		// unbroken, and the deadline it sets is recorded there, so that
+		// another master's loss costs only the locks it may have held.
 		flags |= netio.Checked | netio.Records(max(o.ttl, o.longest))
 	}
 	for i := 0; i < e.nodes(); i++ {
