@@ -236,3 +236,80 @@ func TestRWWriteReleaseReArmBoundsARestartedMastersHold(t *testing.T) {
 		})
 	}
 }
+
+// The records read to end a lost master's hold must be read at least the
+// longest backend_timeout of any proxy after the loss: until then a grant
+// counted on the lost master may still be on its way to the others. Proxy
+// P1 (backend_timeout 10 s) grants A's lock: master 0 at once, master 1
+// over a link that takes 4 s each way; master 2 is cut off from P1 (its
+// record never learns of A's grant). Master 0 is then cut off from P1 too
+// and restarted empty, so its new marker learns only the settle time of
+// proxy P2 (backend_timeout 200 ms), which reads the other masters'
+// records well before A's grant reached master 1. P2 must not let master 0
+// count while A's lock is valid: the other masters' markers keep P1's
+// settle time. Once A is answered, B tries through P2: its grant would
+// hold master 0 and master 2, a majority.
+func TestSlowProxysGrantBoundsALostMastersHoldInAFastProxy(t *testing.T) {
+	waits(t)
+	const ttl, slowTimeout, oneWay = 20 * time.Second, 10 * time.Second, 4 * time.Second
+	servers := startRedis(t, 3)
+	relays, _, relayed := relayEach(t, servers)
+	strict := func(timeout time.Duration) func(*config.Config) {
+		return func(cfg *config.Config) {
+			cfg.MaxTTL = 10 * time.Minute
+			cfg.BackendTimeout = timeout
+			cfg.RestartQuarantine = "strict"
+		}
+	}
+	fast := clusterOver(t, servers, strict(200*time.Millisecond))
+	ctx := context.Background()
+	if err := fast.client(2).Do(ctx, "VOUCH").Err(); err != nil {
+		t.Fatalf("VOUCH over brand-new masters: %v", err)
+	}
+	waitAllCount(t, fast)
+	slow, _ := startApp(t, relayed, strict(slowTimeout))
+	waitAppCounts(t, slow)
+
+	key := uniqueKey("slow-grant")
+	relays[2].BlackHole(true)
+	relays[1].Delay(oneWay)
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	t1 := time.Now()
+	// A's client waits as long as P1 may.
+	a := redis.NewClient(&redis.Options{Addr: slow.Addr(), Protocol: 2, MaxRetries: -1, ReadTimeout: 2 * slowTimeout})
+	t.Cleanup(func() { a.Close() })
+	go func() {
+		ok, err := a.SetNX(ctx, key, "A", ttl).Result()
+		done <- result{ok, err}
+	}()
+	waitFor(t, 5*time.Second, "A's grant on master 0", func() error {
+		return holds(len(fast.holders(key, "A")) == 1)
+	})
+	time.Sleep(100 * time.Millisecond) // its continuity check answered P1
+	relays[0].BlackHole(true)
+	fast.restartEmpty(0)
+
+	if r := <-done; !r.ok || r.err != nil {
+		t.Fatalf("A's grant through P1 = %v, %v; want it granted by masters 0 and 1", r.ok, r.err)
+	}
+	answered := time.Since(t1)
+	validUntil := t1.Add(ttl - 300*time.Millisecond)
+	t.Logf("A granted %v after its SET NX, on masters %v; master 0 counts in P2: %v", answered.Round(time.Millisecond), fast.holders(key, "A"), fast.counting(0))
+	for i := 0; time.Now().Before(validUntil); i++ {
+		b := fmt.Sprintf("B%d", i)
+		ok, err := fast.client(2).SetNX(ctx, key, b, 300*time.Millisecond).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatalf("B's attempt: %v", err)
+		}
+		if ok && time.Now().Before(validUntil) {
+			t.Fatalf("B got the lock through P2 %v after A's SET NX (answered after %v, valid %v more; B's on %v, A's on %v)",
+				time.Since(t1).Round(time.Millisecond), answered.Round(time.Millisecond), time.Until(validUntil).Round(time.Millisecond),
+				fast.holders(key, b), fast.holders(key, "A"))
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+}
