@@ -184,3 +184,31 @@ func TestClockWatchTakesARecentStepBackForAJumpAtItsFirstReading(t *testing.T) {
 		}
 	}
 }
+
+// A link that last read a master in an earlier run (or before its marker
+// was written anew, its count starting again from 0) has nothing to
+// compare its next reading with either: a clock the master found behind
+// within the hold, set right again before that reading, expired the keys
+// written meanwhile early, as for a link's first reading.
+func TestClockWatchTakesARecentStepBackForAJumpAfterALossItDidNotSee(t *testing.T) {
+	now := time.Now()
+	const master = int64(1_000_000_000)
+	later := now.Add(time.Minute)
+	b := backCount{n: 1, ms: 5000, behind: master + 60_000 - 30_000, ok: true}
+	for _, c := range []struct {
+		name string
+		run  string
+		old  backCount
+	}{
+		{"a new run", "run B", backCount{n: 0, ok: true}},
+		{"the marker written anew, its count back where it was", "run A", backCount{n: 1, ms: 40, ok: true}},
+	} {
+		w := clockWatch{recent: 5 * time.Minute}
+		if _, jumped := w.observe("run A", master, c.old, now, now.Add(time.Millisecond)); jumped {
+			t.Fatalf("%s: the first reading, with no step back, taken as a jump", c.name)
+		}
+		if _, jumped := w.observe(c.run, master+60_000, b, later, later.Add(time.Millisecond)); !jumped {
+			t.Errorf("%s: a clock found behind 30 s before, then set right, not taken as a jump", c.name)
+		}
+	}
+}
