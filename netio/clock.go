@@ -84,6 +84,9 @@ type clockWatch struct {
 	backKnown bool
 	back      int64
 	least     time.Duration
+	// behind is the master's latest reading found behind, as a marker
+	// check last answered it (continuity checks do not answer it).
+	behind int64
 	// recent is how long after the master last found its clock behind a
 	// link reading it for the first time takes that as a jump: the hold
 	// (max_ttl + drift), as long as a lock granted then may last. unseen
@@ -125,14 +128,13 @@ func (w *clockWatch) observe(run string, masterMs int64, b backCount, sent, got 
 		return 0, false
 	}
 	if !w.known || run != w.run {
-		fresh := !w.known
 		w.run, w.known, w.base, w.last, w.backKnown = run, true, sent, sent, false
 		w.restart(masterMs, sent, b)
-		if fresh && b.ok && b.behind > 0 && masterMs-b.behind < (w.recent+time.Duration(b.ms)*time.Millisecond).Milliseconds() {
-			// This link never read the clock before, and the master found
-			// it behind lately: set right again since (which expires the
-			// keys written while it was behind) or not, this link cannot
-			// tell from time gone by, so it takes it as a jump.
+		if b.ok && b.behind > 0 && masterMs-b.behind < (w.recent+time.Duration(b.ms)*time.Millisecond).Milliseconds() {
+			// This link has no earlier reading of this run, and the master
+			// found its clock behind lately: set right again since (which
+			// expires the keys written while it was behind) or not, this
+			// link cannot tell from time gone by, so it takes it as a jump.
 			w.unseen = true
 			return time.Duration(b.ms) * time.Millisecond, true
 		}
@@ -151,7 +153,11 @@ func (w *clockWatch) observe(run string, masterMs int64, b backCount, sent, got 
 		return ahead, true
 	}
 	w.least = min(w.least, margin)
-	if b.ok && w.backKnown && b.n > w.back && w.least > -time.Duration(b.ms)*time.Millisecond/2 {
+	// The count rose, or the master found its clock behind since this
+	// link's last marker reading (the count alone does not say so when
+	// the marker was written anew after a loss this link did not see).
+	moved := b.n > w.back || (b.behind > 0 && b.behind != w.behind)
+	if b.ok && w.backKnown && moved && w.least > -time.Duration(b.ms)*time.Millisecond/2 {
 		// Set back and forward again since this link's last readings:
 		// keys written meanwhile expire early by the step forward.
 		w.restart(masterMs, sent, b)
@@ -160,6 +166,9 @@ func (w *clockWatch) observe(run string, masterMs int64, b backCount, sent, got 
 	w.floor = min(w.floor, w.high(masterMs, sent))
 	if b.ok {
 		w.back, w.backKnown, w.least = b.n, true, 0
+		if b.behind > 0 {
+			w.behind = b.behind
+		}
 	}
 	return 0, false
 }
@@ -171,6 +180,9 @@ func (w *clockWatch) restart(masterMs int64, sent time.Time, b backCount) {
 	w.least = 0
 	if b.ok {
 		w.back, w.backKnown = b.n, true
+		if b.behind > 0 {
+			w.behind = b.behind
+		}
 	}
 }
 
@@ -206,7 +218,7 @@ func (l *Link) clockJumped(ahead time.Duration) {
 	l.clock.unseen = false
 	l.mu.Unlock()
 	if unseen {
-		l.log.Warn("backend's clock was found set back lately, before this proxy first read it: if it was set right again since, keys written meanwhile expired early, which this proxy cannot tell, so it takes it as a jump: its votes stop counting for the hold",
+		l.log.Warn("backend's clock was found set back lately, before this proxy's first reading of its current run: if it was set right again since, keys written meanwhile expired early, which this proxy cannot tell, so it takes it as a jump: its votes stop counting for the hold",
 			"behind_by", ahead.Round(time.Millisecond))
 		l.check()
 		return
