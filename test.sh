@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Fuzz budgets are execution counts, about ten seconds each on two cores.
+# Fuzz budgets are execution counts, about six seconds each on two cores.
 # A duration (-fuzztime=10s) races Go 1.26's fuzz coordinator at its
 # deadline and can fail a target that found nothing (go.dev/issue/75804,
 # fixed in Go 1.27); a count has no deadline. FUZZTIME overrides them all.
@@ -168,8 +168,8 @@ echo "== go test -race (Redis 6.2 masters)"
 REDIS_SERVER="$redis62" REDIS_SERVER_VERSION=6.2. go test -race -count=1 -parallel 4 -run '^(TestExtendAndExpiryForms|TestFlushDoesNotHandOutAHeldLockEvenAtOnce|TestEvictionSwitchedOnAndOffDoesNotHandOutAHeldLock|TestDataRolledBackWithinARunDoesNotHandOutAHeldLock|TestFailbackDoesNotHandOutAHeldLock|TestClockStepAheadDoesNotHandOutAHeldLock|TestShortLocksLetARestartedMasterCountAgainWithinSeconds|TestVouchedMastersCountWhenVouchAnswers|TestMasterThatRefusesWritesIsLoggedOnceAndCountsAgain|TestRedisServerVersion)$' ./integration
 
 echo "== fuzz"
-for target in ./internal/base/resp:FuzzReader:100000x ./internal/script/classify:FuzzClassify:80000x \
-  ./internal/script/guard:FuzzGuard:80000x ./proxy:FuzzServerInput:20000x ./proxy:FuzzParseSet:150000x; do
+for target in ./internal/base/resp:FuzzReader:60000x ./internal/script/classify:FuzzClassify:50000x \
+  ./internal/script/guard:FuzzGuard:50000x ./proxy:FuzzServerInput:12000x ./proxy:FuzzParseSet:90000x; do
   IFS=: read -r pkg fn budget <<<"$target"
   go test -run=NONE -fuzz="^${fn}\$" -fuzztime="${FUZZTIME:-$budget}" "$pkg"
 done
