@@ -14,15 +14,15 @@ import (
 // The clock check of a proxy compares each reading of a master's clock
 // with its own earlier readings, and with the marker's count of steps
 // back against the count it read before. A proxy that starts after a
-// master's clock came forward has neither: these tests show what it then
-// counts.
+// master's clock came forward has neither: it must take the master's own
+// record of its clock found behind lately for a jump.
 
 // The wall clocks of masters 0 and 1 are set back 20 s and A takes its
 // lock through P0, whose readings see them set back (the marker counts
 // the step back). P0 then stops (a deploy, a crash) and the clocks are
 // set right again before any proxy reads them: A's lock expires there
-// 20 s early. P1, started now, has no earlier reading of its own and
-// takes the marker's count as it finds it, so it sees no jump.
+// 20 s early. P1, started now, has no earlier reading of its own: it must
+// take the master's latest reading found behind, 20 s back, for a jump.
 func TestClockSetBackThenRightAgainWhileNoProxyRunsDoesNotHandOutAHeldLock(t *testing.T) {
 	waits(t)
 	servers, clocks := startRedisWithClocks(t, 3, 2)
@@ -51,11 +51,13 @@ func TestClockSetBackThenRightAgainBeforeAProxyStartsDoesNotHandOutAHeldLock(t *
 // both having read their clocks. The wall clocks of masters 0 and 1 are
 // set back 1.2 s in steps of 15 ms, a grant through P0 after each (so P0
 // reads them after every step, each reading less than 20 ms below the
-// one before: the marker counts no step back), A takes a 1 s lock through
+// one before: the marker must add the steps up), A takes a 1 s lock through
 // P0, and the clocks are set right again at once: A's lock expires there
 // at once. P1 read the clocks before the first step and reads them next
-// after the step forward, and the marker's count has not moved: B's
-// acquire through P1 comes before P0's next periodic check. When P1's
+// after the step forward, so only the marker's count can tell it: B's
+// acquire through P1 comes before P0's next periodic check. Once the
+// count moved, a proxy that did not see the steps takes them for a jump
+// and the masters stop counting, which ends the run early. When P1's
 // periodic check happens to read the clocks while they are back (it sees
 // a jump with no step back counted), the run shows nothing: it is tried
 // again.
