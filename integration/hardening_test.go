@@ -315,7 +315,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "-listen", addr, "-admin", "", "-backends", strings.Join(addrs, ","), "-log_level", "info",
 		"-restart_quarantine", "run-id") // the masters are fresh: the default rule would refuse locks for max_ttl
-	var logs strings.Builder
+	var logs syncBuffer // read while the proxy may still write to it
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ func TestContainerImage(t *testing.T) {
 	}
 	proxy := exec.Command(bin, "-listen", addr, "-admin", admin, "-backends", strings.Join(addrs, ","),
 		"-restart_quarantine", "run-id") // fresh masters: the default rule would refuse locks for max_ttl
-	var logs bytes.Buffer
+	var logs syncBuffer // read while the proxy writes to it
 	proxy.Stderr = &logs
 	if err := proxy.Start(); err != nil {
 		t.Fatal(err)
