@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,63 @@ func TestReentrantLockThroughProxy(t *testing.T) {
 			for i, p := range c.pttls(key) {
 				if p < 25*time.Second || p > 30*time.Second {
 					t.Fatalf("%s: master %d PTTL %v", st.name, i, p)
+				}
+			}
+		}
+		t.Logf("%s: %s", st.name, got)
+	}
+}
+
+// A reentrant lock whose scripts write a fixed TTL rather than one from
+// an argument, and a take with a TTL argument left by a release that
+// re-arms to a fixed one: each step answers as on a lone Redis, and a
+// release of one hold leaves the lock held, re-armed, on every master.
+// A release that takes one hold off is never run as one that frees the
+// lock, whatever TTL it re-arms to.
+func TestReentrantLockWithAFixedTTL(t *testing.T) {
+	enter, _ := reentrant(t)
+	enterFixed := counted(t, "take or enter again for a fixed 30 s").Text
+	exitFixed := counted(t, "leave once, re-arming for a fixed 30 s").Text
+	c := newCluster(t, 5)
+	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
+	t.Cleanup(func() { lone.Close() })
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("reentrant-fixed")
+	const owner, other = "6f1c2e7a-52b8-4a42:41", "9d0b7c11-0e4f-4c55:7"
+	for _, st := range []struct {
+		name, text string
+		args       []any
+		holds      int64
+		pttl       time.Duration // the PTTL every master shows after it (0: not checked)
+	}{
+		{"take for 5 s", enter, []any{5000, owner}, 1, 5 * time.Second},
+		{"enter again for 5 s", enter, []any{5000, owner}, 2, 5 * time.Second},
+		{"release one hold, re-armed for 30 s", exitFixed, []any{owner}, 1, 30 * time.Second},
+		{"another owner, for a fixed 30 s", enterFixed, []any{other}, 1, 0},
+		{"enter again for a fixed 30 s", enterFixed, []any{owner}, 2, 30 * time.Second},
+		{"release one hold", exitFixed, []any{owner}, 1, 30 * time.Second},
+		{"release the last", exitFixed, []any{owner}, 0, 0},
+		{"release when not held", exitFixed, []any{owner}, 0, 0},
+	} {
+		want := replyOf(lone.Eval(ctx, st.text, []string{key}, st.args...).Result())
+		got := replyOf(cl.Eval(ctx, st.text, []string{key}, st.args...).Result())
+		if strings.HasPrefix(st.name, "another owner") {
+			// Refused, answering the holder's PTTL: compare its presence.
+			if n, err := strconv.Atoi(got); err != nil || n <= 0 || n > 30000 {
+				t.Fatalf("%s: the proxy answered %s, one Redis %s", st.name, got, want)
+			}
+		} else if got != want {
+			t.Fatalf("%s: the proxy answered %s, one Redis %s", st.name, got, want)
+		}
+		wantHolds := []int64{st.holds, st.holds, st.holds, st.holds, st.holds}
+		if h := c.eventuallyHolds(key, owner, wantHolds); fmt.Sprint(h) != fmt.Sprint(wantHolds) {
+			t.Fatalf("%s: the masters count %v, want %v", st.name, h, wantHolds)
+		}
+		if st.pttl > 0 {
+			for i, p := range c.pttls(key) {
+				if p < st.pttl-5*time.Second || p > st.pttl {
+					t.Fatalf("%s: master %d PTTL %v, want about %v", st.name, i, p, st.pttl)
 				}
 			}
 		}

@@ -235,7 +235,7 @@ func prepareClassCall(c *client, cl *spec.Class, keys, argv [][]byte) (call clas
 	call.a.MaxValue = c.s.cfg.Limits.MaxToken
 	call.a.Companion = fenceStatePrefix // FENCE's state lives as long as its lock
 	call.counted = cl.Counted && (cl.Role == spec.RoleExtendOrAcquire || cl.Role == spec.RoleRelease)
-	if call.counted && cl.Role == spec.RoleRelease && cl.TTLArg >= 0 {
+	if call.counted && cl.Rearms() {
 		// A release of one hold re-arms the lock while holds are left.
 		rttl, ok := cl.TTL(argv)
 		switch {

@@ -180,15 +180,18 @@ func TestScriptReleaseByMajority(t *testing.T) {
 
 // A release that may re-arm a lock is sent as a grant is, checked and
 // recording its TTL: a reentrant release that leaves holds re-arms the
-// lock to its TTL argument. A compare-and-delete release, which cannot,
+// lock to its TTL (an argument or a constant). A compare-and-delete release, which cannot,
 // is sent with neither (no continuity check follows it). A voted script,
 // whose TTL is unknown, records max_ttl.
 func TestChecksAndRecordsOfReleasesAndVotes(t *testing.T) {
 	const voted = `redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) return redis.call("get", KEYS[1])`
-	var leave libscripts.Counted
+	var leave, leaveFixed libscripts.Counted
 	for _, sc := range libscripts.Reentrant() {
-		if sc.Name == "leave once" {
+		switch sc.Name {
+		case "leave once":
 			leave = sc
+		case "leave once, re-arming for a fixed 30 s":
+			leaveFixed = sc
 		}
 	}
 	for _, tc := range []struct {
@@ -198,6 +201,7 @@ func TestChecksAndRecordsOfReleasesAndVotes(t *testing.T) {
 	}{
 		{"compare-and-delete", evalArgs(releaseText, []string{"k"}, "tok"), 0},
 		{"reentrant, holds left", evalArgs(leave.Text, []string{"r"}, "30000", "6f1c2e7a-52b8-4a42:41"), netio.Checked | netio.Records(30*time.Second)},
+		{"reentrant, a fixed TTL", evalArgs(leaveFixed.Text, []string{"r"}, "6f1c2e7a-52b8-4a42:41"), netio.Checked | netio.Records(30*time.Second)},
 		{"voted", evalArgs(voted, []string{"v"}, "tok", "1000"), netio.Checked | netio.Records(7*time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

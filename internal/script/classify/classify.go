@@ -405,8 +405,9 @@ type keySpec struct {
 	marker string
 	// str: a string held by another value, whatever the candidate's shape.
 	str bool
-	// count: for a reentrant lock (Layout.Counted), how many times its
-	// owner holds it (0 reads as 1).
+	// count: for a hash lock, how many times its owner holds it, as a
+	// reentrant lock (Layout.Counted) counts (0 reads as 1, or, for a lock
+	// that does not count, as the class's field value).
 	count int
 }
 
@@ -426,7 +427,7 @@ func (c *classifier) state(keys []string, specs []keySpec) *sandbox.State {
 		it := sandbox.Item{Value: s.value}
 		if c.cur != nil && c.cur.Shape == spec.ShapeHash && !s.str {
 			fv := string(c.cur.FieldValueOf(spec.StrArgs(c.argv)))
-			if c.cur.Counted {
+			if c.cur.Counted || s.count > 0 {
 				fv = strconv.Itoa(max(1, s.count))
 			}
 			it = sandbox.Item{Type: sandbox.TypeHash, Hash: map[string]string{s.value: fv}}

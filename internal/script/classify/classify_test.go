@@ -267,6 +267,16 @@ func TestRefusalsNameTheProbe(t *testing.T) {
 		{"no keys", `return 1`, " -- tok", []string{"takes no keys"}, false},
 		{"a delete that spares a lock holding a constant of its text", `local v = redis.call('GET', KEYS[1]) if v and v ~= '*' then return redis.call('DEL', KEYS[1]) end return 0`, "k --",
 			[]string{`holding another value "*"`, "a delete would have deleted KEYS[1]"}, false},
+		// A hash lock's release that only takes one hold off while holds
+		// are left, re-arming to a TTL no argument or constant gives: it
+		// must not pass for a release that frees the lock.
+		{"a release that keeps a lock held twice", `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return false end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+  return redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) * 2) - 1
+end
+redis.call('del', KEYS[1])
+return 1`, "k -- tok",
+			[]string{"holding ARGV[1] (counted", "a release would have"}, false},
 		// A threshold the script computes (no constant 1000 in its text):
 		// the relations do not see it, the TTL probes do.
 		{"small TTLs read as seconds", `local ttl = tonumber(ARGV[2])

@@ -43,6 +43,9 @@ func describeIn(nm spec.Namer, keys, argv, orig []string, specs []keySpec, base 
 			if s.ttl > 0 {
 				t = fmt.Sprintf("PTTL %d ms", s.ttl)
 			}
+			if s.count > 1 {
+				t = fmt.Sprintf("counted %d times, %s", s.count, t)
+			}
 			parts = append(parts, fmt.Sprintf("%s holding %s (%s)", who, valueText(nm, s.value, argv), t))
 		}
 	}

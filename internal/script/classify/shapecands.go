@@ -3,6 +3,7 @@ package classify
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/script/sandbox"
 	"github.com/redlock-proxy/redlock-proxy/internal/script/spec"
@@ -228,6 +229,9 @@ func (c *classifier) hashCandidates(base func(spec.Role) *spec.Class, after *san
 				cl.TTLArg, cl.TTLUnit, cl.Deadline = t.idx, t.unit, t.deadline
 				out = append(out, cl)
 			}
+			cl := mk(spec.RoleExtendOrAcquire, slices.Clone(tok))
+			cl.Counted, cl.TTLConst = true, time.Duration(d)*time.Millisecond
+			out = append(out, cl)
 		}
 		for _, role := range []spec.Role{spec.RoleAcquire, spec.RoleExtendOrAcquire} {
 			if role == spec.RoleExtendOrAcquire && n > 1 {
@@ -324,5 +328,7 @@ func (c *classifier) countedReleases(mk func(spec.Role, []int) *spec.Class, a st
 		d.TTLArg, d.TTLUnit = t.idx, t.unit
 		out = append(out, &d)
 	}
-	return out
+	d := *cl // re-armed to a TTL no argument gives
+	d.TTLConst = time.Duration(it.At-c.now) * time.Millisecond
+	return append(out, &d)
 }

@@ -274,8 +274,12 @@ func (c *classifier) stringStates(cl *spec.Class, v argVariant) [][]keySpec {
 				out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[j], ttl: t} }))
 			}
 		}
-		if cl.Counted {
-			// Held more than once, and once more than that.
+		if cl.Counted || cl.Shape == spec.ShapeHash {
+			// Held more than once, and once more than that. A hash lock
+			// that does not count holds is probed so too: a reentrant
+			// lock's scripts may share its key, and a script that acts
+			// on a count (a release that only takes one hold off) must
+			// not pass for one that ignores it.
 			for _, cnt := range []int{2, 5} {
 				for _, t := range ok {
 					out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[0], ttl: t, count: cnt} }))

@@ -339,6 +339,13 @@ func (c *Class) FieldValueOf(argv [][]byte) []byte {
 // validity left).
 func (c *Class) Writes() bool { return c.writes() }
 
+// Rearms reports whether the class is a reentrant lock's release that
+// re-arms the lock while holds are left: to its TTL argument, or to the
+// constant TTL its script writes.
+func (c *Class) Rearms() bool {
+	return c.Counted && c.Role == RoleRelease && (c.TTLArg >= 0 || c.TTLConst > 0)
+}
+
 // Equal reports whether two classifications say the same (their Origin
 // aside).
 func (c *Class) Equal(d *Class) bool {

@@ -128,7 +128,7 @@ func (c *Class) layoutText() string {
 		}
 		parts = append(parts, t)
 	}
-	if c.writes() || c.Counted && c.TTLArg >= 0 {
+	if c.writes() || c.Rearms() {
 		switch {
 		case c.TTLArg >= 0 && c.Deadline:
 			parts = append(parts, fmt.Sprintf("TTL until the deadline %s (Unix time in %s)", c.Names().Arg(c.TTLArg), unitName(c.TTLUnit)))

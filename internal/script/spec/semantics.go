@@ -285,7 +285,7 @@ func (c *Class) Simulate(st *sandbox.State, keys, argv []string) (*sandbox.State
 				it, _ := out.Lookup(key)
 				tok := c.Token(argv, k)
 				it = sandbox.Item{Type: sandbox.TypeHash, Hash: map[string]string{tok: strconv.FormatInt(holds(it, tok)-1, 10)}, At: it.At}
-				if c.TTLArg >= 0 || c.TTLConst > 0 {
+				if c.Rearms() {
 					if !ok || ms <= 0 {
 						return st.Clone(), false
 					}

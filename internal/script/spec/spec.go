@@ -42,7 +42,7 @@ func (c *Class) Spec() string {
 	if c.Prefix > 0 {
 		fmt.Fprintf(&b, " prefix=%d", c.Prefix)
 	}
-	if c.writes() || c.Counted && c.TTLArg >= 0 {
+	if c.writes() || c.Rearms() {
 		if c.TTLArg >= 0 {
 			fmt.Fprintf(&b, " ttl=%d%s", c.TTLArg+1, unitWord(c.TTLUnit))
 		} else {

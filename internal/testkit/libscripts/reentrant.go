@@ -40,6 +40,21 @@ end
 redis.call('del', KEYS[1])
 return 1`, []string{"30000", "6f1c2e7a-52b8-4a42:41"},
 			`release keys=1 args=2 token=2 ttl=1ms hash="1" counted; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`, nil},
+		{"take or enter again for a fixed 30 s", `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], 30000)
+  return false
+end
+return redis.call('pttl', KEYS[1])`, []string{"6f1c2e7a-52b8-4a42:41"},
+			`extend-or-acquire keys=1 args=1 token=1 ttl=const:30000 nottl-acts hash="1" counted; missing: nil; own: nil; own-no-ttl: nil; other: pttl; other-no-ttl: -1; own-again: nil`, nil},
+		{"leave once, re-arming for a fixed 30 s", `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return false end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+  redis.call('pexpire', KEYS[1], 30000)
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1`, []string{"6f1c2e7a-52b8-4a42:41"},
+			`release keys=1 args=1 token=1 ttl=const:30000 hash="1" counted; missing: nil; own: 1; own-no-ttl: 1; other: nil; other-no-ttl: nil; own-again: 0`, nil},
 		{"leave once, telling waiters", `if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return false end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
