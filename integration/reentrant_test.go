@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/script/classify"
 )
 
 // reentrant returns the texts of the reentrant lock's take and release.
@@ -345,4 +347,47 @@ func agreed(c *cluster, key string, owners []string) bool {
 		}
 	}
 	return true
+}
+
+// A read-write lock's write lock (Redisson's RReadWriteLock: "mode" =
+// "write" beside its writer's field), and a hash lock's release called
+// with the writer's field as its token that frees only a lock of one field:
+// through the proxy the write lock stays held on every master, as on one
+// Redis, and another writer is refused as there. Only a hash extend reads
+// a write lock as its writer's lock; a release never acts on it.
+func TestHashReleaseSparesAWriteLockAsOnOneRedis(t *testing.T) {
+	rw := redissonRW(t)
+	const release = `if redis.call('hlen', KEYS[1]) ~= 1 or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 'not-held' end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) == 0 then
+  redis.call('del', KEYS[1])
+  return 'released'
+end
+return 'held'`
+	c := newCluster(t, 5)
+	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
+	t.Cleanup(func() { lone.Close() })
+	ctx := context.Background()
+	cl := c.client(2)
+	key := uniqueKey("rw-hash-release")
+	const writer, other = "6f1c2e7a-52b8-4a42:41:write", "9d0b7c11-0e4f-4c55:7:write"
+	write := func(r *redis.Client, who string) string {
+		return replyOf(r.Eval(ctx, rw[classify.RWWriteAcquire], []string{key}, 30000, who).Result())
+	}
+	if got, want := write(cl, writer), write(lone, writer); got != want || got != "nil" {
+		t.Fatalf("write lock: the proxy answered %s, one Redis %s", got, want)
+	}
+	want := replyOf(lone.Eval(ctx, release, []string{key}, writer).Result())
+	got := replyOf(cl.Eval(ctx, release, []string{key}, writer).Result())
+	if got != want {
+		t.Fatalf("release with the writer's field: the proxy answered %s, one Redis %s", got, want)
+	}
+	for i, d := range c.direct {
+		if h := d.HGetAll(ctx, key).Val(); h["mode"] != "write" || h[writer] != "1" {
+			t.Fatalf("master %d holds %v after the release, want the write lock", i, h)
+		}
+	}
+	got, want = write(cl, other), write(lone, other)
+	if (got == "nil") != (want == "nil") {
+		t.Fatalf("another writer: the proxy answered %s, one Redis %s", got, want)
+	}
 }

@@ -409,6 +409,10 @@ type keySpec struct {
 	// reentrant lock (Layout.Counted) counts (0 reads as 1, or, for a lock
 	// that does not count, as the class's field value).
 	count int
+	// mode: for a hash lock, the hash also holds the field "mode" =
+	// "write", as a read-write lock's write lock does (Redisson's
+	// RReadWriteLock): the writer's when value is the caller's token.
+	mode bool
 }
 
 // otherOwners name the other owners of a probe's sorted set.
@@ -431,6 +435,9 @@ func (c *classifier) state(keys []string, specs []keySpec) *sandbox.State {
 				fv = strconv.Itoa(max(1, s.count))
 			}
 			it = sandbox.Item{Type: sandbox.TypeHash, Hash: map[string]string{s.value: fv}}
+			if s.mode {
+				it.Hash[spec.ModeField] = "write"
+			}
 		}
 		if s.ttl != 0 {
 			it.At = c.now + s.ttl

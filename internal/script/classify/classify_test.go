@@ -277,6 +277,16 @@ end
 redis.call('del', KEYS[1])
 return 1`, "k -- tok",
 			[]string{"holding ARGV[1] (counted", "a release would have"}, false},
+		// A read-write lock's write lock (fields "mode" = "write" and the
+		// writer's) is its writer's lock to a hash lock's extend, as the
+		// extend's reference reads it (Redisson's write lock renews with
+		// a hash lock's script): an extend that spares it must not pass
+		// for one that re-arms it.
+		{"a renewal that spares a write lock", `if redis.call('hlen', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0`, "k -- tok 30000",
+			[]string{`beside "mode" = "write"`, "an extend would have"}, false},
 		// A threshold the script computes (no constant 1000 in its text):
 		// the relations do not see it, the TTL probes do.
 		{"small TTLs read as seconds", `local ttl = tonumber(ARGV[2])

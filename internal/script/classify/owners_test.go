@@ -277,6 +277,8 @@ end
 return redis.call('pttl', KEYS[1])`, "k -- 8000 tok host-7", `acquire keys=1 args=3 token=2 ttl=1ms hash=3; missing: nil; own: pttl; own-no-ttl: -1; other: pttl; other-no-ttl: -1`},
 	{"release by HDEL", `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('hdel', KEYS[1], ARGV[1]) end return 0`, "k -- tok",
 		`release keys=1 args=1 token=1 hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
+	{"release of a lock of one field", `if redis.call('hlen', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('del', KEYS[1]) end return 0`, "k -- tok",
+		`release keys=1 args=1 token=1 hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
 	{"extend", `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`, "k -- tok 8000",
 		`extend keys=1 args=2 token=1 ttl=2ms nottl-acts hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
 	{"TTL query", `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('pttl', KEYS[1]) end return -3`, "k -- tok",
@@ -384,4 +386,54 @@ func TestReentrantScriptsClassify(t *testing.T) {
 			t.Errorf("%s classified as\n  %s\nwant\n  %s", s.Name, got, s.Spec)
 		}
 	}
+}
+
+// A read-write lock's write lock (fields "mode" = "write" and the
+// caller's, once and twice held) and another's: on a real Redis every
+// hash lock's reference leaves the keys as its role means there
+// (semantics.go), whatever its role. The probes put an extend's script on
+// these states (its reference renews the caller's write lock); for every
+// other role the reference, as the role, reads them as another holder's.
+func TestHashReferencesReadAWriteLockAsTheirRoleMeans(t *testing.T) {
+	r := startRedis(t)
+	for _, h := range append(slices.Clone(hashScripts), countedScripts()...) {
+		keys, argv := splitCall(h.call)
+		cl := mustClassify(t, h.text, keys, argv)
+		if cl.Tokens == nil || len(keys)-cl.KeyArgs != 1 {
+			continue
+		}
+		x := cl.KeyArgs
+		c := &classifier{keys: keys[:1], argv: append(slices.Clone(keys[1:]), argv...), extra: x, cur: cl}
+		tok := cl.Token(c.argv, 0)
+		for _, s := range []keySpec{
+			{held: true, value: tok, ttl: 41_734, mode: true},
+			{held: true, value: tok, ttl: 41_734, mode: true, count: 2},
+			{held: true, value: "other-holder-7f3a", ttl: 41_734, mode: true},
+		} {
+			r.Do("FLUSHALL")
+			c.now = r.redisNow()
+			st := c.state(c.keys, []keySpec{s})
+			it, _ := st.Lookup(c.keys[0])
+			r.putItem(c.keys[0], it)
+			t0 := time.Now()
+			ttl, _ := cl.TTLAt(spec.StrArgs(c.argv), c.now)
+			r.reference(cl, c.keys, c.argv, spec.CallArgs{TTLms: ttl.Milliseconds(), CapMs: 1 << 40, Detailed: true})
+			got := r.hashState(c.keys)
+			want, _ := cl.SimulateRef(st, c.keys, c.argv)
+			wit, ok := want.Lookup(c.keys[0])
+			wantState := []keyState{{exists: ok, value: respconn.Canonical("hash", hashReply(wit.Hash)), pttl: want.PTTL(c.keys[0])}}
+			if !sameState(got, wantState, slack+time.Since(t0).Milliseconds()) {
+				t.Errorf("%s (%s) on %v: the reference left %+v, the role means %+v", h.name, cl.Role, it.Hash, got, wantState)
+			}
+		}
+	}
+}
+
+// hashReply is h as HGETALL answers it.
+func hashReply(h map[string]string) resp.Value {
+	v := resp.Value{Kind: resp.KindArray}
+	for f, x := range h {
+		v.Elems = append(v.Elems, resp.Value{Kind: resp.KindBulk, Str: []byte(f)}, resp.Value{Kind: resp.KindBulk, Str: []byte(x)})
+	}
+	return v
 }

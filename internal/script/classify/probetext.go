@@ -46,6 +46,9 @@ func describeIn(nm spec.Namer, keys, argv, orig []string, specs []keySpec, base 
 			if s.count > 1 {
 				t = fmt.Sprintf("counted %d times, %s", s.count, t)
 			}
+			if s.mode {
+				t = `beside "mode" = "write", ` + t
+			}
 			parts = append(parts, fmt.Sprintf("%s holding %s (%s)", who, valueText(nm, s.value, argv), t))
 		}
 	}

@@ -286,6 +286,25 @@ func (c *classifier) stringStates(cl *spec.Class, v argVariant) [][]keySpec {
 				}
 			}
 		}
+		if cl.Shape == spec.ShapeHash && cl.Role == spec.RoleExtend {
+			// A read-write lock's write lock (Redisson's RReadWriteLock,
+			// which the proxy runs too): its hash holds "mode" = "write"
+			// beside its writer's field, and the hash extend's reference
+			// reads it as the writer's lock (its watchdog renews it with
+			// a hash lock's script). An extend that spares it must not
+			// pass for one that re-arms it. Every other role reads it as
+			// another holder's and never acts on it, whatever a script
+			// would do there (docs/scripts.md).
+			for _, cnt := range []int{0, 2} {
+				out = append(out, perKey(func(k int) keySpec {
+					return keySpec{held: true, value: ownVals(k)[0], ttl: ok[0], count: cnt, mode: true}
+				}))
+			}
+		}
+	}
+	if cl.Shape == spec.ShapeHash && v.full {
+		// Another's write lock: another holder's.
+		out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: "other-holder-7f3a", ttl: ttlLong1, mode: true} }))
 	}
 	for j := range otherVals(0) {
 		for i, t := range ttls {

@@ -39,22 +39,27 @@ import (
 
 // The way a lock is read and taken, by shape: read(i, t) is the value of
 // lock key i (false when missing), take(i, t, ms) sets it to token t for
-// ms. A hash lock's value is its one field, the owner's token, or a
-// read-write lock's write lock (fields "mode" = "write" and the owner's:
-// Redisson's write lock, which its watchdog renews as a lock of one
-// owner; any other hash, or another type, reads as a value that is not t); it is taken as
+// ms. A hash lock's value is its one field, the owner's token (any other
+// hash, or another type, reads as a value that is not t); it is taken as
 // that one field, with the class's field value (after the tokens in ARGV).
+// An extend also reads a read-write lock's write lock (fields "mode" =
+// "write" and the owner's) as its owner's: Redisson's write lock, which
+// its watchdog renews as a lock of one owner (hashExtendAccess). No other
+// role acts on it: see Class.ownsItem.
 const (
 	stringAccess = `local function read(i, t) return redis.call('get', KEYS[i]) end
 local function take(i, t, ms) redis.call('set', KEYS[i], t, 'PX', ms) end
 `
-	hashAccess = `local fv = ARGV[nargv]
+	hashAccess       = hashReadHead + `1 then return t end` + hashReadTail
+	hashExtendAccess = hashReadHead + `1 or (l == 2 and redis.call('hget', KEYS[i], 'mode') == 'write') then return t end` + hashReadTail
+	hashReadHead     = `local fv = ARGV[nargv]
 local function read(i, t)
   local ty = redis.call('type', KEYS[i]).ok
   if ty == 'none' then return false end
   if ty == 'hash' and t and t ~= 'mode' and redis.call('hexists', KEYS[i], t) == 1 then
     local l = redis.call('hlen', KEYS[i])
-    if l == 1 or (l == 2 and redis.call('hget', KEYS[i], 'mode') == 'write') then return t end
+    if l == `
+	hashReadTail = `
   end
   return (t or '') .. '\0'
 end
@@ -302,7 +307,7 @@ var (
 
 	refHashAcquire         = refScript("acquire (hash): every key is free, then take them all", hashAccess, acquireBody)
 	refHashRelease         = refScript("release (hash): delete each key that holds its token", hashAccess, releaseBody)
-	refHashExtend          = refScript("extend (hash): every key holds its token, then re-arm them all, never shorter", hashAccess, extendBody)
+	refHashExtend          = refScript("extend (hash): every key holds its token, then re-arm them all, never shorter", hashExtendAccess, extendBody)
 	refHashExtendOrAcquire = refScript("extend-or-acquire (hash): take the key if free, re-arm it (never shorter) if it holds the token", hashAccess, extendOrAcquireBody)
 	refHashQuery           = refScript("query (hash): read the keys", hashAccess, queryBody)
 

@@ -36,17 +36,27 @@ func (c *Class) owns(v, tok string) bool {
 
 // ownsItem reports whether a key holding it belongs to the caller: a
 // string the caller owns, or, for ShapeHash, a hash whose one field is the
-// caller's token.
+// caller's token. To an extend, a read-write lock's write lock that is the
+// caller's (fields ModeField = "write" and the caller's) is the caller's
+// too, as the hash extend's reference reads it: Redisson's write lock
+// renews with a hash lock's script. Every other role reads it as
+// another holder's, and never acts on it.
 func (c *Class) ownsItem(it sandbox.Item, tok string) bool {
 	if c.Shape == ShapeHash {
-		if it.Type != sandbox.TypeHash || len(it.Hash) != 1 || c.Tokens == nil {
+		if it.Type != sandbox.TypeHash || c.Tokens == nil || tok == ModeField {
 			return false
 		}
-		_, ok := it.Hash[tok]
-		return ok
+		if _, ok := it.Hash[tok]; !ok {
+			return false
+		}
+		return len(it.Hash) == 1 || c.Role == RoleExtend && len(it.Hash) == 2 && it.Hash[ModeField] == "write"
 	}
 	return it.Type == sandbox.TypeString && c.owns(it.Value, tok)
 }
+
+// ModeField is the field of a read-write lock's hash (Redisson's
+// RReadWriteLock) that says whether it is read or write locked.
+const ModeField = "mode"
 
 // lockItem is what the role writes to lock key k for a call, expiring at.
 func (c *Class) lockItem(argv []string, k int, at int64) sandbox.Item {
