@@ -673,3 +673,81 @@ func refuseDemotion(t *testing.T, s *redisproc.Server) {
 		t.Fatalf("ACL SETUSER on %s: %q %v", s.Addr, v, err)
 	}
 }
+
+// Sentinels that forget a group and learn it again (SENTINEL REMOVE and
+// SENTINEL MONITOR, as Sentinels restarted without their saved
+// configuration do) name it under config epoch 0 again, at whatever
+// master they are told. Here: a proxy uses the group at M and stops (M's
+// marker is whole, checked under epoch 0); the group fails over to R
+// (epoch 1), M is never demoted (refuseDemotion); a second proxy, started
+// then, sees only R, waits out its hold and grants a lock on it; a plain
+// master loses the lock; the Sentinels are made to monitor M again, under
+// epoch 0. The second proxy sees the switch R -> M: a switch is a loss
+// whatever the epochs say (M lacks every lock granted on R), so M's vote
+// does not count and the lock is not handed out again.
+func TestSentinelsThatForgetTheGroupDoNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
+	group := sentinelGroups(t, 1)[0]
+	m := group.Servers[0]
+	refuseDemotion(t, m)
+	plain := startRedis(t, 2)
+	backends := []string{group.Entry(), plain[0].Addr, plain[1].Addr}
+	const maxTTL = 5 * time.Second
+	proxy := func() (*app.App, func()) {
+		return startApp(t, backends, func(c *config.Config) {
+			c.MaxTTL, c.BackendTimeout, c.RestartQuarantine = maxTTL, 200*time.Millisecond, "strict"
+		})
+	}
+	first, stopFirst := proxy()
+	waitCounts(t, first, 0, 4*maxTTL)
+	stopFirst()
+
+	from, r, err := group.Failover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != m {
+		t.Fatalf("the failover went from %s", from.Addr)
+	}
+	a, _ := proxy()
+	waitFor(t, 10*time.Second, "the proxy to use R", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == r.Addr) })
+	waitCounts(t, a, 0, 4*maxTTL)
+	ctx := context.Background()
+	cl := proxyClient(t, a.Addr(), 2)
+	key := uniqueKey("forgotten")
+	if ok, err := cl.SetNX(ctx, key, "A", maxTTL).Result(); !ok || err != nil {
+		t.Fatalf("A's SET NX: %v, %v", ok, err)
+	}
+	heldUntil := time.Now().Add(maxTTL - 200*time.Millisecond)
+	if _, err := redisproc.DoReply(plain[1].Addr, nil, "DEL", key); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(m.Addr, ":")
+	for _, s := range group.Sentinels {
+		if v, err := s.Do("SENTINEL", "REMOVE", group.Name); err != nil || v != "OK" {
+			t.Fatalf("SENTINEL REMOVE: %v %v", v, err)
+		}
+	}
+	for _, s := range group.Sentinels {
+		if v, err := s.Do("SENTINEL", "MONITOR", group.Name, "127.0.0.1", port, "2"); err != nil || v != "OK" {
+			t.Fatalf("SENTINEL MONITOR: %v %v", v, err)
+		}
+	}
+	if info, _ := m.Info("replication"); !strings.Contains(info, "role:master") {
+		t.Fatal("M is not a master: the test shows nothing")
+	}
+	if v, _ := redisproc.DoReply(m.Addr, nil, "GET", key); v != "" {
+		t.Fatalf("M holds %q: the test shows nothing", v)
+	}
+	waitFor(t, 10*time.Second, "the proxy to follow M", func() error { h := a.Pool().Health()[0]; return holds(h.Up && h.Addr == m.Addr) })
+	ok, _ := cl.SetNX(ctx, key, "B", maxTTL).Result()
+	if !time.Now().Before(heldUntil) {
+		t.Fatal("the machine was too slow: A's lock ran out before B tried")
+	}
+	if ok {
+		t.Fatalf("B's SET NX while A held the lock succeeded (health %+v)", a.Pool().Health()[0])
+	}
+	if h := a.Pool().Health()[0]; !strings.Contains(h.QuarantineReason, "switched the group's master") {
+		t.Fatalf("M's quarantine reason %q; want the switch", h.QuarantineReason)
+	}
+}
