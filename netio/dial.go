@@ -285,6 +285,7 @@ func (l *Link) connectedLocked(c *linkConn, addr string) (patient bool) {
 		// addr only makes this connection's marker checks record the
 		// switch sooner; one that does not match the next round's ends it.
 		l.follower.connAddr, l.follower.connEpoch = addr, l.follower.epoch
+		l.follower.connSwitches, l.follower.connSwitchAt = l.follower.switches, l.follower.switchAt
 	}
 	l.health.Connects++
 	return patient

@@ -115,8 +115,15 @@ func (l *Link) appendMarker(dst []byte, verb, script string) []byte {
 		evictionsNoLoss = "1"
 	}
 	sepoch := ""
-	if l.follower != nil {
-		sepoch = strconv.FormatInt(l.follower.connEpoch, 10)
+	if f := l.follower; f != nil {
+		sepoch = strconv.FormatInt(f.connEpoch, 10)
+		if f.connSwitches != f.recorded {
+			// A switch not yet recorded on this master: a loss, unless the
+			// marker records one since the switch was seen (then every
+			// round that named the master before it started before that
+			// loss, which the hold covers).
+			sepoch += " switched " + strconv.FormatInt(time.Since(f.connSwitchAt).Milliseconds()+1, 10)
+		}
 	}
 	restore := ""
 	if r := l.restore; r.epoch != "" && r.epoch == l.cont.epoch {

@@ -6,7 +6,9 @@
 -- in ms, [7] a restore of the record, 'EPOCH MS' ('' when none), [8] '1'
 -- when evictions are no loss (the upgrade's old Redis, whose clients had
 -- that risk before), [9] the group's config epoch its Sentinels confirm,
--- for the master of a Sentinel-managed group ('' otherwise), [10...] what
+-- for the master of a Sentinel-managed group ('' otherwise), followed by
+-- ' switched MS' when the proxy saw a switch MS ago that no check of this
+-- master it made since has covered, [10...] what
 -- the proxy knows of
 -- other markers' epochs: pairs of 'EPOCH|PROXY' and the highest count of
 -- that proxy's checks seen, or of 'EPOCH' and 'R' (retired).
@@ -80,13 +82,17 @@ if m[1] and (m[9] or '') ~= node and change == '' then
 end
 -- A Sentinel group's master checked under a newer config epoch than the
 -- marker last was: a failover since, whatever the master says of itself.
+-- So is a switch the proxy saw itself, MS ago (' switched MS' after the
+-- epoch), whatever the epochs say (Sentinels that forgot the group name
+-- it under epoch 0 again), unless a loss was recorded here since.
 local sepoch = tonumber(m[13])
 if ARGV[9] ~= '' then
-  local e = tonumber(ARGV[9])
-  if not sepoch or sepoch < e then
+  local e = tonumber(string.match(ARGV[9], '^%d+'))
+  local ago = tonumber(string.match(ARGV[9], ' switched (%d+)$'))
+  if not sepoch or sepoch < e or (ago and (tonumber(m[2]) or 0) < now - ago) then
     if m[1] then loss('switched', now) end
-    sepoch = e
   end
+  if not sepoch or sepoch < e then sepoch = e end
 end
 
 if evicts ~= '' and ARGV[8] ~= '1' then

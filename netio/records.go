@@ -50,6 +50,13 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	b.table(mr.table, now)
 	l.markerSeenLocked(h)
 	l.keepBrokenWhileLossUnrecordedLocked()
+	if f := l.follower; f != nil && f.connAddr == f.master && f.connEpoch == f.epoch {
+		// The check ran on the master the Sentinels name, on a connection
+		// made after the switches it counts: it recorded them (appendMarker).
+		// A connection dialled to an address a newer round had replaced
+		// records nothing for the master switched to.
+		f.recorded = f.connSwitches
+	}
 	if !l.vetted {
 		if l.vetSince.IsZero() {
 			l.vetSince = h.sent

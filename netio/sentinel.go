@@ -48,7 +48,12 @@ import (
 // with its epoch (a majority must name both), and the marker records the
 // highest epoch it was checked under: a marker check under a higher one
 // records the loss ("switched"), also for a proxy that never saw the
-// switch. A new epoch at the same address is a switch as well.
+// switch. A new epoch at the same address is a switch as well. And the
+// link that sees a switch has the master switched to record it, whatever
+// the epochs say, unless its marker shows a loss recorded since: the
+// Sentinels that forgot a group (SENTINEL REMOVE and MONITOR, or a restart
+// without their saved configuration) name it under epoch 0 again, at a
+// master whose marker may show that epoch from before the failover.
 //
 // The link itself stays: its undos kept for the next connection, its
 // quarantine and its record of the backend go with the vote to the new
@@ -119,15 +124,25 @@ type follower struct {
 	confirmedAt time.Time // start of the last round in which a majority named master
 	connAddr    string    // the address the current (or last) connection was dialled to
 	connEpoch   int64     // the epoch confirmed when it was made: its marker checks record it
-	agree       int
-	reachable   int
-	answers     string
-	switches    uint64
-	from        string    // the master before the last switch
-	switchAt    time.Time // when it was seen
-	pending     string    // the master before a switch not yet logged ("" when none)
-	lastNoMaj   string    // the last round without a majority, as logged
-	subs        []net.Conn
+	// A switch is a loss whatever the epochs say (Sentinels that forgot
+	// the group name it under epoch 0 again): connSwitches is the count of
+	// switches seen when the current connection was made, connSwitchAt
+	// when the last of them was seen, and recorded the count a marker
+	// check of the master switched to has covered. While they differ,
+	// every marker check records a loss unless the marker shows one
+	// recorded since the switch was seen (appendMarker).
+	connSwitches uint64
+	connSwitchAt time.Time
+	recorded     uint64
+	agree        int
+	reachable    int
+	answers      string
+	switches     uint64
+	from         string    // the master before the last switch
+	switchAt     time.Time // when it was seen
+	pending      string    // the master before a switch not yet logged ("" when none)
+	lastNoMaj    string    // the last round without a majority, as logged
+	subs         []net.Conn
 }
 
 func newFollower(o SentinelOptions) *follower {
