@@ -106,7 +106,9 @@ func (s *clusterSet) leftKeys() []string {
 			for _, k := range strings.Fields(keys) {
 				if !strings.HasPrefix(k, "redlock-proxy:marker:") && !strings.HasPrefix(k, "redlock-proxy:fence-counter:") &&
 					!strings.HasPrefix(k, netio.ClusterHoldsPrefix) {
-					out = append(out, fmt.Sprintf("cluster %d %s: %s", ci, n.Addr, k))
+					v, _ := n.DoAll("GET", k)
+					pt, _ := n.DoAll("PTTL", k)
+					out = append(out, fmt.Sprintf("cluster %d %s: %s=%s pttl %s", ci, n.Addr, k, v, pt))
 				}
 			}
 		}
@@ -397,7 +399,8 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 	cs := startClusters(t, 3, 3)
 	s := proxyOverClusters(t, cs)
 	keys := keysOverAllSlots("load", 40)
-	var holding sync.Map // key -> token of the client that believes it holds it
+	var holding sync.Map    // key -> token of the client that believes it holds it
+	var unreleased sync.Map // key -> the replies of a release that never answered 1
 	var grants, refusals, second atomic.Int64
 	var bad atomic.Value
 	ctx, cancel := context.WithCancel(context.Background())
@@ -425,11 +428,18 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 					cl.Do(context.Background(), "FENCE", k, tok)
 				}
 				holding.Delete(k)
+				var tries []string
 				for try := 0; try < 20; try++ {
-					if n, err := cl.Eval(context.Background(), seedRelease, []string{k}, tok).Int64(); err == nil && n == 1 {
+					n, err := cl.Eval(context.Background(), seedRelease, []string{k}, tok).Int64()
+					if err == nil && n == 1 {
+						tries = nil
 						break
 					}
+					tries = append(tries, fmt.Sprint(n, err))
 					time.Sleep(20 * time.Millisecond)
+				}
+				if tries != nil {
+					unreleased.Store(k, fmt.Sprintf("%s's release answered %v", tok, tries))
 				}
 			}
 		}()
@@ -464,7 +474,10 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %d grants and %d refusals, keys left (a lost undo or release): %v", grants.Load(), refusals.Load(), left[:min(10, len(left))])
+			var failed []string
+			unreleased.Range(func(k, v any) bool { failed = append(failed, fmt.Sprintf("%s: %s", k, v)); return len(failed) < 10 })
+			t.Fatalf("after %d grants and %d refusals, keys left (a lost undo or release): %v; releases that failed: %v",
+				grants.Load(), refusals.Load(), left[:min(10, len(left))], failed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
