@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/keyslot"
 	"github.com/redlock-proxy/redlock-proxy/internal/testkit/libscripts"
 )
 
@@ -158,4 +159,74 @@ func TestPermitsMinorityDown(t *testing.T) {
 	if !permitsAcquire(t, cl, name, "c", 10*time.Second) {
 		t.Fatalf("a released permit was refused: %s", describeSem(t, c.direct[:3], name))
 	}
+}
+
+// A semaphore set up with a limit of 2 keeps it while its masters restart
+// empty one after another, each counting again before the next goes. After
+// each restart an application starts with a new setting and asks for a
+// limit of 5: one Redis answers 0 (already set up) and keeps 2, and so does
+// the proxy. The restarted master holds no limit; a set-up that writes its
+// 5 there and stays, refused, would have a majority storing 5 after the
+// second restart, and five holders of a semaphore whose one successful
+// set-up said 2.
+func TestPermitsLimitOutlivesMastersRestartedOneByOne(t *testing.T) {
+	waits(t)
+	c := newCluster(t, 3, func(cfg *config.Config) { cfg.MaxTTL = 2 * time.Second; cfg.BackendTimeout = 300 * time.Millisecond })
+	cl := c.client(2)
+	name := uniqueKey("permits-restarts")
+	mustDo(t, cl, 1, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 2)
+	for _, m := range []int{1, 2} {
+		c.restartEmpty(m)
+		waitFor(t, 20*time.Second, fmt.Sprintf("master %d to count again", m), func() error { return holds(c.counting(m)) })
+		mustDo(t, cl, 0, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 5)
+		t.Logf("after master %d restarted and a set-up of 5, the limits stored: %v", m, semLimits(t, c.direct, name))
+	}
+	var held []string
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("holder-%d", i)
+		if permitsAcquire(t, cl, name, id, 1500*time.Millisecond) {
+			held = append(held, id)
+		}
+	}
+	if len(held) != 2 {
+		t.Fatalf("holders %v of a semaphore set up with a limit of 2 (want two); limits stored %v", held, semLimits(t, c.direct, name))
+	}
+}
+
+// A set-up refused where no limit reaches a majority (one master stores
+// 2, one none, one is down) takes back the limit it wrote: left there, it
+// would count toward a majority storing it once another master lost what
+// it had.
+func TestPermitsRefusedSetupTakesItsLimitBack(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *config.Config) { cfg.BackendTimeout = 300 * time.Millisecond })
+	cl := c.client(2)
+	name := uniqueKey("permits-takeback")
+	k := string(keyslot.Companion(nil, "redlock-proxy:semlimit:", []byte(name)))
+	if err := c.direct[0].Set(context.Background(), k, "2", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[2].Stop()
+	mustDo(t, cl, 0, "EVAL", libscripts.PermitsSetup, 2, name, name+":timeout", 5)
+	waitFor(t, 5*time.Second, "the refused set-up's limit to be taken back", func() error {
+		if l := semLimits(t, c.direct[:2], name); l[0] != "2" || l[1] != "" {
+			return fmt.Errorf("limits stored %v; want [2 none]", l)
+		}
+		return nil
+	})
+}
+
+// semLimits reads the limit each master stores for the semaphore name
+// ("" where it has none).
+func semLimits(t *testing.T, direct []*redis.Client, name string) []string {
+	t.Helper()
+	k := string(keyslot.Companion(nil, "redlock-proxy:semlimit:", []byte(name)))
+	out := make([]string, len(direct))
+	for i, d := range direct {
+		v, err := d.Get(context.Background(), k).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatalf("GET %s on master %d: %v", k, i, err)
+		}
+		out[i] = v
+	}
+	return out
 }

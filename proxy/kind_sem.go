@@ -57,6 +57,7 @@ type semCall struct {
 	zrem             bool   // reply as ZREM: the number of tokens removed
 	members          int    // tokens released
 	key, token       []byte // copies, for the hints (acquire)
+	limitKey         []byte // the stored limit's key (set-up), for its repair
 	hints            *semHints
 }
 
@@ -78,13 +79,13 @@ func (semRules) effects(o *op) effect {
 
 func (semRules) vote(o *op, v resp.Value) quorum.Vote {
 	if o.sem.role == classify.SemSetLimit {
-		switch {
-		case v.Kind == resp.KindInt && v.Int == 1:
-			return quorum.Granted
-		case v.Kind == resp.KindInt && v.Int == 0:
-			return quorum.Refused
+		if _, ok := semStoredLimit(v); !ok {
+			return quorum.Unknown
 		}
-		return quorum.Unknown
+		if v.Elems[0].Int == 1 {
+			return quorum.Granted
+		}
+		return quorum.Refused
 	}
 	if v.Kind != resp.KindArray || len(v.Elems) == 0 {
 		return quorum.Unknown
@@ -111,6 +112,15 @@ func (semRules) vote(o *op, v resp.Value) quorum.Vote {
 		return quorum.Granted
 	}
 	return quorum.Refused
+}
+
+// semStoredLimit reads a set-up's answer: the limit the master stores
+// after it.
+func semStoredLimit(v resp.Value) (string, bool) {
+	if v.Kind != resp.KindArray || len(v.Elems) != 2 || v.Elems[0].Kind != resp.KindInt || v.Elems[1].Kind != resp.KindBulk {
+		return "", false
+	}
+	return string(v.Elems[1].Str), true
 }
 
 // semSlot reads an acquire's or a refresh's answer: the slot the master
@@ -279,8 +289,11 @@ func startSem(c *client, name string, sc *semCall, key, token []byte, ttl time.D
 		cmd = appendEvalShaArgs(c.cmd[:0], semRefreshScript, h, token, itoa(ttl.Milliseconds()))
 		ref = semRefreshScript
 	case classify.SemSetLimit:
-		cmd = appendEvalShaArgs(c.cmd[:0], semSetLimitScript, keyslot.Companion(nil, semLimitPrefix, key), itoa(int64(sc.limit)))
+		sc.limitKey = keyslot.Companion(nil, semLimitPrefix, key)
+		cmd = appendEvalShaArgs(c.cmd[:0], semSetLimitScript, sc.limitKey, itoa(int64(sc.limit)))
 		ref = semSetLimitScript
+		// The repair (semLimitRepairLocked) needs every master's answer.
+		o.awaitAll = true
 	case classify.SemAvailable:
 		cmd = appendEvalShaKeys(c.cmd[:0], semCountScript, semKeys(h, key, true))
 		ref = semCountScript
@@ -482,4 +495,81 @@ func (h *semHints) note(o *op) {
 		h.m = map[string]*semHint{}
 	}
 	h.m[string(o.sem.key)] = hint
+}
+
+// A semaphore's stored limit has no expiry, and a master that restarts
+// empty forgets it: unrepaired, the copies of a limit set up on three
+// masters are gone after two of them restarted, one after the other, and
+// a set-up of another limit that reached them (refused, as the limit was
+// set) would leave its own there, then stored by a majority: more holders
+// than the one set-up that succeeded allowed. So each set-up, once every
+// master answered, leaves its masters as the majority has it: where a
+// majority of counted masters store one limit, a master that stores
+// another, or just took the set-up's own, is set to it; where none does,
+// a refused set-up takes its limit back where it wrote it. Neither can let
+// more holders in: holders are at most the limit a majority store at least
+// (a slot is granted by a majority, each master below its own limit), and
+// with a majority storing L that is L before and after the repair. Each
+// change is a compare-and-set of the value the answer showed, so a write
+// since (a set-up on a master that lost its limit again) is left alone.
+
+// semLimitRepairLocked returns, for a set-up whose masters all answered or
+// timed out, the repair of each master whose stored limit is not the one
+// to keep. Called with the op's lock held.
+func (o *op) semLimitRepairLocked() (cmds [][]byte, nodes []int) {
+	if o.sem == nil || o.sem.role != classify.SemSetLimit || !o.tally.Done() {
+		return nil, nil
+	}
+	m := quorum.Majority(o.e.n)
+	stored := make([]string, o.e.n)
+	answered := make([]bool, o.e.n)
+	counted := map[string]int{}
+	for i := 0; i < o.e.n; i++ {
+		v, counts := o.tally.Vote(i)
+		if v != quorum.Granted && v != quorum.Refused {
+			continue
+		}
+		stored[i], answered[i] = semStoredLimit(o.replies[i])
+		if answered[i] && counts {
+			counted[stored[i]]++
+		}
+	}
+	keep, found := "", false
+	for l, k := range counted {
+		if k >= m {
+			keep, found = l, true
+		}
+	}
+	mine := itoa(int64(o.sem.limit))
+	for i := 0; i < o.e.n; i++ {
+		if !answered[i] {
+			continue
+		}
+		switch {
+		case found && stored[i] != keep:
+		case !found && o.outcome != ResultGranted && stored[i] == mine:
+			// The limit there is this refused set-up's own only if it
+			// wrote it: another's equal limit stays.
+			if v, _ := o.tally.Vote(i); v != quorum.Granted {
+				continue
+			}
+		default:
+			continue
+		}
+		to := keep
+		if !found {
+			to = ""
+		}
+		cmds = append(cmds, appendEvalShaArgs(nil, semLimitRepairScript, o.sem.limitKey, stored[i], to))
+		nodes = append(nodes, i)
+	}
+	return cmds, nodes
+}
+
+// sendLimitRepair sends each repair to its master. Its answer is not
+// needed: a master that misses it keeps what it had, as before the set-up.
+func (o *op) sendLimitRepair(cmds [][]byte, nodes []int, now time.Time) {
+	for k, n := range nodes {
+		o.e.be.Send(n, cmds[k], semLimitRepairScript, netio.Discard, n, now.Add(o.e.timeout), 0)
+	}
 }

@@ -107,11 +107,22 @@ if v and string.sub(v, -#ARGV[2] - 1) == ':' .. ARGV[2] then return redis.call('
 return 0`))
 
 // semSetLimitScript: KEYS[1] the semaphore's stored limit; ARGV the
-// limit. Sets it where there is none; returns 1 if it did, else 0. The
-// limit has no expiry, as the set-up it stands for (Redisson's
-// trySetPermits) has none: it is the semaphore's size, not a permit.
-var semSetLimitScript = resp.NewScript([]byte(`if redis.call('set', KEYS[1], ARGV[1], 'NX') then return 1 end
-return 0`))
+// limit. Sets it where there is none; returns {1 if it did, else 0; the
+// limit stored after it}. The limit has no expiry, as the set-up it stands
+// for (Redisson's trySetPermits) has none: it is the semaphore's size, not
+// a permit.
+var semSetLimitScript = resp.NewScript([]byte(`local v = redis.call('get', KEYS[1])
+if v then return {0, v} end
+redis.call('set', KEYS[1], ARGV[1])
+return {1, ARGV[1]}`))
+
+// semLimitRepairScript: KEYS[1] the semaphore's stored limit; ARGV the
+// limit a set-up's answer showed there, and the one to leave instead (""
+// for none). Changes it only while it is still the one shown; returns 1
+// if it did, else 0.
+var semLimitRepairScript = resp.NewScript([]byte(`if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('del', KEYS[1]) else redis.call('set', KEYS[1], ARGV[2]) end
+return 1`))
 
 // semCountScript: KEYS[1] the hash, KEYS[2] the stored limit. Returns
 // {the limit (0 if none), then each live permit's token and slot}.

@@ -441,6 +441,7 @@ func (o *op) final(now time.Time) resp.Value {
 		second = o.grantedNodesLocked()
 	}
 	repair, repairs := o.countRepairLocked()
+	limitFix, limitNodes := o.semLimitRepairLocked()
 	notice := o.noticeLocked()
 	written := o.invKeys != nil && o.outcome == ResultGranted
 	if o.forcedBy != nil && o.outcome == ResultGranted {
@@ -450,6 +451,7 @@ func (o *op) final(now time.Time) resp.Value {
 	o.sendUndo(undo)
 	o.sendSecondStep(second, now)
 	o.sendAfterReply(repair, repairs, notice, now)
+	o.sendLimitRepair(limitFix, limitNodes, now)
 	if written {
 		o.invalidateWritten()
 	}
