@@ -436,3 +436,56 @@ func TestRedisSemaphoreScriptsClassify(t *testing.T) {
 		t.Fatalf("holders %v; want id-1", h)
 	}
 }
+
+// cappedSemAcquire is an acquire whose limit argument is capped in its
+// text: it never admits more than three, whatever limit the caller passes.
+const cappedSemAcquire = `local set, cap, me, ms, t = KEYS[1], math.min(tonumber(ARGV[1]), 3), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('zremrangebyscore', set, 0, t - ms)
+if redis.call('zcard', set) >= cap then return 0 end
+redis.call('zadd', set, t, me)
+redis.call('pexpire', set, ms)
+return 1`
+
+// A semaphore script is read on its first call, with that call's limit;
+// a later call with another limit must be held to what the script does
+// with that one. The script here caps its limit at three: read with a
+// limit of 2 it behaves as any acquire, but one Redis admits three callers
+// that pass 5, never five. Through the proxy, a call with a limit the
+// script does not follow is refused, and at most three hold.
+func TestSemaphoreLimitIsCheckedForEachValue(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	acquire := func(cl *redis.Client, key string, limit int, token string) bool {
+		n, err := cl.Eval(ctx, cappedSemAcquire, []string{key}, limit, token, 10000, nowMs()).Int64()
+		if err != nil {
+			t.Logf("acquire of %s with limit %d by %s: %v", key, limit, token, err)
+		}
+		return err == nil && n == 1
+	}
+	count := func(cl *redis.Client, key string) (admitted []string) {
+		if acquire(cl, key, 2, "first") {
+			admitted = append(admitted, "first")
+		}
+		for i := 0; i < 5; i++ {
+			if tok := fmt.Sprintf("client-%d", i); acquire(cl, key, 5, tok) {
+				admitted = append(admitted, tok)
+			}
+		}
+		return admitted
+	}
+	if got := count(c.direct[0], uniqueKey("sem-capped-one")); len(got) != 3 {
+		t.Fatalf("one Redis admitted %v; want three", got)
+	}
+	key := uniqueKey("sem-capped")
+	cl := c.client(2)
+	if got := count(cl, key); len(got) > 3 {
+		t.Fatalf("the proxy admitted %v where one Redis admits three: %s", got, describeSem(t, c.direct, key))
+	}
+	// A limit the script follows is served: a limit of 1 admits one.
+	solo := uniqueKey("sem-capped-solo")
+	for i, want := range []int64{1, 0} {
+		if n, err := cl.Eval(ctx, cappedSemAcquire, []string{solo}, 1, fmt.Sprint("solo-", i), 10000, nowMs()).Int64(); err != nil || n != want {
+			t.Fatalf("acquire %d with a limit of 1 = %d, %v; want %d", i, n, err, want)
+		}
+	}
+}

@@ -99,6 +99,9 @@ type Semaphore struct {
 	// Refused says why a script recognized as a semaphore is refused
 	// (Role is then SemUnknown).
 	Refused string
+	// limits are the limits an acquire was read with (Semaphores, under
+	// its lock): a call with another is read again before it is served.
+	limits map[int]bool
 }
 
 // Matches reports whether a call is covered by the classification.
@@ -197,16 +200,40 @@ func NewSemaphores() *Semaphores {
 	return &Semaphores{got: map[string][]*Semaphore{}, not: map[string]string{}, refused: map[string]string{}}
 }
 
-// Lookup returns the classification covering a call, without classifying.
+// Lookup returns the classification covering a call, without classifying:
+// none for an acquire whose limit it was not read with (Classify reads
+// the call again).
 func (c *Semaphores) Lookup(sha string, keys, argv [][]byte) *Semaphore {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, s := range c.got[sha] {
-		if s.Role != SemUnknown && s.Matches(keys, argv) {
-			return s
-		}
+	s, limit := c.matchLocked(sha, keys, argv)
+	if s == nil || limit > 0 {
+		return nil
 	}
-	return nil
+	return s
+}
+
+// matchLocked returns the classification matching a call and, for an
+// acquire not yet read with the call's limit, that limit (else 0). The
+// sandbox probes an acquire around one limit only, and a script's text may
+// treat others otherwise (cap them, say): read with a limit of 2, an
+// acquire whose text never admits more than three would let five callers
+// in that pass 5, where one Redis admits three.
+func (c *Semaphores) matchLocked(sha string, keys, argv [][]byte) (*Semaphore, int) {
+	for _, s := range c.got[sha] {
+		if s.Role == SemUnknown || !s.Matches(keys, argv) {
+			continue
+		}
+		if s.Role != SemAcquire || s.Limit < 0 {
+			return s, 0
+		}
+		l, ok := s.LimitOf(argv)
+		if !ok || l < 1 || s.limits[l] {
+			return s, 0 // not a limit: the proxy answers with why
+		}
+		return s, l
+	}
+	return nil, 0
 }
 
 // Known lists the classifications of a script, for SCRIPT EXPLAIN.
@@ -227,6 +254,11 @@ func (c *Semaphores) Classify(e *Entry, keys, argv [][]byte) (*Semaphore, string
 	}
 	shape := e.Sha + ":" + strconv.Itoa(len(keys)) + ":" + strconv.Itoa(len(argv))
 	c.mu.Lock()
+	read, limit := c.matchLocked(e.Sha, keys, argv)
+	if limit > 0 {
+		// An acquire read with other limits: this call's is read now.
+		shape += ":limit=" + strconv.Itoa(limit)
+	}
 	why, known := c.not[shape]
 	refused, isRefused := c.refused[shape]
 	c.mu.Unlock()
@@ -251,9 +283,29 @@ func (c *Semaphores) Classify(e *Entry, keys, argv [][]byte) (*Semaphore, string
 		clear(c.not)
 		clear(c.refused)
 	}
+	if limit > 0 {
+		if s != nil && s.Role != SemUnknown && s.String() == read.String() {
+			if read.limits == nil {
+				read.limits = map[int]bool{}
+			}
+			read.limits[limit] = true
+			return read, ""
+		}
+		if s != nil && s.Role != SemUnknown {
+			why = "it acts as " + s.String()
+		}
+		why = fmt.Sprintf("it was read as %s with another limit, but with ARGV[%d] = %d %s", read, read.Limit+1, limit, why)
+		c.refused[shape] = why
+		return &Semaphore{Refused: why}, why
+	}
 	if s == nil {
 		c.not[shape] = why
 		return nil, why
+	}
+	if s.Role == SemAcquire && s.Limit >= 0 {
+		if l, ok := s.LimitOf(argv); ok {
+			s.limits = map[int]bool{l: true}
+		}
 	}
 	if s.Role == SemUnknown {
 		// Recognized as a semaphore and refused.

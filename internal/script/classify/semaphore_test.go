@@ -166,6 +166,35 @@ func TestSemaphoreRepliesAreTheScripts(t *testing.T) {
 	}
 }
 
+// A script whose text caps its limit reads as an acquire around the limit
+// of its first call, and is refused for a limit it does not follow.
+func TestSemaphoresReadEachLimit(t *testing.T) {
+	r := NewRegistry()
+	e := r.Load([]byte(`local set, cap, me, ms, t = KEYS[1], math.min(tonumber(ARGV[1]), 3), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('zremrangebyscore', set, 0, t - ms)
+if redis.call('zcard', set) >= cap then return 0 end
+redis.call('zadd', set, t, me)
+redis.call('pexpire', set, ms)
+return 1`), true)
+	c := NewSemaphores()
+	keys := [][]byte{[]byte("semaphore:a")}
+	call := func(limit string) [][]byte {
+		return toBytes([]string{limit, "id-1", "10000", strconv.FormatInt(time.Now().UnixMilli(), 10)})
+	}
+	s, why := c.Classify(e, keys, call("2"))
+	if s == nil || s.Role != SemAcquire {
+		t.Fatalf("read as %v: %s", s, why)
+	}
+	for _, limit := range []string{"5", "5"} {
+		if got, why := c.Classify(e, keys, call(limit)); got == nil || got.Role != SemUnknown || !strings.Contains(why, "ARGV[1] = 5") {
+			t.Fatalf("a call with a limit of 5, which the text caps at 3: %v, %q; want refused", got, why)
+		}
+	}
+	if got, _ := c.Classify(e, keys, call("1")); got != s {
+		t.Fatalf("a call with a limit of 1, which the text follows: %v", got)
+	}
+}
+
 func TestSemaphoresCache(t *testing.T) {
 	r := NewRegistry()
 	e := r.Load([]byte(semAcquireJoined), true)
@@ -179,10 +208,17 @@ func TestSemaphoresCache(t *testing.T) {
 	if s == nil {
 		t.Fatal(why)
 	}
-	// Another call (another token, clock and limit) is the same operation.
+	// Another call (another token, clock and limit) is the same operation,
+	// once read with its limit: the probes read an acquire around one.
 	later := toBytes([]string{"3", "id-2", "5000", strconv.FormatInt(time.Now().UnixMilli()+5, 10)})
+	if c.Lookup(e.Sha, keys, later) != nil {
+		t.Fatal("a call with a limit the acquire was not read with is covered without reading it")
+	}
+	if got, why := c.Classify(e, keys, later); got != s {
+		t.Fatalf("a later call is not covered: %v %s", got, why)
+	}
 	if c.Lookup(e.Sha, keys, later) != s {
-		t.Fatal("a later call is not covered")
+		t.Fatal("a later call is not covered once its limit was read")
 	}
 	if n, ok := s.LimitOf(later); !ok || n != 3 {
 		t.Fatalf("LimitOf = %d, %v", n, ok)
