@@ -80,3 +80,64 @@ func TestRoleThatDependsOnItsArguments(t *testing.T) {
 		})
 	}
 }
+
+// secondsBelow1024 takes a lock for ARGV[2] seconds when it is below 1024,
+// for ARGV[2] ms otherwise: a threshold the script computes, which no
+// relation of its arguments shows.
+const secondsBelow1024 = `if tonumber(ARGV[2]) < 2^10 then
+  return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
+end
+return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
+
+// A lock script that treats some values otherwise for a reason the
+// relations of its arguments do not show: classified on a call of 30000
+// (ms), it takes a lock for 60 s when called with 60. Through the proxy
+// that call must not be served by the first call's classification (a
+// lock of 60 ms, which a third client would take while the second holds
+// it): each step answers as on one Redis, and the masters keep the lock
+// for a minute.
+func TestRoleThatDependsOnComputedValues(t *testing.T) {
+	c := newCluster(t, 5)
+	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
+	t.Cleanup(func() { lone.Close() })
+	ctx := context.Background()
+	reply := func(v any, err error) string {
+		if err == redis.Nil {
+			return "nil"
+		}
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprint(v)
+	}
+	first, second := uniqueKey("computed"), uniqueKey("computed")
+	a, b, cc := c.client(2), c.client(2), c.client(2)
+	for i, s := range []struct {
+		name string
+		cl   *redis.Client
+		key  string
+		argv []any
+	}{
+		{"a first owner takes a lock for 30000 ms", a, first, []any{"owner-a", 30000}},
+		{"a second takes another for 60 s", b, second, []any{"owner-b", 60}},
+		{"a third asks for the second's lock", cc, second, []any{"owner-c", 60}},
+	} {
+		if i == 2 {
+			time.Sleep(300 * time.Millisecond) // a lock of 60 ms would be gone
+		}
+		want := reply(lone.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
+		got := reply(s.cl.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
+		if got != want {
+			t.Fatalf("%s: the proxy answered %s, one Redis %s (masters' PTTL %v)", s.name, got, want, c.pttls(s.key))
+		}
+		t.Logf("%s: %s", s.name, got)
+	}
+	if h := c.eventuallyHolders(second, "owner-b", 5); len(h) != 5 {
+		t.Fatalf("masters %v hold the second's lock", h)
+	}
+	for m, p := range c.pttls(second) {
+		if p < 50*time.Second || p > 60*time.Second {
+			t.Fatalf("master %d: PTTL %v of a lock taken for 60 s", m, p)
+		}
+	}
+}

@@ -101,6 +101,8 @@ func classifyAt(p *sandbox.Program, keys, argv []string, now int64) (*spec.Class
 	cl.Origin = "classified"
 	// Trusted only for calls in the relations of this one (relations.go).
 	cl.Rel = spec.NewRelations(p.Lits, keys, argv, len(c.keys), c.names)
+	// And only for values within those its probes ran (spec.Seen).
+	cl.Seen = c.seen(cl)
 	return cl.Finish(), nil
 }
 

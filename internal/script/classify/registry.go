@@ -106,6 +106,9 @@ func (e *Entry) Lookup(keys, argv [][]byte) *spec.Class {
 					continue
 				}
 			}
+			if !c.Covers(keys, argv) {
+				continue
+			}
 			return c
 		}
 	}

@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,10 +92,18 @@ func (c *classifier) variants(cl *spec.Class) []argVariant {
 		want := len(alts)
 		if n, ok := sandbox.ParseInt(c.argv[cl.TTLArg]); ok && n > 0 {
 			if cl.Deadline {
-				alts = append(alts, n+1, n+1000)
+				alts = append(alts, n+1000, n+1)
 			} else {
 				alts = append(alts, n+1, 2*n)
 			}
+		}
+		if cl.Deadline && len(alts) > want {
+			// A deadline a second beyond the call's too: a later call's
+			// deadline, read a moment later or from a client whose clock
+			// runs ahead, leaves a little more time than this one's, and
+			// a classification holds only for the times left it ran
+			// (spec.Seen).
+			want++
 		}
 		kept := 0
 		for _, v := range alts {
@@ -245,6 +254,15 @@ func (c *classifier) stringStates(cl *spec.Class, v argVariant) [][]keySpec {
 				vals = append(vals, tok+"x")
 				if tok != "" {
 					vals = append(vals, flip(tok, len(tok)-1))
+				}
+			}
+			// The other arguments too: a script that acts where its key
+			// holds another argument than the token (an extend that
+			// compares with ARGV[1], read with ARGV[2] as the token)
+			// must not pass for a role that leaves such a key alone.
+			for i, a := range v.argv {
+				if !slices.Contains(cl.Tokens, i) && a != tok && !slices.Contains(vals, a) {
+					vals = append(vals, a)
 				}
 			}
 		} else {
@@ -507,10 +525,48 @@ func queryRole(cl *spec.Class) spec.Role {
 	return spec.RoleValue
 }
 
-// controls varies every argument the layout does not use: one whose
-// change changes the behaviour is a control, whose value the
-// classification then holds for; one that changes nothing is ignored.
-func (c *classifier) controls(cl *spec.Class) *sandbox.Stop {
+// controlAlts are the values controls tries in place of an argument:
+// small numbers, nothing, another string, a long one, and deadlines ahead
+// (in ms and s): an argument that is a time changes what the script does.
+func (c *classifier) controlAlts(orig string) []string {
+	return []string{"0", "1", "7", "", orig + "x", strings.Repeat("long-value-", 30), strconv.FormatInt(c.now+ttlLong2, 10), strconv.FormatInt(c.now/1000+ttlLong2/1000, 10)}
+}
+
+// seen records what the battery ran for a class (spec.Seen): the TTLs and
+// least TTLs of its argument variants, the lengths of its tokens, and of
+// every argument controls found ignored.
+func (c *classifier) seen(cl *spec.Class) *spec.Seen {
+	s := &spec.Seen{}
+	for _, v := range c.variants(cl) {
+		a := spec.BytesOf(v.argv)
+		if cl.TTLArg >= 0 {
+			if d, ok := cl.TTLAt(a, c.now); ok && d > 0 {
+				s.TTL.Add(d.Milliseconds())
+			}
+		}
+		if cl.MinArg >= 0 {
+			if n, ok := cl.Threshold(a); ok {
+				s.Low.Add(n)
+			}
+		}
+		for _, t := range cl.Tokens {
+			s.AddLen(t, len(v.argv[t]))
+			if f, ok := sandbox.ArgNumber([]byte(v.argv[t])); ok && !math.IsNaN(f) && !math.IsInf(f, 0) {
+				s.AddNum(t, f)
+			}
+		}
+	}
+	for _, j := range c.ignored(cl) {
+		s.AddLen(j, len(c.argv[j]))
+		for _, alt := range c.controlAlts(c.argv[j]) {
+			s.AddLen(j, len(alt))
+		}
+	}
+	return s
+}
+
+// used are the arguments the layout reads.
+func (c *classifier) used(cl *spec.Class) map[int]bool {
 	used := map[int]bool{cl.TTLArg: true, cl.MinArg: true, c.latchArg(): true, c.counterArg(): true}
 	if cl.Latch != nil {
 		used[cl.Latch.TTLArg] = true
@@ -521,6 +577,26 @@ func (c *classifier) controls(cl *spec.Class) *sandbox.Stop {
 	for _, t := range cl.Tokens {
 		used[t] = true
 	}
+	return used
+}
+
+// ignored are the arguments controls varied and found to change nothing.
+func (c *classifier) ignored(cl *spec.Class) []int {
+	used := c.used(cl)
+	var out []int
+	for j := range c.argv {
+		if !used[j] && !slices.ContainsFunc(cl.Controls, func(ct spec.Control) bool { return ct.Arg == j }) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// controls varies every argument the layout does not use: one whose
+// change changes the behaviour is a control, whose value the
+// classification then holds for; one that changes nothing is ignored.
+func (c *classifier) controls(cl *spec.Class) *sandbox.Stop {
+	used := c.used(cl)
 	base := argVariant{keys: c.keys, argv: c.argv}
 	states := c.states(cl, base)
 	for j, orig := range c.argv {
@@ -528,10 +604,7 @@ func (c *classifier) controls(cl *spec.Class) *sandbox.Stop {
 			continue
 		}
 		control := false
-		// Small numbers, nothing, another string, and deadlines ahead (in
-		// ms and s): an argument that is a time changes what the script
-		// does.
-		for _, alt := range []string{"0", "1", "7", "", orig + "x", strconv.FormatInt(c.now+ttlLong2, 10), strconv.FormatInt(c.now/1000+ttlLong2/1000, 10)} {
+		for _, alt := range c.controlAlts(orig) {
 			if alt == orig || control {
 				continue
 			}

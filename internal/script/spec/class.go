@@ -133,6 +133,9 @@ type Class struct {
 	// rel, for a classification, are the relations of the call it was
 	// verified on: it holds only for calls in the same (relations.go).
 	Rel *relations
+	// Seen, for a classification, is what its probes ran (seen.go): it
+	// holds only for calls within.
+	Seen *Seen
 
 	// Set by Finish.
 	eachKeys    []*Class // Each: the class of each key

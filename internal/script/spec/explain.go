@@ -23,6 +23,9 @@ func (c *Class) Explain() []string {
 	if c.Rel != nil && c.Rel.text != "" {
 		lines = append(lines, "and for arguments in these relations (others are classified again): "+c.Rel.text)
 	}
+	if t := c.seenText(); t != "" {
+		lines = append(lines, "and for values within those probed (others are classified again): "+t)
+	}
 	lines = append(lines, "layout: "+c.layoutText())
 	for _, cs := range c.Cases() {
 		t := c.Replies[cs]
