@@ -104,6 +104,9 @@ func TestRelationsTellCallsApart(t *testing.T) {
 		{"k -- owner-a 30000 30000", "k -- owner-a 30000 40000", false}, //
 		{"k -- nan 5 x", "k -- NaN(1) 5 x", true},                       // strtod's nan
 		{"k -- inf 5 x", "k -- 1e999 5 x", true},                        // infinity, either way
+		{"k -- owner-a 30000 x", "k -- force:a 30000 x", false},         // beginning with a string constant
+		{"k -- owner-a 30000 x", "k -- a-force 30000 x", false},         // ending with one
+		{"k -- owner-a 10001 x", "k -- owner-a 20001 x", true},          // beginning with a number constant is no relation
 	} {
 		if got := sig(c.a) == sig(c.b); got != c.same {
 			t.Errorf("%q and %q: same relations = %v, want %v", c.a, c.b, got, c.same)

@@ -65,6 +65,14 @@ return 0`,
 		first: []string{"owner-a"}, second: []string{strings.Repeat("a-long-owner-", 40)},
 	},
 	{
+		name: "forced by a prefix",
+		text: `if string.sub(ARGV[1], 1, 6) == 'force:' or redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`,
+		first: []string{"owner-a"}, second: []string{"force:owner-a"},
+	},
+	{
 		// Numeric owners from 2^40 up are the operators', who may free
 		// any lock.
 		name: "operators above 2^40",

@@ -15,6 +15,11 @@ const maxLiterals = 512
 type Literals struct {
 	Strs []string
 	Nums []float64
+	// Affixes are the string constants a value may begin or end with as
+	// a script tests (string.sub(ARGV[1], 1, 6) == 'force:'): those not
+	// empty and not numbers (a TTL that begins with '1' is no owner
+	// apart).
+	Affixes []string
 }
 
 // add records a string constant; false when there are too many.
@@ -46,4 +51,12 @@ func (l *Literals) addNumber(f float64) bool {
 	return true
 }
 
-func (l *Literals) finish() { slices.Sort(l.Nums) }
+func (l *Literals) finish() {
+	slices.Sort(l.Nums)
+	l.Affixes = nil
+	for _, s := range l.Strs {
+		if _, num := ArgNumber([]byte(s)); s != "" && !num {
+			l.Affixes = append(l.Affixes, s)
+		}
+	}
+}

@@ -47,6 +47,14 @@ func NewRelations(l *sandbox.Literals, keys, argv []string, lock int, nm Namer) 
 			if j := slices.Index(l.Strs, v); j >= 0 {
 				p += " = " + strconv.Quote(sandbox.Short(v))
 			}
+			if pre, suf := affixes(l, []byte(v)); pre > 0 || suf > 0 {
+				if pre > 0 {
+					p += " beginning with " + strconv.Quote(sandbox.Short(l.Affixes[pre-1]))
+				}
+				if suf > 0 {
+					p += " ending with " + strconv.Quote(sandbox.Short(l.Affixes[suf-1]))
+				}
+			}
 			if num && !math.IsNaN(f) && len(l.Nums) > 0 {
 				k := sort.SearchFloat64s(l.Nums, f)
 				switch {
@@ -148,6 +156,10 @@ func AppendSig(l *sandbox.Literals, dst []byte, keys, argv [][]byte) []byte {
 			}
 		}
 		dst = binary.AppendUvarint(dst, uint64(eq))
+		// The constants it begins and ends with (but equals).
+		pre, suf := affixes(l, v)
+		dst = binary.AppendUvarint(dst, uint64(pre))
+		dst = binary.AppendUvarint(dst, uint64(suf))
 		if num && !math.IsNaN(f) {
 			// Its place among the sorted constants: how many are below,
 			// and whether one equals it.
@@ -198,6 +210,24 @@ func AppendSig(l *sandbox.Literals, dst []byte, keys, argv [][]byte) []byte {
 		}
 	}
 	return dst
+}
+
+// affixes returns 1 + the index of the first constant (Literals.Affixes)
+// that v begins with, and of the first it ends with, without being it; 0
+// for none.
+func affixes(l *sandbox.Literals, v []byte) (pre, suf int) {
+	for j, s := range l.Affixes {
+		if len(v) <= len(s) {
+			continue
+		}
+		if pre == 0 && string(v[:len(s)]) == s {
+			pre = j + 1
+		}
+		if suf == 0 && string(v[len(v)-len(s):]) == s {
+			suf = j + 1
+		}
+	}
+	return pre, suf
 }
 
 func b2u(b bool) uint64 {

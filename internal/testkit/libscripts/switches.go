@@ -12,8 +12,8 @@ type Switch struct {
 	Special  []string // ARGV of a call by the owner that may not re-enter
 }
 
-// Switches lists the scripts: an anonymous owner, a reserved token, and a
-// numeric threshold.
+// Switches lists the scripts: an anonymous owner, a reserved token, a
+// numeric threshold, and an anonymous owner told by its token's prefix.
 func Switches() []Switch {
 	return []Switch{
 		{
@@ -59,6 +59,23 @@ end
 return false`,
 			Ordinary: []string{"4242", "15000"},
 			Special:  []string{"17", "15000"},
+		},
+		{
+			Name: "anonymous by prefix",
+			// ARGV[1] the owner (one that begins with "anon:" is
+			// anonymous and never re-enters), ARGV[2] the lease in ms.
+			Text: `local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] and string.sub(ARGV[1], 1, 5) ~= 'anon:' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0`,
+			Ordinary: []string{"worker-7f3a", "25000"},
+			Special:  []string{"anon:7f3a", "25000"},
 		},
 	}
 }
