@@ -73,7 +73,7 @@ func TestRoleHoldsOnlyForItsArgumentsRelations(t *testing.T) {
 // The signature tells calls apart exactly by the relations: to the
 // script's constants, to each other, numeric or not, sign and whole.
 func TestRelationsTellCallsApart(t *testing.T) {
-	text := `if ARGV[1] == '*' or tonumber(ARGV[2]) > 1000 or ARGV[3] == 'force' then return 1 end return 0`
+	text := `if ARGV[1] == '*' or tonumber(ARGV[2]) > 1000 or ARGV[3] == 'force' or ARGV[3] == 'anon:' then return 1 end return 0`
 	p, ref := sandbox.Compile([]byte(text))
 	if ref != nil {
 		t.Fatal(ref)
@@ -104,8 +104,9 @@ func TestRelationsTellCallsApart(t *testing.T) {
 		{"k -- owner-a 30000 30000", "k -- owner-a 30000 40000", false}, //
 		{"k -- nan 5 x", "k -- NaN(1) 5 x", true},                       // strtod's nan
 		{"k -- inf 5 x", "k -- 1e999 5 x", true},                        // infinity, either way
-		{"k -- owner-a 30000 x", "k -- force:a 30000 x", false},         // beginning with a string constant
-		{"k -- owner-a 30000 x", "k -- a-force 30000 x", false},         // ending with one
+		{"k -- owner-a 30000 x", "k -- anon:a 30000 x", false},          // beginning with a string constant
+		{"k -- owner-a 30000 x", "k -- a-anon: 30000 x", false},         // ending with one
+		{"k -- owner-a 30000 x", "k -- force:a 30000 x", true},          // not a word (command and option names are)
 		{"k -- owner-a 10001 x", "k -- owner-a 20001 x", true},          // beginning with a number constant is no relation
 	} {
 		if got := sig(c.a) == sig(c.b); got != c.same {

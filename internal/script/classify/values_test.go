@@ -160,6 +160,35 @@ func TestSeenBoundsTheValuesServed(t *testing.T) {
 	}
 }
 
+// A numeric token is bounded by its order of magnitude, not its value: a
+// library whose tokens are random numbers, or a count that grows, stays
+// within its first classification's bounds on almost every call, while a
+// token ten thousand times larger (past a threshold the script may
+// compute) is classified on its own.
+func TestSeenBoundsNumericTokensByTheirOrder(t *testing.T) {
+	text := `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+	p, ref := sandbox.Compile([]byte(text))
+	if ref != nil {
+		t.Fatal(ref)
+	}
+	cl, ref := Script(p, []string{"lock:a"}, []string{"4242"})
+	if ref != nil {
+		t.Fatal(ref)
+	}
+	keys := spec.BytesOf([]string{"lock:b"})
+	for _, c := range []struct {
+		tok  string
+		want bool
+	}{
+		{"4243", true}, {"1000", true}, {"9999", true}, {"7315", true},
+		{"1099511627776", false}, {"12", false}, {"-4242", false},
+	} {
+		if got := cl.Covers(keys, spec.BytesOf([]string{c.tok})); got != c.want {
+			t.Errorf("%q: covered %v, want %v (%s)", c.tok, got, c.want, strings.Join(cl.Explain(), "; "))
+		}
+	}
+}
+
 // A deadline is bounded by the time left to it: a later call with the same
 // time ahead is covered, read a moment later or from a clock a little
 // ahead; one much further ahead is classified on its own, and one already

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"math"
 	"slices"
+	"strings"
 )
 
 // maxLiterals bounds the constants of a script whose calls are compared
@@ -16,9 +17,13 @@ type Literals struct {
 	Strs []string
 	Nums []float64
 	// Affixes are the string constants a value may begin or end with as
-	// a script tests (string.sub(ARGV[1], 1, 6) == 'force:'): those not
-	// empty and not numbers (a TTL that begins with '1' is no owner
-	// apart).
+	// a script tests (string.sub(ARGV[1], 1, 6) == 'force:'): those that
+	// hold a byte other than a letter or a digit, as a prefix's separator
+	// does. Not the words of commands and options ('GET', 'PX', 'mode'),
+	// which random tokens begin with often enough (a base64 token with
+	// 'PX' one call in two thousand) to have their scripts classified
+	// again and again; nor numbers (a TTL that begins with '1' is no
+	// owner apart).
 	Affixes []string
 }
 
@@ -55,8 +60,13 @@ func (l *Literals) finish() {
 	slices.Sort(l.Nums)
 	l.Affixes = nil
 	for _, s := range l.Strs {
-		if _, num := ArgNumber([]byte(s)); s != "" && !num {
+		if _, num := ArgNumber([]byte(s)); !num && strings.ContainsFunc(s, notAlnum) {
 			l.Affixes = append(l.Affixes, s)
 		}
 	}
+}
+
+// notAlnum reports whether r is neither an ASCII letter nor a digit.
+func notAlnum(r rune) bool {
+	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
 }

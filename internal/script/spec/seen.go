@@ -2,6 +2,8 @@ package spec
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +25,11 @@ type Seen struct {
 	// Lens bounds the byte length of the token arguments and of the
 	// arguments the script ignores (every value was tried there).
 	Lens []ArgLen
-	// Nums bounds the tokens that read as numbers (a worker id): a
-	// script may compare one with a threshold it computes.
+	// Nums bounds the orders of magnitude of the tokens that read as
+	// numbers (a worker id): a script may compare one with a threshold it
+	// computes. Orders, not values: a library whose tokens are random
+	// numbers, or a count that grows, would otherwise leave the bounds on
+	// almost every call, and be classified again each time.
 	Nums []ArgNum
 	// TTL and Low bound, in ms, the TTL (what is left of a deadline) and
 	// the least TTL (Threshold) the probes ran.
@@ -35,21 +40,35 @@ type Seen struct {
 // probes ran.
 type ArgLen struct{ Arg, Lo, Hi int }
 
-// ArgNum is the least and greatest number an argument was probed with.
-type ArgNum struct {
-	Arg    int
-	Lo, Hi float64
-}
+// ArgNum is the least and greatest order of magnitude (NumOrder) of the
+// numbers an argument was probed with.
+type ArgNum struct{ Arg, Lo, Hi int }
 
-// AddNum widens argument arg's number bounds to f.
+// AddNum widens argument arg's bounds to the order of f.
 func (s *Seen) AddNum(arg int, f float64) {
+	o := NumOrder(f)
 	for i := range s.Nums {
 		if s.Nums[i].Arg == arg {
-			s.Nums[i].Lo, s.Nums[i].Hi = min(s.Nums[i].Lo, f), max(s.Nums[i].Hi, f)
+			s.Nums[i].Lo, s.Nums[i].Hi = min(s.Nums[i].Lo, o), max(s.Nums[i].Hi, o)
 			return
 		}
 	}
-	s.Nums = append(s.Nums, ArgNum{Arg: arg, Lo: f, Hi: f})
+	s.Nums = append(s.Nums, ArgNum{Arg: arg, Lo: o, Hi: o})
+}
+
+// NumOrder is a finite number's signed order of magnitude: 0 for 0, and
+// for any other, its sign times 400 plus its power of ten (1 for 1 to 9,
+// 2 for 10 to 99, 0 for 0.1 to 0.99...). It grows with f, so a range of
+// orders is a range of numbers, cut at powers of ten.
+func NumOrder(f float64) int {
+	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	e := 400 + int(math.Floor(math.Log10(math.Abs(f)))) + 1
+	if f < 0 {
+		return -e
+	}
+	return e
 }
 
 // Span is the least and greatest of a quantity the probes ran, if Set.
@@ -96,7 +115,11 @@ func (c *Class) Covers(keys, argv [][]byte) bool {
 	for _, l := range s.Nums {
 		// A token that is no number, or not a finite one, stands in
 		// other relations than one that is.
-		if f, ok := sandbox.ArgNumber(argAt(keys, argv, lock, c.KeyArgs, l.Arg)); ok && (f < l.Lo || f > l.Hi) {
+		f, ok := sandbox.ArgNumber(argAt(keys, argv, lock, c.KeyArgs, l.Arg))
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		if o := NumOrder(f); o < l.Lo || o > l.Hi {
 			return false
 		}
 	}
@@ -159,7 +182,29 @@ func (c *Class) seenText() string {
 		parts = append(parts, fmt.Sprintf("%s of %d to %d bytes", nm.Arg(l.Arg), l.Lo, l.Hi))
 	}
 	for _, l := range s.Nums {
-		parts = append(parts, fmt.Sprintf("%s from %s to %s when a number", nm.Arg(l.Arg), fmtNum(l.Lo), fmtNum(l.Hi)))
+		parts = append(parts, fmt.Sprintf("%s from %s to %s when a number", nm.Arg(l.Arg), orderLow(l.Lo), orderHigh(l.Hi)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// orderLow and orderHigh are the least and the greatest magnitude of a
+// number of order o (NumOrder), for SCRIPT EXPLAIN.
+func orderLow(o int) string {
+	switch {
+	case o == 0:
+		return "0"
+	case o > 0:
+		return "1e" + strconv.Itoa(o-401)
+	}
+	return "-1e" + strconv.Itoa(-o-400)
+}
+
+func orderHigh(o int) string {
+	switch {
+	case o == 0:
+		return "0"
+	case o > 0:
+		return "1e" + strconv.Itoa(o-400)
+	}
+	return "-1e" + strconv.Itoa(-o-401)
 }
