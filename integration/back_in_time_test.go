@@ -432,6 +432,35 @@ func TestDataRolledBackToARetiredEpochDoesNotHandOutAHeldLock(t *testing.T) {
 	b.lost("the data brought back to a copy from before a recorded loss")
 }
 
+// A second proxy that made no grant since before the copy: its own count in
+// the markers is the same in the copy as in the newer data, so only the
+// counts of the proxy that granted tell the copy from the newer data. Once
+// it has read them (its marker checks), its very next grant after the data
+// went back must not count those masters, before any marker check of its
+// own runs again.
+func TestDataRolledBackUnderAnIdleProxyDoesNotHandOutAHeldLock(t *testing.T) {
+	waits(t)
+	b := newBackInTime(t, startRedis(t, 3))
+	idle := startSecondProxyStrictApp(t, b.c)
+	waitAppCounts(t, idle)
+	viaIdle := proxyClient(t, idle.Addr(), 2)
+	if err := viaIdle.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	snapshot(t, b.c.servers[:2])
+	b.acquire("rolled-back-idle-proxy")
+	// The idle proxy's marker checks (every second) read A's proxy's
+	// counts on every master.
+	time.Sleep(2500 * time.Millisecond)
+	swapBack(t, b.c.servers[:2])
+	if h := b.c.holders(b.key, "A"); len(h) != 1 || h[0] != 2 {
+		t.Fatalf("A's lock is on masters %v; want only on master 2 (the test shows nothing)", h)
+	}
+	if b.rivalGets(viaIdle) {
+		t.Fatalf("B got L through a proxy that made no grant since the copy, while A's lock was still valid (health %+v)", idle.Pool().Health())
+	}
+}
+
 // A proxy that never saw the newer data: the only proxy that did stops
 // before the masters' data goes back, and a proxy started after it learns
 // the masters' sequences from the master whose data did not go back.
