@@ -314,6 +314,41 @@ func (b *book) stale(epoch string, counts map[string]int64, sent time.Time) bool
 	return false
 }
 
+// witnesses returns, for epoch, the highest count of the checks of up to
+// max proxies other than self, those learned last first, as pairs of the
+// proxy and its count: each is a write the master answered in that epoch,
+// so a continuity check that finds a lower one sees an older copy of its
+// data (continuity.go). The proxies whose counts moved last are the ones
+// whose writes a copy taken since lacks.
+func (b *book) witnesses(epoch, self string, max int) []witness {
+	if b == nil || epoch == "" || max <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.epochs[epoch]
+	if e == nil {
+		return nil
+	}
+	type last struct {
+		w  witness
+		at time.Time
+	}
+	all := make([]last, 0, len(e.counts))
+	for proxy, ss := range e.counts {
+		if proxy == self || len(ss) == 0 {
+			continue
+		}
+		all = append(all, last{witness{proxy, ss[len(ss)-1].seq}, ss[len(ss)-1].at})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
+	out := make([]witness, 0, min(len(all), max))
+	for i := 0; i < len(all) && i < max; i++ {
+		out = append(out, all[i].w)
+	}
+	return out
+}
+
 // tell appends what the book knows of the epochs touched last, as the
 // marker script's pairs.
 func (b *book) tell(args []string) []string {

@@ -56,6 +56,27 @@ func TestBookLearnsFromTheTablesOfOtherMasters(t *testing.T) {
 	}
 }
 
+// The continuity checks compare other proxies' counts: the latest of
+// each, those learned last first, never this proxy's own, at most max.
+func TestBookWitnessesAreTheCountsLearnedLast(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newBook(3)
+	b.seen("E1", "p", 10, t0)
+	b.seen("E1", "q", 4, t0.Add(time.Second))
+	b.seen("E1", "p", 12, t0.Add(3*time.Second))
+	b.seen("E1", "r", 7, t0.Add(2*time.Second))
+	b.seen("E1", b.id, 50, t0.Add(4*time.Second))
+	b.seen("E2", "s", 1, t0.Add(5*time.Second))
+	got := b.witnesses("E1", b.id, 2)
+	want := []witness{{"p", 12}, {"r", 7}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("witnesses %v, want %v", got, want)
+	}
+	if got := b.witnesses("E3", b.id, 2); len(got) != 0 {
+		t.Fatalf("witnesses of an epoch never seen: %v", got)
+	}
+}
+
 func TestBookReadsAClusterWholeOnlyWhenEveryShardIs(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	b := newBook(3)

@@ -21,9 +21,13 @@ import (
 // replies until the check's reply arrives. The check compares what the
 // connection's last marker check saw: the master's role and replication
 // id, the marker's epoch (a new one with every recorded loss), the
-// evicted_keys count, and that the commands processed did not go back (a
-// statistics reset hides evictions). Its cost is one script per write, not
-// per command.
+// evicted_keys count, that the commands processed did not go back (a
+// statistics reset hides evictions), and that no proxy's count of its
+// checks in the marker went back: this proxy's own, and the latest counts
+// of others it learned (an older copy of the data brought back, say by
+// SWAPDB or DEBUG RELOAD, may lack only other proxies' writes: this
+// proxy's own count is then as it was). Its cost is one script per write,
+// not per command.
 
 // contScript is the check itself (continuity.lua): it answers {the
 // master's clock in ms, for the clock check; the marker's new sequence;
@@ -51,6 +55,10 @@ type contState struct {
 	// answered in this epoch: a check that finds it lower sees an older
 	// copy.
 	seq int64
+	// witnesses are other proxies' counts in this epoch, learned by the
+	// last marker check (records.go): a check that finds one lower sees an
+	// older copy too, one that lacks only other proxies' writes.
+	witnesses []witness
 
 	armed   bool          // a marker check was read on this connection: checks can be sent
 	cmd     []byte        // the last encoded check
@@ -88,15 +96,27 @@ func (c *contState) expect(f contState) {
 func (c *contState) encode(key, proxy string, ttl time.Duration) []byte {
 	// Written argument by argument: one check goes with every write of
 	// grants, and formatting its numbers as strings would allocate.
-	b := resp.AppendArrayHeader(c.cmd[:0], 11)
+	b := resp.AppendArrayHeader(c.cmd[:0], 11+2*len(c.witnesses))
 	for _, a := range [...]string{"EVALSHA", contScript.Sha, "1", key, c.replid, c.epoch, c.evicted} {
 		b = resp.AppendBulkString(b, a)
 	}
 	b = resp.AppendBulkInt(b, c.cmds)
 	b = resp.AppendBulkString(b, proxy)
 	b = resp.AppendBulkInt(b, c.seq)
-	c.cmd = resp.AppendBulkInt(b, ttl.Milliseconds())
+	b = resp.AppendBulkInt(b, ttl.Milliseconds())
+	for _, w := range c.witnesses {
+		b = resp.AppendBulkString(b, w.proxy)
+		b = resp.AppendBulkInt(b, w.seq)
+	}
+	c.cmd = b
 	return c.cmd
+}
+
+// witness is another proxy's count of its checks in an epoch, as learned
+// (book.go).
+type witness struct {
+	proxy string
+	seq   int64
 }
 
 // newConnection forgets what belonged to the last connection.

@@ -4,7 +4,10 @@
 -- total_commands_processed, as the link's last marker check read them;
 -- [5] this proxy's id, [6] the highest count of this proxy's checks it saw
 -- answered in that epoch, [7] the longest TTL in ms among the commands
--- before it that set one (0: none).
+-- before it that set one (0: none), [8...] pairs of another proxy's id
+-- and a count of its checks in that epoch that this proxy learned was
+-- answered (book.go): a copy of the data from before a write of another
+-- proxy keeps this proxy's count as it was, but not that one's.
 -- It answers {the master's clock in ms, this proxy's new count, the
 -- marker's count of clock steps back, the latest step's size in ms} when
 -- the data went on unbroken since, and records the TTL's deadline; 0
@@ -32,8 +35,13 @@ end
 -- writes, so no other proxy's checks can hide what this one saw): a copy
 -- of the data from before a check it saw answered has a lower one.
 local f = 'c:' .. ARGV[5]
-local m = redis.call('HMGET', KEYS[1], 'epoch', f, 'until', 'clk', 'back', 'backms', 'hi', 'lo', 'behind')
+local fields = {'epoch', f, 'until', 'clk', 'back', 'backms', 'hi', 'lo', 'behind'}
+for i = 8, #ARGV - 1, 2 do fields[#fields + 1] = 'c:' .. ARGV[i] end
+local m = redis.call('HMGET', KEYS[1], unpack(fields))
 if m[1] ~= ARGV[2] or (tonumber(m[2]) or 0) < tonumber(ARGV[6]) then return 0 end
+for i = 8, #ARGV - 1, 2 do
+  if (tonumber(m[10 + (i - 8) / 2]) or 0) < tonumber(ARGV[i + 1]) then return 0 end
+end
 stats = stats or redis.call('INFO', 'stats')
 -- A server whose INFO has no evicted_keys was read as 0 evictions.
 if ARGV[3] ~= '*' and not string.find(stats, '\nevicted_keys:' .. ARGV[3] .. '\r', 1, true)

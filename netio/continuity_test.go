@@ -264,6 +264,16 @@ func TestCheckEncoding(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { c.encode("redlock-proxy:marker", "px1", 300*time.Second) }); n != 0 {
 		t.Errorf("%.0f allocations per check", n)
 	}
+	// The other proxies' counts learned follow, in pairs.
+	c.witnesses = []witness{{"qx", 9}, {"zx", 1}}
+	got = string(c.encode("redlock-proxy:marker", "px1", 300*time.Second))
+	want = string(cmd("EVALSHA", contScript.Sha, "1", "redlock-proxy:marker", c.replid, "e7", "*", "1234567", "px1", "42", "300000", "qx", "9", "zx", "1"))
+	if got != want {
+		t.Fatalf("check with other proxies' counts encoded as\n%q\nwant\n%q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.encode("redlock-proxy:marker", "px1", 300*time.Second) }); n != 0 {
+		t.Errorf("%.0f allocations per check with other proxies' counts", n)
+	}
 }
 
 // TestContinuityScriptRefusesEachBreak runs the check itself on a real
@@ -284,7 +294,7 @@ func TestContinuityScriptRefusesEachBreak(t *testing.T) {
 		return ""
 	}
 	const mkey = "redlock-proxy:marker"
-	r.Do("HSET", mkey, "epoch", "e1", "c:px", "7")
+	r.Do("HSET", mkey, "epoch", "e1", "c:px", "7", "c:qx", "3")
 	replid := info("replication", "master_replid")
 	good := func() []string {
 		return []string{replid, "e1", info("stats", "evicted_keys"), info("stats", "total_commands_processed"), "px", "7", "0"}
@@ -315,7 +325,24 @@ func TestContinuityScriptRefusesEachBreak(t *testing.T) {
 		}
 	}
 
-	a := good()
+	// Another proxy's count learned higher than the marker's: a copy
+	// of the data from before that proxy's write (this proxy's own count
+	// is as it was), as is a count of a proxy the marker lacks.
+	for name, w := range map[string][]string{
+		"an older count of another proxy's": {"qx", "4"},
+		"no count of another proxy's":       {"zx", "1"},
+		"one of two counts older":           {"qx", "3", "zx", "1"},
+	} {
+		before := count()
+		if v := check(append(good(), w...)); v.Kind != resp.KindInt || v.Int != 0 {
+			t.Errorf("%s: the check answered %s; want 0", name, v.String())
+		}
+		if after := count(); after != before {
+			t.Errorf("%s: the count moved from %s to %s", name, before, after)
+		}
+	}
+
+	a := append(good(), "qx", "3", "qx", "2")
 	a[2] = "*" // the upgrade's old Redis: evictions are no loss
 	if v := check(a); v.Kind != resp.KindArray || len(v.Elems) != 4 || v.Elems[1].Int != 8 || v.Elems[2].Int != 0 {
 		t.Fatalf("an unbroken check answered %s; want {clock, 8, 0, 0}", v.String())

@@ -48,6 +48,11 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 		b.seen(f.epoch, proxy, n, now)
 	}
 	b.table(mr.table, now)
+	if !rolled {
+		// Learned before any check sent from now on was: each is a write
+		// the master answered before that check runs.
+		l.cont.witnesses = b.witnesses(f.epoch, l.proxyID, maxWitnesses)
+	}
 	l.markerSeenLocked(h)
 	l.keepBrokenWhileLossUnrecordedLocked()
 	if f := l.follower; f != nil && f.connAddr == f.master && f.connEpoch == f.epoch {
@@ -81,6 +86,11 @@ func (l *Link) markerReadLocked(h *handshake, mr *markerReply, now time.Time) (r
 	l.holdEndLocked(now, max(mr.settle, l.settle()), mr.whole)
 	return rolled
 }
+
+// maxWitnesses bounds the other proxies' counts each continuity check
+// compares (the ones learned last): a copy taken since some proxy's write
+// lacks the writes of the proxies whose counts moved last.
+const maxWitnesses = 4
 
 // holdEndLocked ends the hold in force early when the other masters'
 // records bound every lock this master may have held (quorum.RecordsEnd),
