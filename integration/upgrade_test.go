@@ -442,3 +442,65 @@ func TestUpgradeFromOldRedisRestartedEmptyStillVetoes(t *testing.T) {
 		})
 	}
 }
+
+// Old clients that lock in another database than 0 (their SELECT 2): the
+// proxy serves database 0 only, so the clients that move use the same
+// names in database 0 of the masters, and the veto must read them in
+// database 2 of the old Redis. Without upgrade_from_db the proxy grants a
+// lock an old client holds there, and says why; with it, the lock is
+// refused, reads see it, and a lock taken through the proxy is a key of
+// database 2 there, which the old clients respect.
+func TestUpgradeFromReadsTheOldClientsDatabase(t *testing.T) {
+	old := startRedis(t, 1)[0]
+	direct := redis.NewClient(&redis.Options{Addr: old.Addr, DB: 2})
+	t.Cleanup(func() { direct.Close() })
+	ctx := context.Background()
+	if err := direct.Set(ctx, "held:db2", "old-client", 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	masters := addrsOf(startRedis(t, 3))
+
+	t.Run("control without upgrade_from_db", func(t *testing.T) {
+		var logs syncBuffer
+		a := startLogged(t, masters, &logs, func(cfg *config.Config) { cfg.UpgradeFrom = old.Addr })
+		cl := proxyClient(t, a.Addr(), 2)
+		waitGrants(t, cl)
+		mustDo(t, cl, "OK", "SET", "held:db2", "new-client", "NX", "PX", "10000")
+		waitLog(t, &logs, "direct clients use another database", 5*time.Second)
+		mustDo(t, cl, 1, "EVAL", seedRelease, "1", "held:db2", "new-client")
+	})
+
+	var logs syncBuffer
+	a := startLogged(t, masters, &logs, func(cfg *config.Config) {
+		cfg.UpgradeFrom = old.Addr
+		cfg.UpgradeFromDB = 2
+	})
+	cl := proxyClient(t, a.Addr(), 2)
+	waitGrants(t, cl)
+	mustDo(t, cl, nil, "SET", "held:db2", "new-client", "NX", "PX", "10000")
+	mustDo(t, cl, "old-client", "GET", "held:db2")
+	mustDo(t, cl, "OK", "SET", "held:proxy", "tok", "NX", "PX", "10000")
+	if v, err := direct.Get(ctx, "held:proxy").Result(); err != nil || v != "tok" {
+		t.Fatalf("database 2 of the old Redis holds %q, %v; want the proxy's lock", v, err)
+	}
+	if ok, _ := direct.SetNX(ctx, "held:proxy", "old-client", 10*time.Second).Result(); ok {
+		t.Fatal("an old client took a lock held through the proxy")
+	}
+	time.Sleep(1500 * time.Millisecond) // a look at the direct clients or more
+	if n := countLines(&logs, "another database"); n != 0 {
+		t.Fatalf("warned of direct clients in another database while it reads theirs:\n%s", logs.String())
+	}
+}
+
+// waitGrants waits until a lock nobody holds is granted through cl.
+func waitGrants(t *testing.T, cl *redis.Client) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a grant through the proxy", func() error {
+		k := uniqueKey("ready")
+		ok, err := cl.SetNX(context.Background(), k, "t", time.Second).Result()
+		if !ok {
+			return fmt.Errorf("SET NX %s = %v, %v", k, ok, err)
+		}
+		return nil
+	})
+}

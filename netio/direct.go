@@ -26,6 +26,7 @@ type directState struct {
 	clients  int       // direct clients at the last look
 	since    time.Time // since when none was seen (zero while there are some)
 	last     time.Time // when a direct client was last seen (zero: never, since the proxy started)
+	otherDB  int       // direct clients at the last look in another database than the link's
 }
 
 var (
@@ -73,20 +74,22 @@ func (d *directLook) Receive(tag int, res Result) {
 // lookedAtClients applies a CLIENT LIST reply and the connections received
 // so far, seen at now.
 func (l *Link) lookedAtClients(list []byte, received int64, now time.Time) {
-	direct := 0
+	direct, otherDB := 0, 0
 	var maxID int64
 	newIDs := int64(0)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	d := &l.direct
 	for _, line := range bytes.Split(list, []byte("\n")) {
 		var id int64
 		var name []byte
+		db := -1
 		for _, f := range bytes.Fields(line) {
 			if v, ok := bytes.CutPrefix(f, []byte("id=")); ok {
 				id, _ = strconv.ParseInt(string(v), 10, 64)
 			} else if v, ok := bytes.CutPrefix(f, []byte("name=")); ok {
 				name = v
+			} else if v, ok := bytes.CutPrefix(f, []byte("db=")); ok {
+				db, _ = strconv.Atoi(string(v))
 			}
 		}
 		if id == 0 {
@@ -98,6 +101,9 @@ func (l *Link) lookedAtClients(list []byte, received int64, now time.Time) {
 		}
 		if !bytes.HasPrefix(name, []byte(directPrefix)) {
 			direct++
+			if db >= 0 && db != l.opt.DB {
+				otherDB++
+			}
 		}
 	}
 	// Connections received since the last look that are not in the list
@@ -112,4 +118,13 @@ func (l *Link) lookedAtClients(list []byte, received int64, now time.Time) {
 	}
 	d.looked, d.clients, d.received = true, direct, received
 	d.maxID = max(d.maxID, maxID)
+	warn := otherDB > 0 && d.otherDB == 0
+	d.otherDB = otherDB
+	l.mu.Unlock()
+	if warn {
+		// Their locks are keys of that database, which the veto does not
+		// read: they and the proxy's clients do not exclude each other.
+		l.log.Warn("direct clients use another database than the proxy reads on this Redis: locks they hold there are not seen, and do not keep the proxy's clients out; name their database (upgrade_from_db)",
+			"clients", otherDB, "database", l.opt.DB)
+	}
 }

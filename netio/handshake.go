@@ -29,6 +29,7 @@ const (
 	hsPing  // the identity check of an in-process backend
 	hsCheck // the periodic marker check on a live connection
 	hsTime  // the master's clock, for undos kept across connections
+	hsDB    // SELECT of Options.DB
 )
 
 // handshake receives the replies to one connection's identity check.
@@ -71,6 +72,12 @@ func (l *Link) handshakeLocked(gen uint64, patient bool) (expired []entry) {
 			l.wbuf = resp.AppendCommand(l.wbuf, "AUTH", l.opt.Password)
 		}
 		l.pushLocked(entry{rcv: h, tag: hsAuth, deadline: deadline})
+	}
+	if l.opt.DB != 0 {
+		// Before anything that reads or writes keys: the undos kept for
+		// this connection, the marker.
+		l.wbuf = resp.AppendCommand(l.wbuf, "SELECT", strconv.Itoa(l.opt.DB))
+		l.pushLocked(entry{rcv: h, tag: hsDB, deadline: deadline})
 	}
 	l.wbuf = resp.AppendCommand(l.wbuf, "TIME")
 	l.pushLocked(entry{rcv: h, tag: hsTime, deadline: deadline})
@@ -153,6 +160,10 @@ func (h *handshake) Receive(tag int, r Result) {
 				l.clockOffset, l.clockKnown = time.Until(master), true
 				l.mu.Unlock()
 			}
+		}
+	case hsDB:
+		if refused {
+			l.fail(h.gen, fmt.Sprintf("the backend refused SELECT %d: %s", l.opt.DB, r.V.Str))
 		}
 	case hsName:
 	case hsID:

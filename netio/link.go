@@ -21,6 +21,7 @@ type Options struct {
 
 	Username string      // AUTH user for the backend (default: none)
 	Password string      // AUTH password for the backend (default: none)
+	DB       int         // the database every connection SELECTs (default 0: the upgrade's old Redis may name another)
 	TLS      *tls.Config // dial with TLS when set
 
 	DialTimeout    time.Duration // default 1s; also bounds the identity check

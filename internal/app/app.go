@@ -200,7 +200,7 @@ func (a *App) start() error {
 	if cfg.UpgradeFrom != "" {
 		o := netio.Options{
 			Addr: cfg.UpgradeFrom, Timeout: cfg.BackendTimeout, Logger: log.With("role", "upgrade_from"),
-			Username: cfg.BackendUsername, Password: cfg.BackendPassword, Invalidated: invalidated,
+			Username: cfg.BackendUsername, Password: cfg.BackendPassword, DB: cfg.UpgradeFromDB, Invalidated: invalidated,
 			// Not a vote, but a veto that follows a vote's rule: after any
 			// loss of its data (a restart, a flush, another server at its
 			// address) it grants nothing for the hold, since an old client

@@ -101,6 +101,10 @@ type Config struct {
 	UpgradeFrom         string `yaml:"upgrade_from"`
 	UpgradeFromUsername string `yaml:"upgrade_from_username"` // AUTH user for it (default: backend_username)
 	UpgradeFromPassword string `yaml:"upgrade_from_password"` // AUTH password for it (default: backend_password)
+	// UpgradeFromDB is the database the old clients lock in on it (their
+	// SELECT; default 0): the proxy's clients use database 0 of the
+	// masters, and the veto reads and writes the same names there.
+	UpgradeFromDB int `yaml:"upgrade_from_db"`
 
 	// UnknownScripts is what happens to a script no registry entry knows:
 	// "refuse" (default) or "vote" (run it on every backend and reply what a
@@ -289,8 +293,13 @@ func (c *Config) Validate() (warnings []string, err error) {
 		if len(c.Backends) == 0 {
 			return nil, invalid("upgrade_from", "needs backends: the masters the clients move to")
 		}
+		if c.UpgradeFromDB < 0 {
+			return nil, invalid("upgrade_from_db", "%d is no database", c.UpgradeFromDB)
+		}
 	} else if c.UpgradeFromUsername != "" || c.UpgradeFromPassword != "" {
 		return nil, invalid("upgrade_from_password", "upgrade_from_* settings need upgrade_from")
+	} else if c.UpgradeFromDB != 0 {
+		return nil, invalid("upgrade_from_db", "upgrade_from_* settings need upgrade_from")
 	}
 	n := len(c.Backends)
 	if n == 0 {
@@ -590,6 +599,7 @@ func Load(args []string, out io.Writer) (Config, []string, error) {
 	fs.StringVar(&c.UpgradeFrom, "upgrade_from", c.UpgradeFrom, "the Redis clients locked on before the proxy (host:port): a veto on every grant while they move")
 	fs.StringVar(&c.UpgradeFromUsername, "upgrade_from_username", c.UpgradeFromUsername, "AUTH user for upgrade_from (default: backend_username)")
 	fs.StringVar(&c.UpgradeFromPassword, "upgrade_from_password", c.UpgradeFromPassword, "AUTH password for upgrade_from (default: backend_password)")
+	fs.IntVar(&c.UpgradeFromDB, "upgrade_from_db", c.UpgradeFromDB, "the database the old clients lock in on upgrade_from (their SELECT)")
 	fs.StringVar(&c.BackendUsername, "backend_username", c.BackendUsername, "AUTH user for the backends")
 	fs.StringVar(&c.BackendPassword, "backend_password", c.BackendPassword, "AUTH password for the backends")
 	fs.BoolVar(&c.BackendTLS, "backend_tls", c.BackendTLS, "connect to the backends over TLS")
@@ -672,6 +682,9 @@ func Summary(c Config) string {
 	}
 	if c.UpgradeFrom != "" {
 		fmt.Fprintf(&b, ", upgrade_from %s", c.UpgradeFrom)
+		if c.UpgradeFromDB != 0 {
+			fmt.Fprintf(&b, " database %d", c.UpgradeFromDB)
+		}
 	}
 	fmt.Fprintf(&b, "; listen %s", c.Listen)
 	if c.TLSCertFile != "" {

@@ -197,6 +197,7 @@ max_token: 256
 upgrade_from: 10.0.0.9:6379
 upgrade_from_username: old
 upgrade_from_password: oldpass
+upgrade_from_db: 2
 backend_username: proxy
 backend_password: backendpass
 backend_tls: true
@@ -276,6 +277,7 @@ func allKeysConfig() Config {
 		UpgradeFrom:           "10.0.0.9:6379",
 		UpgradeFromUsername:   "old",
 		UpgradeFromPassword:   "oldpass",
+		UpgradeFromDB:         2,
 		BackendUsername:       "proxy",
 		BackendPassword:       "backendpass",
 		BackendTLS:            true,
