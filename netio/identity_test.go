@@ -258,3 +258,28 @@ func TestWrongPasswordIsSaidOnce(t *testing.T) {
 		t.Errorf("%d log lines in 3 s for one wrong password:\n%s", n, out)
 	}
 }
+
+// A link that names a database selects it on its connection before the
+// marker check, so the marker and every command live there; one the
+// server refuses keeps the link down, saying why.
+func TestLinkSelectsItsDatabase(t *testing.T) {
+	s := startRedis(t)
+	l := startLink(t, Options{Addr: s.Addr, DB: 3, Restart: quorum.RestartRule{Hold: time.Second}, HealthInterval: 50 * time.Millisecond})
+	c := newCollector()
+	l.Send(cmd("CLIENT", "INFO"), nil, c, 0, soon())
+	if x := c.next(t); x.r.Err != nil || !strings.Contains(string(x.r.V.Str), " db=3 ") {
+		t.Fatalf("CLIENT INFO on the link = %q, %v; want db=3", x.r.V.Str, x.r.Err)
+	}
+	l.Send(cmd("EXISTS", MarkerKey), nil, c, 0, soon())
+	if x := c.next(t); x.r.Err != nil || x.r.V.Int != 1 {
+		t.Fatalf("EXISTS of the marker in database 3 = %+v", x.r)
+	}
+
+	bad := NewLink(Options{Addr: s.Addr, DB: 99, Restart: quorum.RestartRule{Hold: time.Second}, Logger: quiet()})
+	bad.Start()
+	t.Cleanup(func() { bad.Close() })
+	waitFor(t, "the SELECT to fail", func() bool { return strings.Contains(bad.Health().LastError, "SELECT 99") })
+	if h := bad.Health(); h.Up {
+		t.Fatalf("a link whose SELECT was refused is up: %+v", h)
+	}
+}
