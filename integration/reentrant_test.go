@@ -68,6 +68,17 @@ func (c *cluster) eventuallyHolds(key, owner string, want []int64) []int64 {
 	}
 }
 
+// loneRedis is a client of a redis-server of its own: one Redis, to
+// compare the proxy's answers with.
+func loneRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
+	t.Cleanup(func() { lone.Close() })
+	return lone
+}
+
+// replyOf is a reply as the tests compare it: nil, an error's text, or
+// the value.
 func replyOf(v any, err error) string {
 	if err == redis.Nil {
 		return "nil"
@@ -87,8 +98,7 @@ func replyOf(v any, err error) string {
 func TestReentrantLockThroughProxy(t *testing.T) {
 	enter, exit := reentrant(t)
 	c := newCluster(t, 5)
-	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
-	t.Cleanup(func() { lone.Close() })
+	lone := loneRedis(t)
 	ctx := context.Background()
 	cl := c.client(2)
 	key := uniqueKey("reentrant")
@@ -149,8 +159,7 @@ func TestReentrantLockWithAFixedTTL(t *testing.T) {
 	enterFixed := counted(t, "take or enter again for a fixed 30 s").Text
 	exitFixed := counted(t, "leave once, re-arming for a fixed 30 s").Text
 	c := newCluster(t, 5)
-	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
-	t.Cleanup(func() { lone.Close() })
+	lone := loneRedis(t)
 	ctx := context.Background()
 	cl := c.client(2)
 	key := uniqueKey("reentrant-fixed")
@@ -364,8 +373,7 @@ if redis.call('hincrby', KEYS[1], ARGV[1], -1) == 0 then
 end
 return 'held'`
 	c := newCluster(t, 5)
-	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
-	t.Cleanup(func() { lone.Close() })
+	lone := loneRedis(t)
 	ctx := context.Background()
 	cl := c.client(2)
 	key := uniqueKey("rw-hash-release")

@@ -19,18 +19,8 @@ import (
 // on one Redis.
 func TestRoleThatDependsOnItsArguments(t *testing.T) {
 	c := newCluster(t, 5)
-	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
-	t.Cleanup(func() { lone.Close() })
+	lone := loneRedis(t)
 	ctx := context.Background()
-	reply := func(v any, err error) string {
-		if err == redis.Nil {
-			return "nil"
-		}
-		if err != nil {
-			return "error " + err.Error()
-		}
-		return fmt.Sprint(v)
-	}
 	for _, sw := range libscripts.Switches() {
 		t.Run(sw.Name, func(t *testing.T) {
 			ordinaryKey, specialKey := uniqueKey("switch"), uniqueKey("switch")
@@ -57,8 +47,8 @@ func TestRoleThatDependsOnItsArguments(t *testing.T) {
 				for j, x := range s.argv {
 					argv[j] = x
 				}
-				want := reply(lone.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
-				got := reply(s.cl.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
+				want := replyOf(lone.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
+				got := replyOf(s.cl.Eval(ctx, sw.Text, []string{s.key}, argv...).Result())
 				if got != want {
 					t.Fatalf("%s: the proxy answered %s, one Redis %s", s.name, got, want)
 				}
@@ -98,18 +88,8 @@ return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
 // for a minute.
 func TestRoleThatDependsOnComputedValues(t *testing.T) {
 	c := newCluster(t, 5)
-	lone := redis.NewClient(&redis.Options{Addr: startRedis(t, 1)[0].Addr, Protocol: 2})
-	t.Cleanup(func() { lone.Close() })
+	lone := loneRedis(t)
 	ctx := context.Background()
-	reply := func(v any, err error) string {
-		if err == redis.Nil {
-			return "nil"
-		}
-		if err != nil {
-			return "error " + err.Error()
-		}
-		return fmt.Sprint(v)
-	}
 	first, second := uniqueKey("computed"), uniqueKey("computed")
 	a, b, cc := c.client(2), c.client(2), c.client(2)
 	for i, s := range []struct {
@@ -125,8 +105,8 @@ func TestRoleThatDependsOnComputedValues(t *testing.T) {
 		if i == 2 {
 			time.Sleep(300 * time.Millisecond) // a lock of 60 ms would be gone
 		}
-		want := reply(lone.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
-		got := reply(s.cl.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
+		want := replyOf(lone.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
+		got := replyOf(s.cl.Eval(ctx, secondsBelow1024, []string{s.key}, s.argv...).Result())
 		if got != want {
 			t.Fatalf("%s: the proxy answered %s, one Redis %s (masters' PTTL %v)", s.name, got, want, c.pttls(s.key))
 		}
