@@ -224,21 +224,3 @@ func TestSeenBoundsTheTimeLeftToADeadline(t *testing.T) {
 		}
 	}
 }
-
-// A key holding one of the call's other arguments is probed: an extend
-// that compares its key with ARGV[1] and, for this call, sets another TTL
-// than ARGV[2] is not read as a query of ARGV[2] (which would answer "not
-// held" where one Redis extends the lock).
-func TestKeyHoldingAnotherArgumentIsProbed(t *testing.T) {
-	text := `if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ARGV[2]), 60 * 1000))
-end
-return 0`
-	p, ref := sandbox.Compile([]byte(text))
-	if ref != nil {
-		t.Fatal(ref)
-	}
-	if cl, ref := Script(p, []string{"lock:a"}, []string{"owner-b", "120000"}); ref == nil {
-		t.Fatalf("classified as %s; the script extends a key holding ARGV[1] to 60000 ms", cl.Spec())
-	}
-}

@@ -256,15 +256,6 @@ func (c *classifier) stringStates(cl *spec.Class, v argVariant) [][]keySpec {
 					vals = append(vals, flip(tok, len(tok)-1))
 				}
 			}
-			// The other arguments too: a script that acts where its key
-			// holds another argument than the token (an extend that
-			// compares with ARGV[1], read with ARGV[2] as the token)
-			// must not pass for a role that leaves such a key alone.
-			for i, a := range v.argv {
-				if !slices.Contains(cl.Tokens, i) && a != tok && !slices.Contains(vals, a) {
-					vals = append(vals, a)
-				}
-			}
 		} else {
 			for _, a := range v.argv {
 				if !slices.Contains(vals, a) {
