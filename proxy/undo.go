@@ -51,9 +51,13 @@ func (o *op) sendUndo(nodes []int) {
 		return laterForm(o.undoCmd, sc, later, at)
 	}
 	u := netio.UndoCmd{Now: o.undoCmd, NowScript: sc, Later: build, LaterScript: later, Keys: undoKeys(o.undoCmd), TTL: o.ttl}
+	rcv := undoReceiver{s: o.e.stats}
+	if t := o.e.track; t != nil && t.active.Load() > 0 {
+		rcv.track, rcv.keys = t, undoKeyArgs(o.undoCmd)
+	}
 	for _, n := range nodes {
 		u.Via = o.viaOf(n)
-		o.e.be.Undo(n, u, undoReceiver{o.e.stats}, n)
+		o.e.be.Undo(n, u, rcv, n)
 	}
 }
 
@@ -79,25 +83,50 @@ func (o *op) viaOf(node int) any {
 // undoKeys names the keys of an undo command (EVALSHA sha numkeys
 // key...), for the log.
 func undoKeys(cmd []byte) string {
-	v, err := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{}).Read()
-	if err != nil || len(v.Elems) < 3 {
+	keys := undoKeyArgs(cmd)
+	if keys == nil {
 		return "?"
 	}
-	n, _ := resp.ParseInt(v.Elems[2].Str)
 	var b strings.Builder
-	for i := 3; i < len(v.Elems) && int64(i-3) < n; i++ {
-		if i > 3 {
+	for i, k := range keys {
+		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(strconv.Quote(string(v.Elems[i].Str)))
+		b.WriteString(strconv.Quote(string(k)))
 	}
 	return b.String()
 }
 
-// undoReceiver counts undo results.
-type undoReceiver struct{ s *stats }
+// undoKeyArgs returns the keys of an undo command (nil if it has none).
+func undoKeyArgs(cmd []byte) [][]byte {
+	v, err := resp.NewReader(bufio.NewReader(bytes.NewReader(cmd)), resp.ReaderLimits{}).Read()
+	if err != nil || len(v.Elems) < 3 {
+		return nil
+	}
+	n, _ := resp.ParseInt(v.Elems[2].Str)
+	var keys [][]byte
+	for i := 3; i < len(v.Elems) && int64(i-3) < n; i++ {
+		keys = append(keys, v.Elems[i].Str)
+	}
+	return keys
+}
+
+// undoReceiver counts undo results and, when clients track keys, sends the
+// invalidations of the keys undone. A tracking client may have read the
+// grant while it stood on a majority, and the masters do not report the
+// proxy's own writes (netio's tracking is NOLOOP): without these it would
+// keep a lock nobody holds in its cache. Every result invalidates, the
+// failures too: the undo may have run.
+type undoReceiver struct {
+	s     *stats
+	track *tracker
+	keys  [][]byte
+}
 
 func (u undoReceiver) Receive(node int, r netio.Result) {
+	for _, k := range u.keys {
+		u.track.invalidate(k, nil)
+	}
 	if u.s == nil {
 		return
 	}

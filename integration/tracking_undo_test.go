@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/app/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
+)
+
+// A grant the proxy takes back when its reply leaves (a pipelined SET NX
+// whose validity fell below min_validity while it waited behind a slower
+// command) is undone on the masters by the proxy's own connections, which
+// the masters do not report to it. A tracking client that read the key
+// while the grant stood must still be told when the undo removes it, or its
+// cache goes on saying that a lock nobody holds is held.
+func TestTrackedKeyIsInvalidatedWhenAGrantIsUndone(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(400*time.Millisecond), func(cfg *config.Config) {
+		cfg.MinValidity = time.Second
+	})
+	tr := trackingClient(t, c.app.Addr())
+	key, other := uniqueKey("undone"), uniqueKey("slow")
+	tr.must("(nil)", "GET", key)
+
+	if err := c.servers[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.servers[2].Resume()
+		}
+	}()
+	// PTTL waits for every master, so for the hung one's timeout; the SET
+	// before it is granted at once with 1.3 s of validity, but less than the
+	// 1 s min_validity is left when its reply may leave: it is answered nil
+	// and undone, well before the key would expire.
+	acq, err := net.Dial("tcp", c.app.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acq.Close()
+	if _, err := acq.Write(resp.AppendCommand(resp.AppendCommand(nil, "SET", key, "A", "NX", "PX", "1300"), "PTTL", other)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	// Meanwhile the grant stands on a majority: the tracking client reads
+	// it, and caches it.
+	tr.must(`"A"`, "GET", key)
+	acq.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 64)
+	n, _ := acq.Read(buf)
+	if !strings.HasPrefix(string(buf[:n]), "$-1\r\n") {
+		t.Fatalf("the pipelined SET NX PX 1300 answered %q; want nil (less than min_validity was left)", buf[:n])
+	}
+	if h := c.eventuallyHolders(key, "A", 0); len(h) != 0 {
+		t.Fatalf("the revoked grant was not undone: masters %v hold its token", h)
+	}
+	c.servers[2].Resume()
+	resumed = true
+	if !tr.invalidation(key, 3*time.Second) && !tr.invalidation("*", 0) {
+		t.Fatalf("no invalidation of %s after the grant the client read was undone: its cache still says the lock is held", key)
+	}
+	tr.must("(nil)", "GET", key)
+}
