@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -64,4 +65,65 @@ func TestTrackedKeyIsInvalidatedWhenAGrantIsUndone(t *testing.T) {
 		t.Fatalf("no invalidation of %s after the grant the client read was undone: its cache still says the lock is held", key)
 	}
 	tr.must("(nil)", "GET", key)
+}
+
+// A release answered as failed (two of three masters hung past the
+// timeout) that those masters run when they resume has freed the lock on
+// all of them, through the proxy's own connections, which the masters do
+// not report to it. A tracking client that cached the holder must be told.
+func TestTrackedKeyIsInvalidatedByAFailedReleaseThatTookEffect(t *testing.T) {
+	c := newCluster(t, 3, backendTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	tr := trackingClient(t, c.app.Addr())
+	key := uniqueKey("late-release")
+	if ok, err := c.client(2).SetNX(ctx, key, "tok", 30*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	tr.must(`"tok"`, "GET", key)
+
+	for _, i := range []int{1, 2} {
+		if err := c.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := c.client(2).Eval(ctx, seedRelease, []string{key}, "tok").Int64()
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	if err == nil && n == 1 {
+		t.Fatalf("the release with two of three masters hung answered 1; want a failure (the case under test)")
+	}
+	if h := c.eventuallyHolders(key, "tok", 0); len(h) != 0 {
+		t.Fatalf("the resumed masters did not run the release: masters %v hold the token", h)
+	}
+	if !tr.invalidation(key, 3*time.Second) && !tr.invalidation("*", 0) {
+		t.Fatalf("no invalidation of %s after the release freed it on every master: the client's cache still says it is held", key)
+	}
+	tr.must("(nil)", "GET", key)
+}
+
+// A grant is told to the clients tracking its key as soon as the masters
+// hold it, not when its reply leaves: a SET NX pipelined before a BLPOP
+// that waits seconds holds the lock on a majority all that time, and a
+// cached nil must not say it is free.
+func TestTrackedKeyIsInvalidatedWhenTheGrantIsMadeNotWhenItsReplyLeaves(t *testing.T) {
+	c := newCluster(t, 3)
+	tr := trackingClient(t, c.app.Addr())
+	key, sig := uniqueKey("pipelined-grant"), uniqueKey("signal")
+	tr.must("(nil)", "GET", key)
+
+	acq, err := net.Dial("tcp", c.app.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acq.Close()
+	if _, err := acq.Write(resp.AppendCommand(resp.AppendCommand(nil, "SET", key, "A", "NX", "PX", "10000"), "BLPOP", sig, "3")); err != nil {
+		t.Fatal(err)
+	}
+	if h := c.eventuallyHolders(key, "A", 3); len(h) != 3 {
+		t.Fatalf("masters %v hold the grant; want all three", h)
+	}
+	if !tr.invalidation(key, time.Second) && !tr.invalidation("*", 0) {
+		t.Fatalf("no invalidation of %s within a second of every master holding it: the client's cache says the lock is free", key)
+	}
+	tr.must(`"A"`, "GET", key)
 }

@@ -235,12 +235,16 @@ func (o *op) Receive(node int, r netio.Result) {
 		o.tally.Record(node, vote, r.Counts)
 	}
 	o.undo.Settle(node, o.rules.undoFate(o, vote, r))
+	inv := o.changedLocked(vote)
 	if !o.decided {
 		o.decided = o.rules.decide(o)
 	}
 	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
+	if inv {
+		o.invalidateWritten()
+	}
 	o.sendUndo(undo)
 	if signal {
 		o.done <- struct{}{}
@@ -381,10 +385,15 @@ func (o *op) Late(node int, r netio.Result) {
 	if r.Via != nil {
 		o.setVia(node, r.Via)
 	}
-	o.undo.Settle(node, o.rules.undoFate(o, o.voteOf(r), r))
+	vote := o.voteOf(r)
+	o.undo.Settle(node, o.rules.undoFate(o, vote, r))
+	inv := o.changedLocked(vote)
 	signal := o.readyLocked()
 	undo := o.takeUndoLocked()
 	o.mu.Unlock()
+	if inv {
+		o.invalidateWritten()
+	}
 	o.sendUndo(undo)
 	if signal {
 		o.done <- struct{}{}

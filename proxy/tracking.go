@@ -7,13 +7,17 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/base/resp"
 	"github.com/redlock-proxy/redlock-proxy/netio"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Client-side caching (CLIENT TRACKING), as one Redis offers it. A client
 // that turns tracking on is sent an invalidation for every key it read
 // when that key changes:
 //   - by a command through this proxy, its own included (unless NOLOOP):
-//     the proxy invalidates when the command succeeded on a majority;
+//     the proxy invalidates as the masters grant it (changedLocked), when
+//     it succeeded (as its reply leaves), and when it undoes a grant (the
+//     undo's result), for the masters do not report the proxy's own
+//     writes;
 //   - through another proxy, or by expiry: every command of a tracking
 //     client asks the masters to track its keys (netio's Tracked), and
 //     their invalidations are forwarded;
@@ -454,6 +458,20 @@ func (c *client) noteTracking(o *op, keys [][]byte) {
 	if keys != nil && o.rules.effects(o)&effWrites != 0 {
 		o.invKeys, o.invBy = cloneArgs(keys), c
 	}
+}
+
+// changedLocked reports whether a master's reply (vote, late or not) to
+// a write means its keys changed in a way the tracking clients must hear
+// of now: the masters do not report the proxy's own writes (netio's
+// tracking is NOLOOP). A master's grant before the op is decided is sent
+// at once, not when the op's reply leaves: that reply may wait (behind a
+// BLPOP in the same pipeline) while a majority holds the grant. A grant
+// after a failure was decided is sent too: a release a hung master ran
+// late may have freed the lock on a majority all the same. A grant after
+// a success changes no majority's answer, and the success is sent when the
+// reply leaves (invalidateWritten from final). Called with o.mu held.
+func (o *op) changedLocked(vote quorum.Vote) bool {
+	return vote == quorum.Granted && o.invKeys != nil && !(o.decided && o.outcome == ResultGranted)
 }
 
 // invalidateWritten sends the invalidations of a write that succeeded.
