@@ -127,3 +127,39 @@ func TestTrackedKeyIsInvalidatedWhenTheGrantIsMadeNotWhenItsReplyLeaves(t *testi
 	}
 	tr.must(`"A"`, "GET", key)
 }
+
+// Invalidations redirected to a client go as Redis sends them: a RESP3
+// client gets the invalidate push, a RESP2 client only when it subscribed
+// (a __redis__:invalidate message); a RESP2 client that did not subscribe
+// gets nothing, for anything written to it would be read as the reply to
+// its next command.
+func TestRedirectedInvalidationsNeverReachARESP2ClientAsAReply(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	target := dialRESP(t, c.app.Addr())
+	id := target.do("CLIENT", "ID").String()[1:]
+	r3 := dialRESP(t, c.app.Addr())
+	if v := r3.do("HELLO", "3"); v.Kind == resp.KindError {
+		t.Fatalf("HELLO 3: %v", v)
+	}
+	id3 := r3.do("CLIENT", "ID").String()[1:]
+
+	tr := dialRESP(t, c.app.Addr())
+	tr.must("+OK", "CLIENT", "TRACKING", "ON", "REDIRECT", id)
+	tr3 := dialRESP(t, c.app.Addr())
+	tr3.must("+OK", "CLIENT", "TRACKING", "ON", "REDIRECT", id3)
+	key := uniqueKey("redirect-resp2")
+	tr.must("(nil)", "GET", key)
+	tr3.must("(nil)", "GET", key)
+	if ok, err := c.client(2).SetNX(ctx, key, "t", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	v, push, err := r3.read(3 * time.Second)
+	if err != nil || !push || v.String() != `["invalidate" ["`+key+`"]]` {
+		t.Fatalf("the RESP3 target got %v (push %v, %v); want the invalidate push, as Redis sends it", v, push, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	// The RESP2 target's next reply is its own.
+	target.must(`"t"`, "GET", key)
+	target.must(`"t"`, "GET", key)
+}

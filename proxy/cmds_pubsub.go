@@ -148,6 +148,7 @@ func (ss *subscriptions) drop(c *client) {
 		}
 	}
 	c.subscriptions = 0
+	c.pubsub.Store(false)
 }
 
 // subCount is what a (un)subscribe confirmation reports: the client's
@@ -158,6 +159,7 @@ func (c *client) subCount(k subKind) int {
 		n = len(c.subs[subChannel]) + len(c.subs[subPattern])
 	}
 	c.subscriptions = len(c.subs[subChannel]) + len(c.subs[subPattern]) + len(c.subs[subShard])
+	c.pubsub.Store(c.subscriptions > 0)
 	return n
 }
 
@@ -338,6 +340,6 @@ func (s *Server) Released(node int, payload []byte) {
 		}
 		b = resp.AppendBulk(b, ch)
 		b = resp.AppendBulk(b, msg)
-		t.c.push(b)
+		t.c.push(b, !resp3)
 	}
 }

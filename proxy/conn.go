@@ -67,6 +67,9 @@ type client struct {
 	acl           *userACL // that user's rules (nil: everything allowed)
 	closeAfter    bool
 	subscriptions int // channels, patterns and shard channels subscribed to (subs)
+	// pubsub is subscriptions > 0, for the pusher and the invalidations
+	// sent from other goroutines (a RESP2 message is for subscribers only).
+	pubsub atomic.Bool
 	// subs are the client's subscriptions by kind (cmds_pubsub.go; the
 	// server's subscriptions.mu protects them).
 	subs [numSubKinds]map[string]bool
@@ -83,7 +86,7 @@ type client struct {
 	// protects the queue's state.
 	wmu        sync.Mutex
 	pmu        sync.Mutex
-	pushq      chan []byte
+	pushq      chan pushMsg
 	pushLost   bool
 	pushClosed bool
 	pushWG     sync.WaitGroup

@@ -27,9 +27,9 @@ import (
 // only after CLIENT CACHING YES, in OPTOUT mode unless CLIENT CACHING NO),
 // until its invalidation. BCAST sends every change of a key under the
 // client's prefixes. Invalidations go out as RESP3 pushes on the tracking
-// connection, or, with REDIRECT, as __redis__:invalidate messages to the
-// client named (which must subscribe to that channel); a RESP2 client
-// tracking without REDIRECT gets none, as with Redis.
+// connection or, with REDIRECT, to the client named: a RESP3 push again,
+// or a __redis__:invalidate message to a RESP2 client while it is
+// subscribed; a RESP2 client gets none otherwise, as with Redis.
 
 // trackOpts is a client's CLIENT TRACKING settings. It belongs to the
 // client's goroutine (which reads and changes it, CLIENT CACHING included);
@@ -178,7 +178,11 @@ func (o *trackSub) matches(key []byte) bool {
 func (s *Server) Invalidated(node int, key []byte) { s.track.invalidate(key, nil) }
 
 // sendInvalidation queues key's invalidation for the client that tracks it,
-// to it or to the client it redirects to.
+// to it or to the client it redirects to, as Redis sends it: a RESP3
+// client gets the invalidate push (redirected or not), a RESP2 client that
+// is redirected to and subscribed gets a __redis__:invalidate message, and
+// any other RESP2 client nothing, for whatever were written to it would be
+// read as the reply to its next command.
 func (s *Server) sendInvalidation(d delivery, key []byte) {
 	to := d.c
 	if d.redirect != 0 {
@@ -188,13 +192,13 @@ func (s *Server) sendInvalidation(d delivery, key []byte) {
 		if to == nil {
 			return // the target is gone: Redis drops them too
 		}
-		to.push(appendInvalidateMessage(nil, key, to.resp3.Load()))
-		return
 	}
-	if !to.resp3.Load() {
-		return // a RESP2 client without REDIRECT cannot receive pushes
+	switch {
+	case to.resp3.Load():
+		to.push(appendInvalidatePush(nil, key), false)
+	case d.redirect != 0:
+		to.push(appendInvalidateMessage(nil, key), true)
 	}
-	to.push(appendInvalidatePush(nil, key))
 }
 
 // appendInvalidatePush encodes the RESP3 push of an invalidation.
@@ -208,14 +212,14 @@ func appendInvalidatePush(b, key []byte) []byte {
 	return resp.AppendBulk(b, key)
 }
 
-// appendInvalidateMessage encodes an invalidation as a message of the
-// __redis__:invalidate channel, for a client that redirects there.
-func appendInvalidateMessage(b, key []byte, resp3 bool) []byte {
-	b = resp.AppendPushHeader(b, 3, resp3)
+// appendInvalidateMessage encodes an invalidation as a RESP2 message of the
+// __redis__:invalidate channel, for a subscribed client redirected to.
+func appendInvalidateMessage(b, key []byte) []byte {
+	b = resp.AppendPushHeader(b, 3, false)
 	b = resp.AppendBulkString(b, "message")
 	b = resp.AppendBulkString(b, invalidateChannel)
 	if key == nil {
-		return resp.AppendNullArray(b, resp3)
+		return resp.AppendNullArray(b, false)
 	}
 	b = resp.AppendArrayHeader(b, 1)
 	return resp.AppendBulk(b, key)
@@ -228,21 +232,29 @@ const invalidateChannel = "__redis__:invalidate"
 // beyond it the client is sent one invalidation of every key instead.
 const pushQueue = 1024
 
+// pushMsg is a queued push. sub marks a RESP2 message (pub/sub, or a
+// redirected invalidation), which only a subscribed client may read: it is
+// dropped if the client is no longer subscribed when it would be written.
+type pushMsg struct {
+	b   []byte
+	sub bool
+}
+
 // push queues b (a whole push or message) for c, written by c's pusher
 // between its replies. It never blocks.
-func (c *client) push(b []byte) {
+func (c *client) push(b []byte, sub bool) {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
 	if c.pushClosed {
 		return
 	}
 	if c.pushq == nil {
-		c.pushq = make(chan []byte, pushQueue)
+		c.pushq = make(chan pushMsg, pushQueue)
 		c.pushWG.Add(1)
 		go c.pusher() // owned by the client: serve closes the queue and waits for it
 	}
 	select {
-	case c.pushq <- b:
+	case c.pushq <- pushMsg{b, sub}:
 	default:
 		c.pushLost = true // the pusher sends one invalidation of everything instead
 	}
@@ -251,25 +263,39 @@ func (c *client) push(b []byte) {
 // pusher writes c's pushes until its queue is closed.
 func (c *client) pusher() {
 	defer c.pushWG.Done()
-	for b := range c.pushq {
+	for m := range c.pushq {
 		c.pmu.Lock()
 		lost := c.pushLost
 		c.pushLost = false
 		c.pmu.Unlock()
 		if lost {
 			if c.resp3.Load() {
-				b = appendInvalidatePush(nil, nil)
+				m = pushMsg{appendInvalidatePush(nil, nil), false}
 			} else {
-				b = appendInvalidateMessage(nil, nil, false)
+				m = pushMsg{appendInvalidateMessage(nil, nil), true}
 			}
 		}
-		if err := c.write(b); err != nil {
+		if err := c.writePush(m); err != nil {
 			c.nc.Close()
 			for range c.pushq {
 			}
 			return
 		}
 	}
+}
+
+// writePush writes a push between replies. A RESP2 message is written only
+// while the client is subscribed, checked under wmu: an UNSUBSCRIBE's
+// reply, written under wmu too after the client left pub/sub mode, then
+// comes after any message written, as on one Redis, and never before one
+// the client would take for a command's reply.
+func (c *client) writePush(m pushMsg) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if m.sub && !c.pubsub.Load() {
+		return nil
+	}
+	return c.writeRaw(m.b)
 }
 
 // stopPushes closes c's push queue and waits for its pusher.
