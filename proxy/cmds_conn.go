@@ -124,7 +124,8 @@ func handleClient(c *client, args [][]byte) {
 	case is(sub, "help"):
 		c.reply(helpReply("CLIENT", "GETNAME", "ID", "INFO", "SETINFO <LIB-NAME|LIB-VER> <value>", "SETNAME <name>", "TRACKING <ON|OFF> [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN|OPTOUT] [NOLOOP]", "CACHING <YES|NO>", "TRACKINGINFO", "GETREDIR"))
 	case is(sub, "setname") || is(sub, "getname") || is(sub, "id") || is(sub, "setinfo") ||
-		is(sub, "info") || is(sub, "no-evict") || is(sub, "no-touch"):
+		is(sub, "info") || is(sub, "no-evict") || is(sub, "no-touch") || is(sub, "tracking") ||
+		is(sub, "caching") || is(sub, "trackinginfo") || is(sub, "getredir"):
 		c.replyErr(msgWrongArgs("client|" + strings.ToLower(string(sub))))
 	default:
 		c.replyErr(msgUnknownSubcommand(string(sub), "CLIENT"))

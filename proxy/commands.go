@@ -116,18 +116,25 @@ func (c *client) exec(args [][]byte) {
 		return
 	}
 	c.trackNext, c.cmdKeys = false, nil
+	uncache := false
 	if c.s.track.active.Load() > 0 {
 		c.cmdKeys = commandKeys(cmd, args)
 		if c.trk != nil {
 			if len(c.cmdKeys) > 0 {
 				c.trackNext = c.trackCommand(c.cmdKeys)
-			} else if !(cmd.name == "client" && len(args) > 1 && is(args[1], "caching")) {
-				c.trk.caching = 0 // CLIENT CACHING applies to the next command only
+			} else {
+				// CLIENT CACHING applies to the next command only; one
+				// without keys ends it once it ran (CLIENT TRACKINGINFO
+				// still shows it, as on Redis).
+				uncache = !(cmd.name == "client" && len(args) > 1 && is(args[1], "caching"))
 			}
 		}
 	}
 	started, rejected := c.inflight, c.rejected
 	cmd.fn(c, args)
+	if uncache && c.trk != nil {
+		c.trk.caching = 0
+	}
 	// Commands that started no op and were not rejected were answered here.
 	if obs := c.s.cfg.Observer; obs != nil && c.inflight == started && c.rejected == rejected {
 		obs.Command(cmd.name, ResultOK, 0)

@@ -207,6 +207,8 @@ const (
 	msgTrackingOptinOptout   = "ERR You can't use both OPTIN and OPTOUT"
 	msgTrackingBcastOpt      = "ERR OPTIN and OPTOUT are not compatible with BCAST"
 	msgTrackingPrefixNoBcast = "ERR PREFIX option requires BCAST mode to be enabled"
+	msgTrackingSwitchBcast   = "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."
+	msgTrackingSwitchOpt     = "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."
 	msgCachingNeedsMode      = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"
 	msgCachingYesNeedsOptin  = "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
 	msgCachingNoNeedsOptout  = "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -75,15 +76,18 @@ type tracker struct {
 	subs map[*client]trackSub // every client with tracking on
 }
 
-// on turns tracking on for c with settings o.
+// on turns tracking on for c with settings o, or changes them (the keys
+// tracked for c stay tracked).
 func (t *tracker) on(c *client, o *trackOpts) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.keys == nil {
 		t.keys, t.subs = map[string]map[*client]struct{}{}, map[*client]trackSub{}
 	}
+	if _, ok := t.subs[c]; !ok {
+		t.active.Add(1)
+	}
 	t.subs[c] = trackSub{redirect: o.redirect, bcast: o.bcast, noloop: o.noloop, prefixes: slices.Clone(o.prefixes)}
-	t.active.Add(1)
 }
 
 // off forgets a client's tracking (CLIENT TRACKING OFF, or its close).
@@ -329,21 +333,14 @@ func (c *client) trackCommand(keys [][]byte) bool {
 }
 
 // handleClientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
-// [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with Redis's checks and errors.
+// [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with Redis's checks, in its order, and
+// its errors. ON sent again while tracking changes the options but keeps
+// the keys tracked, and adds the BCAST prefixes given to the client's
+// (BCAST without a prefix adds the empty one, which covers every key), as
+// Redis does: what the client cached before is still invalidated.
 func handleClientTracking(c *client, args [][]byte) {
-	switch {
-	case is(args[2], "off"):
-		if c.trk != nil {
-			c.s.track.off(c)
-			c.trk = nil
-		}
-		c.replyRaw(rawOK)
-		return
-	case !is(args[2], "on"):
-		c.replyErr(msgSyntax)
-		return
-	}
 	o := &trackOpts{}
+	var prefixes []string
 	for i := 3; i < len(args); i++ {
 		switch {
 		case is(args[i], "redirect") && i+1 < len(args):
@@ -364,7 +361,7 @@ func handleClientTracking(c *client, args [][]byte) {
 			}
 			i++
 		case is(args[i], "prefix") && i+1 < len(args):
-			o.prefixes = append(o.prefixes, string(args[i+1]))
+			prefixes = append(prefixes, string(args[i+1]))
 			i++
 		case is(args[i], "bcast"):
 			o.bcast = true
@@ -380,22 +377,79 @@ func handleClientTracking(c *client, args [][]byte) {
 		}
 	}
 	switch {
-	case o.optin && o.optout:
-		c.replyErr(msgTrackingOptinOptout)
+	case is(args[2], "off"):
+		if c.trk != nil {
+			c.s.track.off(c)
+			c.trk = nil
+		}
+		c.replyRaw(rawOK)
+		return
+	case !is(args[2], "on"):
+		c.replyErr(msgSyntax)
+		return
+	}
+	old := c.trk
+	switch {
+	case len(prefixes) > 0 && !o.bcast:
+		c.replyErr(msgTrackingPrefixNoBcast)
+		return
+	case old != nil && old.bcast != o.bcast:
+		c.replyErr(msgTrackingSwitchBcast)
 		return
 	case o.bcast && (o.optin || o.optout):
 		c.replyErr(msgTrackingBcastOpt)
 		return
-	case len(o.prefixes) > 0 && !o.bcast:
-		c.replyErr(msgTrackingPrefixNoBcast)
+	case o.optin && o.optout:
+		c.replyErr(msgTrackingOptinOptout)
+		return
+	case old != nil && (o.optin && old.optout || o.optout && old.optin):
+		c.replyErr(msgTrackingSwitchOpt)
 		return
 	}
-	if c.trk != nil {
-		c.s.track.off(c)
+	if o.bcast {
+		if msg := prefixCollision(old, prefixes); msg != "" {
+			c.replyErr(msg)
+			return
+		}
+		if old != nil {
+			o.prefixes = slices.Clone(old.prefixes)
+		}
+		if len(prefixes) == 0 {
+			prefixes = []string{""}
+		}
+		for _, p := range prefixes {
+			if !slices.Contains(o.prefixes, p) {
+				o.prefixes = append(o.prefixes, p)
+			}
+		}
+	}
+	if old != nil {
+		o.caching = old.caching
 	}
 	c.trk = o
 	c.s.track.on(c, o)
 	c.replyRaw(rawOK)
+}
+
+// prefixCollision is Redis's error for BCAST prefixes that overlap (one
+// starts with the other): one given with one the client has, or two given.
+func prefixCollision(old *trackOpts, prefixes []string) string {
+	overlap := func(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+	for i, p := range prefixes {
+		if old != nil {
+			for _, q := range old.prefixes {
+				if overlap(q, p) {
+					return "ERR Prefix '" + p + "' overlaps with an existing prefix '" + q + "'. Prefixes for a single client must not overlap."
+				}
+			}
+		}
+		for _, q := range prefixes[i+1:] {
+			if overlap(p, q) {
+				return "ERR Prefix '" + p + "' overlaps with another provided prefix '" + q + "'. Prefixes for a single client must not overlap."
+			}
+		}
+	}
+	return ""
 }
 
 // handleClientCaching is CLIENT CACHING YES|NO: whether the next command's
@@ -403,7 +457,7 @@ func handleClientTracking(c *client, args [][]byte) {
 func handleClientCaching(c *client, args [][]byte) {
 	o := c.trk
 	switch {
-	case o == nil || (!o.optin && !o.optout):
+	case o == nil:
 		c.replyErr(msgCachingNeedsMode)
 	case is(args[2], "yes") && o.optin:
 		o.caching = 1
@@ -430,7 +484,7 @@ func (c *client) trackingInfo() resp.Value {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{o.bcast, "bcast"}, {o.optin, "optin"}, {o.optout, "optout"}, {o.noloop, "noloop"}} {
+		}{{o.bcast, "bcast"}, {o.optin, "optin"}, {o.optout, "optout"}, {o.caching == 1, "caching-yes"}, {o.caching == -1, "caching-no"}, {o.noloop, "noloop"}} {
 			if f.set {
 				flags = append(flags, resp.BulkValue([]byte(f.name)))
 			}
