@@ -55,4 +55,20 @@ func TestTrackingOnAgainKeepsWhatIsTracked(t *testing.T) {
 	o.must("-ERR wrong number of arguments for 'client|caching' command", "CLIENT", "CACHING")
 	o.must("-ERR wrong number of arguments for 'client|trackinginfo' command", "CLIENT", "TRACKINGINFO", "x")
 	o.must("-ERR wrong number of arguments for 'client|getredir' command", "CLIENT", "GETREDIR", "x")
+
+	// REDIRECT to its own id, as on Redis: a RESP2 client that then
+	// subscribes gets its invalidations as messages.
+	self := dialRESP(t, c.app.Addr())
+	id := self.do("CLIENT", "ID").String()[1:]
+	self.must("+OK", "CLIENT", "TRACKING", "ON", "REDIRECT", id)
+	self.must(":"+id, "CLIENT", "GETREDIR")
+	ks := uniqueKey("self-redirect")
+	self.must("(nil)", "GET", ks)
+	self.must(`["subscribe" "__redis__:invalidate" :1]`, "SUBSCRIBE", "__redis__:invalidate")
+	if ok, err := other.SetNX(ctx, ks, "t", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	if !self.invalidationMessage(ks, 3*time.Second) {
+		t.Fatal("a RESP2 client tracking with REDIRECT to itself, then subscribed, got no invalidation message")
+	}
 }

@@ -352,13 +352,13 @@ func handleClientTracking(c *client, args [][]byte) {
 			c.s.mu.Lock()
 			_, exists := c.s.byID[id]
 			c.s.mu.Unlock()
-			if !exists && id != c.id {
+			if !exists {
 				c.replyErr(msgTrackingRedirect)
 				return
 			}
-			if id != c.id {
-				o.redirect = id
-			}
+			// Its own id too, as on Redis: a RESP2 client then gets its
+			// invalidations as messages once it subscribed.
+			o.redirect = id
 			i++
 		case is(args[i], "prefix") && i+1 < len(args):
 			prefixes = append(prefixes, string(args[i+1]))
