@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,85 @@ func (c *Cluster) CutBus(s *Server) (heal func() error, err error) {
 	rules = append(rules,
 		[]string{"-p", "tcp", "-d", host, "--dport", strconv.Itoa(own), "-j", "DROP"},
 		[]string{"-p", "tcp", "-s", host, "--sport", strconv.Itoa(own), "-j", "DROP"})
+	return installRules(rules)
+}
+
+// AddNode starts an empty cluster node on host ("" is 127.0.0.1), with
+// the cluster's timings and extra, that knows no other node yet: Meet
+// introduces it. Stop ends it with the others.
+func (c *Cluster) AddNode(host string, extra ...string) (*Server, error) {
+	if host != "" && host != "127.0.0.1" {
+		extra = append([]string{"--bind-source-addr", host, "--cluster-announce-ip", host}, extra...)
+	}
+	s, bus, err := startNode(c.dir, host, extra)
+	if err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, s)
+	c.buses = append(c.buses, bus)
+	return s, nil
+}
+
+// Meet introduces node to the cluster through from (CLUSTER MEET on from,
+// with node's bus port).
+func (c *Cluster) Meet(from, node *Server) error {
+	for i, n := range c.Nodes {
+		if n == node {
+			host, port, _ := net.SplitHostPort(node.Addr)
+			return from.doOK("CLUSTER", "MEET", host, port, strconv.Itoa(c.buses[i]))
+		}
+	}
+	return fmt.Errorf("redisproc: %s is not a node of the cluster", node.Addr)
+}
+
+// SplitBus splits the cluster bus in two: the nodes of side (all on one
+// loopback address of their own, see ClusterSpec.Hosts and AddNode) keep
+// their bus among themselves, the other nodes among themselves, and no
+// bus traffic crosses between the two, while clients still reach every
+// node. Firewall rules (iptables, OUTPUT) drop the packets from side's
+// address to the other nodes' bus ports and back, and those from any
+// other address to side's bus ports and back. The function returned
+// removes the rules; call it once.
+func (c *Cluster) SplitBus(side ...*Server) (heal func() error, err error) {
+	host := ""
+	var mine, others []string
+	for i, n := range c.Nodes {
+		h, _, _ := net.SplitHostPort(n.Addr)
+		if slices.Contains(side, n) {
+			if host != "" && h != host {
+				return nil, fmt.Errorf("redisproc: the side's nodes are on %s and %s: put them on one address", host, h)
+			}
+			host = h
+			mine = append(mine, strconv.Itoa(c.buses[i]))
+		} else {
+			others = append(others, strconv.Itoa(c.buses[i]))
+		}
+	}
+	if host == "" || host == "127.0.0.1" {
+		return nil, fmt.Errorf("redisproc: the side must be on a loopback address of its own, not %q", host)
+	}
+	var rules [][]string
+	chunks := func(ports []string, f func(string)) {
+		for i := 0; i < len(ports); i += 15 { // multiport takes 15 ports at most
+			f(strings.Join(ports[i:min(i+15, len(ports))], ","))
+		}
+	}
+	chunks(others, func(ps string) {
+		rules = append(rules,
+			[]string{"-p", "tcp", "-s", host, "-m", "multiport", "--dports", ps, "-j", "DROP"},
+			[]string{"-p", "tcp", "-d", host, "-m", "multiport", "--sports", ps, "-j", "DROP"})
+	})
+	chunks(mine, func(ps string) {
+		rules = append(rules,
+			[]string{"-p", "tcp", "!", "-s", host, "-m", "multiport", "--dports", ps, "-j", "DROP"},
+			[]string{"-p", "tcp", "!", "-d", host, "-m", "multiport", "--sports", ps, "-j", "DROP"})
+	})
+	return installRules(rules)
+}
+
+// installRules inserts firewall rules into OUTPUT, and returns the
+// function that deletes them.
+func installRules(rules [][]string) (heal func() error, err error) {
 	iptables := func(op string, rule []string) error {
 		out, err := exec.Command("iptables", append([]string{"-w", op, "OUTPUT"}, rule...)...).CombinedOutput()
 		if err != nil {
