@@ -38,6 +38,24 @@ import (
 // one, however long it goes on answering as a master beyond a partition
 // (until its cluster-node-timeout, and longer with writes allowed).
 //
+// Which masters. Two majorities share a master when they are counted over
+// one set of masters; the set the answers name changes, as a master gets
+// its first slot or gives up its last, and a node knows of a new master
+// only once it hears from it. A bus split in two halves, with new masters
+// joined to one (CLUSTER MEET, and slots for them), leaves each half with
+// a set of its own: B and C, all the other masters that A, B and C know,
+// name A; D, E and F, three of the five other masters B, C, D, E and F,
+// name A2. So the owner needs its majority in each answer's own map too
+// (of the other masters that map names but the node that gave it, see
+// inEveryMap): a round that reads a node of each half confirms neither
+// owner, as a round that reads only A, B and C confirms A. What this
+// cannot tell: a proxy that reads only A2's half is never shown that B
+// and C name A (a record of the set of masters on the masters themselves,
+// replaced only once a majority of the old set holds the new one, would
+// tell it; none is kept), so the cluster's vote is one only while every
+// proxy reads a node of each half, or no masters join a half cut off from
+// the others.
+//
 // A takeover is a loss, dated when it is confirmed. A slot whose
 // confirmed owner changes to a master that owned no confirmed slot before
 // (a promoted replica, not a resharding between masters) makes that master
@@ -163,8 +181,9 @@ func (c *Cluster) round(at time.Time, first []slotRange, answers []nodeAnswer) {
 // their node ids.
 func tallyRound(answers []nodeAnswer) (conf []slotRange, named map[string]bool, ids map[string]string) {
 	named, ids = map[string]bool{}, map[string]string{}
-	var views [][]slotRange // the answers, each sorted by slot
-	var from []string       // who gave each
+	var views [][]slotRange       // the answers, each sorted by slot
+	var from []string             // who gave each
+	var members []map[string]bool // the masters each names
 	bounds := []int{0, keyslot.Slots}
 	for _, a := range answers {
 		if a.err != nil {
@@ -173,8 +192,11 @@ func tallyRound(answers []nodeAnswer) (conf []slotRange, named map[string]bool, 
 		rs := slices.Clone(a.ranges)
 		sort.Slice(rs, func(i, j int) bool { return rs[i].from < rs[j].from })
 		views, from = append(views, rs), append(from, a.addr)
+		own := map[string]bool{}
+		members = append(members, own)
 		for _, r := range rs {
 			named[r.addr] = true
+			own[r.addr] = true
 			if r.id != "" {
 				ids[r.addr] = r.id
 			}
@@ -215,7 +237,7 @@ func tallyRound(answers []nodeAnswer) (conf []slotRange, named map[string]bool, 
 			}
 		}
 		for addr, n := range votes {
-			if n > voters/2 {
+			if n > voters/2 && (alone || inEveryMap(addr, members, seat, from, owner)) {
 				if k := len(conf); k > 0 && conf[k-1].addr == addr && conf[k-1].to == lo-1 {
 					conf[k-1].to = hi
 				} else {
@@ -225,6 +247,36 @@ func tallyRound(answers []nodeAnswer) (conf []slotRange, named map[string]bool, 
 		}
 	}
 	return conf, named, ids
+}
+
+// inEveryMap reports whether owner has, in every answer's own map, a
+// majority of the other masters that map names (those not in the slot's
+// seat), less the node that gave the map, among the answers that name
+// owner (from[i] named owner[i]): the same majority, counted over each
+// node's knowledge of the cluster's masters rather than only over their
+// union. Leaving out the map's node keeps a node cut off from the bus,
+// whose map and word are both stale, from vetoing with its own word what
+// the masters it knows agree on since; a majority of a set less one
+// master still shares a master with any majority of the whole. A map that
+// names no other master says nothing.
+func inEveryMap(owner string, members []map[string]bool, seat map[string]bool, from, owners []string) bool {
+	for k, m := range members {
+		voters, votes := 0, 0
+		for a := range m {
+			if !seat[a] && a != from[k] {
+				voters++
+			}
+		}
+		for i, a := range from {
+			if m[a] && !seat[a] && a != from[k] && owners[i] == owner {
+				votes++
+			}
+		}
+		if voters > 0 && votes <= voters/2 {
+			return false
+		}
+	}
+	return true
 }
 
 // routing is the map commands follow: a slot's confirmed owner, else the

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -92,5 +93,54 @@ func TestClusterConfirmationOfSmallClusters(t *testing.T) {
 	conf, _, _ := tallyRound([]nodeAnswer{{addr: "B", ranges: two}})
 	if ownerOf(conf, 0) != "A" || ownerOf(conf, 9000) != "" {
 		t.Fatalf("two shards, B answering: %v (B cannot confirm itself)", conf)
+	}
+}
+
+// A cluster whose bus is split, with new masters joined to one half, has
+// two sets of masters: the half of A, B and C knows only those three, and
+// B and C name A; the half of A2 (A's replica, which took over) and the
+// new masters D, E and F knows those, and B and C from before the split,
+// and names A2. D, E and F are a majority of the masters other than A and
+// A2 that some answer names, and B and C the whole of those the first
+// half's answers name: two majorities with no master in common. A round
+// that reads both halves must confirm neither A nor A2: its owner must
+// have a majority of the other masters in each answer's own map too.
+func TestClusterConfirmationAcrossASplitWithNewMasters(t *testing.T) {
+	stale := owners(false)
+	withNew := []slotRange{{from: 0, to: 0, addr: "D"}, {from: 1, to: 1, addr: "E"}, {from: 2, to: 2, addr: "F"}, {from: 3, to: 5460, addr: "A2"}}
+	fresh := append(slices.Clone(withNew), stale[1:]...) // A2's map: it knew B and C before the split
+	var half, all []nodeAnswer
+	for _, n := range []string{"A", "B", "C"} {
+		half = append(half, nodeAnswer{addr: n, ranges: stale})
+	}
+	all = append(all, half...)
+	all = append(all, nodeAnswer{addr: "A2", ranges: fresh})
+	for _, n := range []string{"D", "E", "F"} {
+		all = append(all, nodeAnswer{addr: n, ranges: withNew}) // they never heard from B and C
+	}
+	if conf, _, _ := tallyRound(half); ownerOf(conf, 100) != "A" || ownerOf(conf, 6000) != "B" {
+		t.Fatalf("A, B and C alone: %v", conf)
+	}
+	conf, named, _ := tallyRound(all)
+	if got := ownerOf(conf, 100); got != "" {
+		t.Fatalf("both halves: slot 100 confirmed for %s (named %v): a round of A, B and C alone confirms A", got, named)
+	}
+}
+
+// A master cut off from the bus, whose map stopped when it was cut, does
+// not keep the masters it knows from confirming what changed since: the
+// old master A, still answering as the owner of its slots after A2 took
+// over, and C's slots moved to a new master D after the cut.
+func TestClusterConfirmationPastAStaleMap(t *testing.T) {
+	now := []slotRange{{from: 0, to: 5460, addr: "A2"}, {from: 5461, to: 10922, addr: "B"}, {from: 10923, to: 16000, addr: "C"}, {from: 16001, to: 16383, addr: "D"}}
+	answers := []nodeAnswer{{addr: "A", ranges: owners(false)}}
+	for _, n := range []string{"A2", "B", "C", "D"} {
+		answers = append(answers, nodeAnswer{addr: n, ranges: now})
+	}
+	conf, _, _ := tallyRound(answers)
+	for s, want := range map[int]string{100: "A2", 6000: "B", 12000: "C", 16383: "D"} {
+		if got := ownerOf(conf, s); got != want {
+			t.Errorf("slot %d confirmed for %q; want %s (%v)", s, got, want, conf)
+		}
 	}
 }
