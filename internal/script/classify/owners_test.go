@@ -277,6 +277,14 @@ end
 return redis.call('pttl', KEYS[1])`, "k -- 8000 tok host-7", `acquire keys=1 args=3 token=2 ttl=1ms hash=3; missing: nil; own: pttl; own-no-ttl: -1; other: pttl; other-no-ttl: -1`},
 	{"release by HDEL", `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('hdel', KEYS[1], ARGV[1]) end return 0`, "k -- tok",
 		`release keys=1 args=1 token=1 hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
+	{"take or keep, the field holding an argument", `local v = redis.call('hget', KEYS[1], ARGV[1])
+if v == ARGV[3] or redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0`, "k -- tok 30000 host-7",
+		`extend-or-acquire keys=1 args=3 token=1 ttl=2ms nottl-acts hash=3 control=3:"host-7"; missing: 1; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
 	{"release of a lock of one field", `if redis.call('hlen', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('del', KEYS[1]) end return 0`, "k -- tok",
 		`release keys=1 args=1 token=1 hash="1"; missing: 0; own: 1; own-no-ttl: 1; other: 0; other-no-ttl: 0`},
 	{"extend", `if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`, "k -- tok 8000",

@@ -283,12 +283,13 @@ func (c *classifier) stringStates(cl *spec.Class, v argVariant) [][]keySpec {
 				out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[j], ttl: t} }))
 			}
 		}
-		if cl.Counted || cl.Shape == spec.ShapeHash {
+		if cl.Counted || cl.Shape == spec.ShapeHash && cl.FieldArg < 0 && cl.FieldValue == "1" {
 			// Held more than once, and once more than that. A hash lock
-			// that does not count holds is probed so too: a reentrant
-			// lock's scripts may share its key, and a script that acts
-			// on a count (a release that only takes one hold off) must
-			// not pass for one that ignores it.
+			// whose field holds 1, as a count of one hold does, is
+			// probed so too: a reentrant lock's scripts may share its
+			// key, and a script that acts on a count (a release that
+			// only takes one hold off) must not pass for one that
+			// ignores it. A field holding another value is no count.
 			for _, cnt := range []int{2, 5} {
 				for _, t := range ok {
 					out = append(out, perKey(func(k int) keySpec { return keySpec{held: true, value: ownVals(k)[0], ttl: t, count: cnt} }))
