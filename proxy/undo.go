@@ -50,10 +50,11 @@ func (o *op) sendUndo(nodes []int) {
 		}
 		return laterForm(o.undoCmd, sc, later, at)
 	}
-	u := netio.UndoCmd{Now: o.undoCmd, NowScript: sc, Later: build, LaterScript: later, Keys: undoKeys(o.undoCmd), TTL: o.ttl}
+	keys := undoKeyArgs(o.undoCmd)
+	u := netio.UndoCmd{Now: o.undoCmd, NowScript: sc, Later: build, LaterScript: later, Keys: quotedKeys(keys), TTL: o.ttl}
 	rcv := undoReceiver{s: o.e.stats}
 	if t := o.e.track; t != nil && t.active.Load() > 0 {
-		rcv.track, rcv.keys = t, undoKeyArgs(o.undoCmd)
+		rcv.track, rcv.keys = t, keys
 	}
 	for _, n := range nodes {
 		u.Via = o.viaOf(n)
@@ -80,10 +81,8 @@ func (o *op) viaOf(node int) any {
 	return o.via[node]
 }
 
-// undoKeys names the keys of an undo command (EVALSHA sha numkeys
-// key...), for the log.
-func undoKeys(cmd []byte) string {
-	keys := undoKeyArgs(cmd)
+// quotedKeys names an undo command's keys (undoKeyArgs), for the log.
+func quotedKeys(keys [][]byte) string {
 	if keys == nil {
 		return "?"
 	}

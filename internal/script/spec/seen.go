@@ -182,29 +182,23 @@ func (c *Class) seenText() string {
 		parts = append(parts, fmt.Sprintf("%s of %d to %d bytes", nm.Arg(l.Arg), l.Lo, l.Hi))
 	}
 	for _, l := range s.Nums {
-		parts = append(parts, fmt.Sprintf("%s from %s to %s when a number", nm.Arg(l.Arg), orderLow(l.Lo), orderHigh(l.Hi)))
+		parts = append(parts, fmt.Sprintf("%s from %s to %s when a number", nm.Arg(l.Arg), orderBound(l.Lo, false), orderBound(l.Hi, true)))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// orderLow and orderHigh are the least and the greatest magnitude of a
-// number of order o (NumOrder), for SCRIPT EXPLAIN.
-func orderLow(o int) string {
-	switch {
-	case o == 0:
+// orderBound is the least (or, high, the greatest) magnitude of a number
+// of order o (NumOrder), for SCRIPT EXPLAIN.
+func orderBound(o int, high bool) string {
+	if o == 0 {
 		return "0"
-	case o > 0:
-		return "1e" + strconv.Itoa(o-401)
 	}
-	return "-1e" + strconv.Itoa(-o-400)
-}
-
-func orderHigh(o int) string {
-	switch {
-	case o == 0:
-		return "0"
-	case o > 0:
-		return "1e" + strconv.Itoa(o-400)
+	e, sign := o-401, "" // the power of ten of the least positive one
+	if o < 0 {
+		e, sign, high = -o-401, "-", !high // the same, mirrored
 	}
-	return "-1e" + strconv.Itoa(-o-401)
+	if high {
+		e++
+	}
+	return sign + "1e" + strconv.Itoa(e)
 }
